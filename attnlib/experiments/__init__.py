@@ -1,0 +1,24 @@
+"""Named reproductions of the papers' experiments (see the chapter "Reproduction report").
+
+``attnlib.experiments.run(name, **settings)`` runs one; ``names()`` lists them. Each paper has
+its own module: :mod:`.max_margin` (arXiv 2306.13596, chapters 1-4), :mod:`.tf_svm`
+(arXiv 2308.16898, chapters 5-8) and :mod:`.mirror` (arXiv 2410.14581, chapters 9-10).
+"""
+
+from ._registry import (
+    Experiment,
+    Result,
+    Target,
+    cache_dir,
+    experiment,
+    get,
+    names,
+    run,
+    source_hash,
+)
+
+__all__ = ["Experiment", "Result", "Target", "cache_dir", "experiment", "get", "names", "run",
+           "source_hash"]
+
+# importing the paper modules registers their experiments
+from . import max_margin, mirror, tf_svm  # noqa: E402,F401

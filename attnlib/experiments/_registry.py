@@ -1,0 +1,262 @@
+"""Named, scalable reproductions of the papers' experiments.
+
+Every official experiment is one function registered with :func:`experiment`. It takes the
+paper's settings as defaults (plus ``trials``, ``steps``, ``seed``, ``device`` where they make
+sense) and returns ``(numbers, arrays)``: a flat dict of scalar results, and a dict of
+arrays behind its figure. :func:`run` wraps the call, caches the result on disk (keyed by the
+experiment, its settings and attnlib's own source, so a library change recomputes) and returns
+a :class:`Result`, which can check its reproduction targets and draw its figure.
+
+The reproduction targets live here, beside each experiment, with their source; the book's
+reproduction report is generated from them. See the chapter "Reproduction report".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+SOURCES = ("paper", "official code", "re-simulation", "suggested")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One reproduction target: the accepted interval ``[lo, hi]`` for ``numbers[key]``.
+
+    Parameters
+    ----------
+    key : str
+        Entry of :attr:`Result.numbers` that is checked.
+    what : str
+        One line saying what is checked, in the book's words.
+    paper : str
+        The paper's, official code's or re-simulation's value, as text (``"0.99010"``,
+        ``"18–21"``, ``"{1, 2}"``).
+    lo, hi : float
+        Accepted interval for the book's value (inclusive). Booleans are numbers 0/1.
+    tolerance : str
+        The tolerance in words, as the summary gives it (``"±1e-4"``, ``"≥ 0.99"``).
+    source : str
+        One of ``"paper"``, ``"official code"``, ``"re-simulation"``, ``"suggested"``.
+    note : str
+        Where the book deliberately differs from the official notebook, say so here.
+    """
+
+    key: str
+    what: str
+    paper: str
+    lo: float = -math.inf
+    hi: float = math.inf
+    tolerance: str = ""
+    source: str = "paper"
+    note: str = ""
+
+    def __post_init__(self):
+        if self.source not in SOURCES:
+            raise ValueError(f"source must be one of {SOURCES}, got {self.source!r}")
+        if self.lo > self.hi:
+            raise ValueError(f"target {self.key!r}: lo={self.lo} > hi={self.hi}")
+
+    def ok(self, value) -> bool:
+        """Whether ``value`` lies in ``[lo, hi]`` (NaN never does)."""
+        value = float(value)
+        return (not math.isnan(value)) and self.lo <= value <= self.hi
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A registered experiment: the function, its figure, and its targets."""
+
+    name: str
+    func: Callable
+    paper: str  # e.g. "2306.13596 Fig. 1 (E1)"
+    chapter: str  # book chapter file stem, e.g. "03_local_global"
+    title: str
+    targets: tuple[Target, ...] = ()
+    plot: Callable | None = None  # plot(result) -> matplotlib Figure
+
+    @property
+    def defaults(self) -> dict:
+        sig = inspect.signature(self.func)
+        return {
+            k: p.default for k, p in sig.parameters.items() if p.default is not inspect._empty
+        }
+
+    @property
+    def scale(self) -> str:
+        d = self.defaults
+        keys = [k for k in ("trials", "steps", "n", "T", "d") if k in d]
+        return ", ".join(f"{k}={d[k]}" for k in keys)
+
+
+@dataclass
+class Result:
+    """What :func:`run` returns: settings, numbers, arrays, and the time it took."""
+
+    name: str
+    params: dict
+    numbers: dict
+    arrays: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    cached: bool = False
+
+    @property
+    def experiment(self) -> Experiment:
+        return get(self.name)
+
+    def check(self) -> list[dict]:
+        """One row per target: what, paper value, book value, tolerance, ok, source, note."""
+        rows = []
+        for tg in self.experiment.targets:
+            if tg.key not in self.numbers:
+                raise KeyError(f"experiment {self.name!r} did not compute target {tg.key!r}")
+            val = self.numbers[tg.key]
+            rows.append(
+                dict(experiment=self.name, key=tg.key, what=tg.what, paper=tg.paper,
+                     book=float(val), tolerance=tg.tolerance, ok=tg.ok(val),
+                     source=tg.source, note=tg.note)
+            )
+        return rows
+
+    @property
+    def passed(self) -> bool:
+        return all(r["ok"] for r in self.check())
+
+    def figure(self):
+        """The experiment's figure (matplotlib), drawn from the stored arrays."""
+        plot = self.experiment.plot
+        if plot is None:
+            raise ValueError(f"experiment {self.name!r} has no figure")
+        return plot(self)
+
+    def summary(self) -> str:
+        """A one-screen text summary: settings, numbers, targets."""
+        lines = [f"{self.name}: {self.experiment.title}  [{self.experiment.paper}]",
+                 "settings: " + ", ".join(f"{k}={v}" for k, v in self.params.items()),
+                 f"time: {self.seconds:.1f} s" + (" (cached)" if self.cached else "")]
+        for r in self.check():
+            mark = "✓" if r["ok"] else "✗"
+            lines.append(f"  {mark} {r['what']}: book {r['book']:.6g}  paper {r['paper']}"
+                         f"  ({r['tolerance']})")
+        return "\n".join(lines)
+
+    # -- persistence -------------------------------------------------------------------
+    def save(self, folder) -> Path:
+        """Write ``NAME.json`` (settings, numbers, targets) and ``NAME.npz`` (arrays)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = dict(name=self.name, params=_jsonable(self.params),
+                    numbers={k: float(v) for k, v in self.numbers.items()},
+                    seconds=self.seconds, targets=self.check())
+        (folder / f"{self.name}.json").write_text(json.dumps(meta, indent=2, default=float))
+        np.savez_compressed(folder / f"{self.name}.npz",
+                            **{k: np.asarray(v) for k, v in self.arrays.items()})
+        return folder / f"{self.name}.json"
+
+    @classmethod
+    def load(cls, folder, name) -> Result:
+        folder = Path(folder)
+        meta = json.loads((folder / f"{name}.json").read_text())
+        with np.load(folder / f"{name}.npz") as z:
+            arrays = {k: z[k] for k in z.files}
+        return cls(name=name, params=meta["params"], numbers=meta["numbers"], arrays=arrays,
+                   seconds=meta["seconds"], cached=True)
+
+
+_REGISTRY: dict[str, Experiment] = {}
+
+
+def experiment(name: str, *, paper: str, chapter: str, title: str,
+               targets: tuple[Target, ...] | list[Target] = (), plot: Callable | None = None):
+    """Register ``func(**settings) -> (numbers, arrays)`` as the experiment ``name``."""
+
+    def deco(func):
+        if name in _REGISTRY and _REGISTRY[name].func.__qualname__ != func.__qualname__:
+            raise ValueError(f"experiment {name!r} registered twice")
+        _REGISTRY[name] = Experiment(name=name, func=func, paper=paper, chapter=chapter,
+                                     title=title, targets=tuple(targets), plot=plot)
+        return func
+
+    return deco
+
+
+def names() -> list[str]:
+    """Names of all registered experiments, in registration order."""
+    return list(_REGISTRY)
+
+
+def get(name: str) -> Experiment:
+    """The registered experiment ``name``; a ValueError lists the valid names otherwise."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown experiment {name!r}; expected one of: {', '.join(names())}")
+    return _REGISTRY[name]
+
+
+def source_hash() -> str:
+    """SHA-256 of attnlib's own source files: part of every cache key."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    """Where results are cached: ``$ATTNLIB_CACHE`` or ``~/.cache/attnlib``."""
+    return Path(os.environ.get("ATTNLIB_CACHE", Path.home() / ".cache" / "attnlib"))
+
+
+def run(name: str, *, cache: bool = True, **settings) -> Result:
+    """Run experiment ``name`` with its defaults overridden by ``settings``.
+
+    The result is cached on disk under :func:`cache_dir` keyed by (name, settings, attnlib's
+    source hash); ``cache=False`` recomputes. Unknown settings raise ValueError.
+    """
+    exp = get(name)
+    defaults = exp.defaults
+    unknown = set(settings) - set(defaults)
+    if unknown:
+        raise ValueError(f"experiment {name!r} has no setting(s) {sorted(unknown)}; "
+                         f"expected some of {sorted(defaults)}")
+    params = {**defaults, **settings}
+    key = hashlib.sha256(json.dumps([name, _jsonable(params), source_hash()],
+                                    sort_keys=True, default=str).encode()).hexdigest()[:20]
+    folder = cache_dir() / key
+    if cache and (folder / f"{name}.json").exists():
+        return Result.load(folder, name)
+    t0 = time.perf_counter()
+    numbers, arrays = exp.func(**params)
+    res = Result(name=name, params=params, numbers=dict(numbers),
+                 arrays={k: _to_numpy(v) for k, v in dict(arrays).items()},
+                 seconds=time.perf_counter() - t0)
+    if cache:
+        res.save(folder)
+    return res
+
+
+def _to_numpy(v):
+    if hasattr(v, "detach"):
+        v = v.detach().cpu().numpy()
+    return np.asarray(v)
+
+
+def _jsonable(params: dict) -> dict:
+    out = {}
+    for k, v in params.items():
+        if isinstance(v, (int, float, str, bool)) or v is None:
+            out[k] = v
+        elif isinstance(v, (list, tuple)):
+            out[k] = [x if isinstance(x, (int, float, str, bool)) else str(x) for x in v]
+        else:
+            out[k] = str(v)
+    return out

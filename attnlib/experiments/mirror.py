@@ -1,0 +1,1 @@
+"""Experiments of this paper; see attnlib.experiments."""
