@@ -1,0 +1,400 @@
+"""Sequence-to-sequence and causal self-attention: every position is a query.
+
+One layer of self-attention with a fixed linear head ``v`` makes one prediction per position
+``k`` of sequence ``i``. The query is the token itself, :math:`z = x_{ik}`, and with a causal
+(decoder) mask the query sees only the tokens :math:`1..k`:
+
+.. math::
+
+    a_{ikt} = x_{it}^\\top W x_{ik}, \\qquad
+    s_{ik} = \\mathrm{softmax}_{t \\le k}(a_{ik\\cdot}), \\qquad
+    f_{ik} = \\sum_{t} s_{ikt}\\, v^\\top x_{it},
+
+    L(W) = \\frac{1}{nT} \\sum_{i,k} \\ell(Y_{ik} f_{ik}).
+
+This is cross-attention on the :math:`nT` (sequence, query) pairs with truncated token sets, so
+its Att-SVM is :func:`attnlib.svm.sequence_svm` (constraints only over visible tokens).
+See chapter 8, "Sequences and causal attention".
+
+Shapes: ``X`` (n,T,d) or (B,n,T,d); ``Y`` (n,T) or (B,n,T), one label per position; ``v`` (d,)
+or (B,d); ``W`` (d,d) or (B,d,d). Selections ``alpha`` are (n,T) or (B,n,T): ``alpha[i, k]`` is
+the token selected by query ``k`` of sequence ``i``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = [
+    "SequenceData",
+    "random_sequences",
+    "causal_mask",
+    "query_pairs",
+    "sequence_logits",
+    "sequence_softmax",
+    "sequence_output",
+    "sequence_loss",
+    "sequence_grad",
+    "sequence_optimal_tokens",
+    "sequence_selected_tokens",
+    "SequenceTrainResult",
+    "train_sequence",
+]
+
+_LOSSES = ("logistic", "exp", "correlation")
+
+
+def _device(device):
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!s} requested but CUDA is not available")
+    return device
+
+
+def _tensor(x, name, device, dtype):
+    t = torch.as_tensor(x)
+    if not torch.is_floating_point(t):
+        t = t.to(torch.float64)
+    t = t.to(device=device, dtype=dtype)
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{name} must be finite (found NaN or Inf)")
+    return t
+
+
+@dataclass(frozen=True)
+class SequenceData:
+    """Validated data for sequence self-attention (chapter 8).
+
+    Parameters
+    ----------
+    X : tensor (n, T, d) or (B, n, T, d)
+        Tokens; every position is also a query.
+    Y : tensor (n, T) or (B, n, T)
+        One label in {-1, +1} per position.
+    v : tensor (d,) or (B, d)
+        Fixed linear head; token scores are :math:`\\gamma_{ikt} = Y_{ik} v^\\top x_{it}`.
+    """
+
+    X: torch.Tensor
+    Y: torch.Tensor
+    v: torch.Tensor
+    B: int | None = field(init=False)
+
+    def __post_init__(self):
+        X, Y, v = self.X, self.Y, self.v
+        if not (torch.is_tensor(X) and torch.is_tensor(Y) and torch.is_tensor(v)):
+            raise ValueError("X, Y and v must be torch tensors (use SequenceData.of for arrays)")
+        if X.dim() not in (3, 4):
+            raise ValueError(f"X must have shape (n,T,d) or (B,n,T,d), got {tuple(X.shape)}")
+        batch = X.shape[:-3]
+        n, T, d = X.shape[-3:]
+        if tuple(Y.shape) != (*batch, n, T):
+            raise ValueError(f"Y must have shape {(*batch, n, T)}, got {tuple(Y.shape)}")
+        if tuple(v.shape) != (*batch, d):
+            raise ValueError(f"v must have shape {(*batch, d)}, got {tuple(v.shape)}")
+        if not ((Y == 1) | (Y == -1)).all():
+            raise ValueError("Y must contain only -1 and +1")
+        for name, t in (("X", X), ("v", v)):
+            if not torch.isfinite(t).all():
+                raise ValueError(f"{name} must be finite (found NaN or Inf)")
+        object.__setattr__(self, "B", int(batch[0]) if batch else None)
+
+    @classmethod
+    def of(cls, X, Y, v, device=None, dtype=None) -> SequenceData:
+        """Build from arrays or tensors, cast to ``dtype`` (float64) on ``device``."""
+        device, dtype = _device(device), dtype or torch.float64
+        return cls(_tensor(X, "X", device, dtype), _tensor(Y, "Y", device, dtype),
+                   _tensor(v, "v", device, dtype))
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[-3]
+
+    @property
+    def T(self) -> int:
+        return self.X.shape[-2]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[-1]
+
+    def trial(self, b: int) -> SequenceData:
+        """Trial ``b`` of a batched data set, without the trials dimension."""
+        if self.B is None:
+            raise ValueError("trial(b) needs data with a trials dimension")
+        return SequenceData(self.X[b], self.Y[b], self.v[b])
+
+
+def random_sequences(n: int, T: int, d: int, trials: int | None = None, seed: int = 0,
+                     device=None, dtype=None) -> SequenceData:
+    """Random sequences following the papers' law (chapter 8).
+
+    Draws, from one ``torch.Generator`` on the CPU (so the data are the same on every device):
+    ``v`` standard normal then unit norm; ``Y`` Rademacher, one label per position; tokens
+    standard normal, each of unit norm.
+    """
+    for name, val in (("n", n), ("T", T), ("d", d)):
+        if int(val) != val or val < 1:
+            raise ValueError(f"{name} must be a positive integer, got {val!r}")
+    if trials is not None and (int(trials) != trials or trials < 1):
+        raise ValueError(f"trials must be None or a positive integer, got {trials!r}")
+    device, dtype = _device(device), dtype or torch.float64
+    g = torch.Generator().manual_seed(int(seed))
+    batch = () if trials is None else (int(trials),)
+    v = torch.randn(*batch, d, generator=g, dtype=torch.float64)
+    v = v / v.norm(dim=-1, keepdim=True)
+    Y = 2.0 * (torch.randn(*batch, n, T, generator=g, dtype=torch.float64) > 0) - 1.0
+    X = torch.randn(*batch, n, T, d, generator=g, dtype=torch.float64)
+    X = X / X.norm(dim=-1, keepdim=True)
+    return SequenceData(X.to(device, dtype), Y.to(device, dtype), v.to(device, dtype))
+
+
+def causal_mask(T: int, causal: bool = True, device=None) -> torch.Tensor:
+    """Visibility mask (T, T): ``mask[k, t]`` is True when query ``k`` sees token ``t``.
+
+    Causal attention sees :math:`t \\le k`; full (bidirectional) attention sees every token.
+    """
+    mask = torch.ones(T, T, dtype=torch.bool, device=device)
+    return torch.tril(mask) if causal else mask
+
+
+def query_pairs(data: SequenceData, causal: bool = True):
+    """The sequence problem as cross-attention on :math:`nT` (sequence, query) pairs.
+
+    Returns ``X_pairs`` (B?, nT, T, d) (sequence i repeated for each of its queries), ``z``
+    (B?, nT, d) (the queries :math:`x_{ik}`) and ``mask`` (nT, T) (visible tokens of each
+    pair). Pair ``i*T + k`` is query ``k`` of sequence ``i``. This is the reduction behind the
+    sequence Att-SVM of chapter 8.
+    """
+    X = data.X
+    *batch, n, T, d = X.shape
+    Xp = X.unsqueeze(-3).expand(*batch, n, T, T, d).reshape(*batch, n * T, T, d)
+    z = X.reshape(*batch, n * T, d)
+    mask = causal_mask(T, causal, X.device).repeat(n, 1)  # (nT, T)
+    return Xp, z, mask
+
+
+def sequence_logits(X: torch.Tensor, W: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """Logits :math:`a_{ikt} = x_{it}^\\top W x_{ik}`, shape (B?, n, T_query, T_key).
+
+    Invisible tokens (:math:`t > k` when causal) get :math:`-\\infty`.
+    """
+    a = torch.einsum("...itd,...de,...ike->...ikt", X, W, X)
+    if causal:
+        a = a.masked_fill(~causal_mask(X.shape[-2], True, X.device), -math.inf)
+    return a
+
+
+def sequence_softmax(X: torch.Tensor, W: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """Attention :math:`s_{ik} = \\mathrm{softmax}_{t\\le k}(a_{ik})`, shape (B?, n, T, T)."""
+    return torch.softmax(sequence_logits(X, W, causal), dim=-1)
+
+
+def sequence_output(data: SequenceData, W: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """Predictions :math:`f_{ik} = \\sum_t s_{ikt} v^\\top x_{it}`, shape (B?, n, T)."""
+    g = torch.einsum("...itd,...d->...it", data.X, data.v)  # (B?, n, T)
+    s = sequence_softmax(data.X, W, causal)
+    return torch.einsum("...ikt,...it->...ik", s, g)
+
+
+def _loss_and_slope(u: torch.Tensor, loss: str):
+    """ℓ(u) and ℓ'(u) for the logistic, exponential and correlation losses."""
+    if loss == "logistic":
+        return torch.nn.functional.softplus(-u), -torch.sigmoid(-u)
+    if loss == "exp":
+        e = torch.exp(-u)
+        return e, -e
+    if loss == "correlation":
+        return -u, -torch.ones_like(u)
+    raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
+
+
+def sequence_loss(data: SequenceData, W: torch.Tensor, causal: bool = True,
+                  loss: str = "logistic") -> torch.Tensor:
+    """Empirical risk :math:`L(W) = \\frac{1}{nT}\\sum_{i,k}\\ell(Y_{ik} f_{ik})`, shape (B?,)."""
+    u = data.Y * sequence_output(data, W, causal)
+    return _loss_and_slope(u, loss)[0].mean(dim=(-2, -1))
+
+
+def sequence_grad(data: SequenceData, W: torch.Tensor, causal: bool = True,
+                  loss: str = "logistic"):
+    """Loss and analytic gradient :math:`\\nabla_W L`, accurate deep into saturation.
+
+    .. math::
+
+        \\nabla_W L = \\frac{1}{nT}\\sum_{i,k} \\ell'_{ik} Y_{ik}
+            \\sum_t s_{ikt}\\,(g_{it} - f_{ik})\\, x_{it} x_{ik}^\\top,
+        \\qquad g_{it} - f_{ik} = \\sum_{\\tau} s_{ik\\tau} (g_{it} - g_{i\\tau}),
+
+    with :math:`g_{it} = v^\\top x_{it}`. The second form sums small non-negative-weighted
+    differences of the original scores instead of subtracting two nearly equal numbers, so the
+    gradient keeps its relative accuracy when the softmax is saturated.
+
+    Returns
+    -------
+    L : tensor (B?,)
+    grad : tensor like W
+    """
+    X, Y = data.X, data.Y
+    n, T = data.n, data.T
+    g = torch.einsum("...itd,...d->...it", X, data.v)  # (B?, n, T)
+    s = sequence_softmax(X, W, causal)  # (B?, n, Tq, Tk)
+    f = torch.einsum("...ikt,...it->...ik", s, g)  # (B?, n, Tq)
+    G = g.unsqueeze(-1) - g.unsqueeze(-2)  # (B?, n, t, tau): g_t - g_tau
+    dev = torch.einsum("...iks,...its->...ikt", s, G)  # g_t - f_ik, (B?, n, Tq, Tk)
+    ell, slope = _loss_and_slope(Y * f, loss)  # (B?, n, Tq)
+    coef = (slope * Y).unsqueeze(-1) * s * dev / (n * T)  # (B?, n, Tq, Tk)
+    grad = torch.einsum("...ikt,...itd,...ike->...de", coef, X, X)
+    return ell.mean(dim=(-2, -1)), grad
+
+
+def _scores(data: SequenceData) -> torch.Tensor:
+    """Token scores :math:`\\gamma_{ikt} = Y_{ik} v^\\top x_{it}`, shape (B?, n, Tq, Tk)."""
+    g = torch.einsum("...itd,...d->...it", data.X, data.v)
+    return data.Y.unsqueeze(-1) * g.unsqueeze(-2)
+
+
+def sequence_optimal_tokens(data: SequenceData, causal: bool = True) -> torch.Tensor:
+    """Optimal selection :math:`\\alpha_{ik} = \\arg\\max_{t \\le k} \\gamma_{ikt}`, (B?, n, T)."""
+    gam = _scores(data)
+    gam = gam.masked_fill(~causal_mask(data.T, causal, gam.device), -math.inf)
+    return gam.argmax(dim=-1)
+
+
+def sequence_selected_tokens(data: SequenceData, W: torch.Tensor,
+                             causal: bool = True) -> torch.Tensor:
+    """Selection made by ``W``: the argmax of each query's attention, (B?, n, T)."""
+    return sequence_logits(data.X, W, causal).argmax(dim=-1)
+
+
+@dataclass
+class SequenceTrainResult:
+    """Final parameters and recorded trajectory of :func:`train_sequence`.
+
+    ``W`` is always the combined matrix :math:`KQ^\\top` for ``param="KQ"``. ``history`` holds
+    ``"step"`` (S,), ``"loss"`` (B?, S), ``"max_prob"`` (B?, S) (mean over queries of the
+    largest attention probability), ``"W"`` (B?, S, d, d) and ``"grad_norm"`` (B?, S).
+    """
+
+    W: torch.Tensor
+    K: torch.Tensor | None
+    Q: torch.Tensor | None
+    history: dict
+
+
+def _normalize(grad: torch.Tensor) -> torch.Tensor:
+    """grad / ||grad||_F per trial; a trial whose gradient underflowed to 0 takes no step."""
+    norm = grad.flatten(-2).norm(dim=-1)[..., None, None]
+    return torch.where(norm > 0, grad / norm.clamp_min(torch.finfo(grad.dtype).tiny),
+                       torch.zeros_like(grad))
+
+
+def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr: float = 0.1,
+                   steps: int = 1000, normalized: bool = True, loss: str = "logistic",
+                   init: dict | None = None, reg: float = 0.0, m: int | None = None,
+                   record_every: int | None = None, seed: int = 0,
+                   progress: bool = False) -> SequenceTrainResult:
+    """(Normalised) gradient descent on a sequence self-attention layer, all trials at once.
+
+    .. math::
+
+        W \\leftarrow W - \\eta\\, \\frac{\\nabla_W L}{\\|\\nabla_W L\\|_F}
+        \\quad\\text{or, for } W = KQ^\\top:\\quad
+        \\nabla_K = \\nabla_W L\\, Q + 2\\lambda K,\\;\\; \\nabla_Q = \\nabla_W L^\\top K
+        + 2\\lambda Q,
+
+    each factor normalised separately, as in the papers' experiments. Every trial of a batched
+    ``data`` runs in the same tensor computation. See chapter 8.
+
+    Parameters
+    ----------
+    data : SequenceData
+    param : {"W", "KQ"}
+    causal : bool
+        Causal (decoder) mask: query k sees tokens 1..k.
+    lr, steps, normalized, loss : as in :func:`attnlib.train`.
+    init : dict, optional
+        Initial ``{"W": ...}`` or ``{"K": ..., "Q": ...}``; default ``U(-1/sqrt(d), 1/sqrt(d))``
+        entrywise (PyTorch's ``nn.Linear`` law), drawn from ``seed``.
+    reg : float
+        The tiny Frobenius penalty :math:`\\lambda(\\|K\\|_F^2 + \\|Q\\|_F^2)` for (K,Q).
+    m : int, optional
+        Width of K and Q (default d).
+    record_every : int, optional
+        Record the trajectory every this many steps (default ``max(1, steps // 100)``); the
+        final step is always recorded.
+    """
+    if not isinstance(data, SequenceData):
+        raise ValueError(f"data must be a SequenceData, got {type(data).__name__}")
+    if param not in ("W", "KQ"):
+        raise ValueError(f"param must be 'W' or 'KQ', got {param!r}")
+    if loss not in _LOSSES:
+        raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr!r}")
+    if int(steps) != steps or steps < 0:
+        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
+    if reg < 0:
+        raise ValueError(f"reg must be >= 0, got {reg!r}")
+    every = record_every or max(1, steps // 100)
+    if every < 1:
+        raise ValueError(f"record_every must be >= 1, got {record_every!r}")
+    X = data.X
+    batch, d = tuple(X.shape[:-3]), data.d
+    m = d if m is None else int(m)
+    opts = dict(device=X.device, dtype=X.dtype)
+    gen = torch.Generator().manual_seed(int(seed))
+    bound = 1.0 / math.sqrt(d)
+
+    def uniform(*shape):
+        return ((2 * torch.rand(*batch, *shape, generator=gen, dtype=torch.float64) - 1)
+                * bound).to(**opts)
+
+    init = dict(init or {})
+    if param == "W":
+        params = {"W": torch.as_tensor(init["W"], **opts).expand(*batch, d, d).clone()
+                  if "W" in init else uniform(d, d)}
+    else:
+        params = {k: torch.as_tensor(init[k], **opts).expand(*batch, d, m).clone()
+                  if k in init else uniform(d, m) for k in ("K", "Q")}
+
+    def combined():
+        return params["W"] if param == "W" else params["K"] @ params["Q"].transpose(-1, -2)
+
+    rec = {"step": [], "loss": [], "max_prob": [], "W": [], "grad_norm": []}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=steps, desc="train_sequence", leave=False)
+    for k in range(steps + 1):
+        W = combined()
+        L, gW = sequence_grad(data, W, causal, loss)
+        if k % every == 0 or k == steps:
+            s = sequence_softmax(X, W, causal)
+            rec["step"].append(k)
+            rec["loss"].append(L)
+            rec["max_prob"].append(s.amax(dim=-1).mean(dim=(-2, -1)))
+            rec["W"].append(W)
+            rec["grad_norm"].append(gW.flatten(-2).norm(dim=-1))
+        if k == steps:
+            break
+        if param == "W":
+            grads = {"W": gW}
+        else:
+            K, Q = params["K"], params["Q"]
+            grads = {"K": gW @ Q + 2 * reg * K, "Q": gW.transpose(-1, -2) @ K + 2 * reg * Q}
+        for name, gr in grads.items():
+            params[name] = params[name] - lr * (_normalize(gr) if normalized else gr)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    hist = {"step": torch.tensor(rec["step"])}
+    for key in ("loss", "max_prob", "grad_norm", "W"):
+        hist[key] = torch.stack(rec[key], dim=len(batch))
+    return SequenceTrainResult(W=combined(), K=params.get("K"), Q=params.get("Q"), history=hist)
