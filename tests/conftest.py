@@ -1,0 +1,34 @@
+"""Shared pytest fixtures and markers for the attnlib tests."""
+
+import pytest
+import torch
+
+import attnlib.data as D
+
+HAS_CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` are skipped on machines without a GPU."""
+    for item in items:
+        if "cuda" in item.keywords and not HAS_CUDA:
+            item.add_marker(needs_cuda)
+
+
+@pytest.fixture
+def small_data():
+    """One random cross-attention data set, n=4, T=5, d=6, float64 on CPU."""
+    return D.random_data(4, 5, 6, seed=0, device="cpu")
+
+
+@pytest.fixture
+def batched_data():
+    """Three trials of random data, n=4, T=5, d=6, float64 on CPU."""
+    return D.random_data(4, 5, 6, trials=3, seed=0, device="cpu")
+
+
+@pytest.fixture
+def paper_data():
+    """The papers' standard size n=6, T=8, d=10, four trials, float64 on CPU."""
+    return D.random_data(6, 8, 10, trials=4, seed=0, device="cpu")
