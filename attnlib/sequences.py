@@ -184,7 +184,8 @@ def sequence_logits(X: torch.Tensor, W: torch.Tensor, causal: bool = True) -> to
 
     Invisible tokens (:math:`t > k` when causal) get :math:`-\\infty`.
     """
-    a = torch.einsum("...itd,...de,...ike->...ikt", X, W, X)
+    XW = X @ W.unsqueeze(-3)  # (B?, n, T, d): rows x_it^T W
+    a = X @ XW.transpose(-1, -2)  # (B?, n, Tq, Tk): a_ikt = x_ik . (W^T x_it)
     if causal:
         a = a.masked_fill(~causal_mask(X.shape[-2], True, X.device), -math.inf)
     return a
@@ -242,14 +243,14 @@ def sequence_grad(data: SequenceData, W: torch.Tensor, causal: bool = True,
     """
     X, Y = data.X, data.Y
     n, T = data.n, data.T
-    g = torch.einsum("...itd,...d->...it", X, data.v)  # (B?, n, T)
+    g = (X @ data.v.unsqueeze(-1).unsqueeze(-3)).squeeze(-1)  # (B?, n, T)
     s = sequence_softmax(X, W, causal)  # (B?, n, Tq, Tk)
-    f = torch.einsum("...ikt,...it->...ik", s, g)  # (B?, n, Tq)
+    f = (s @ g.unsqueeze(-1)).squeeze(-1)  # (B?, n, Tq)
     G = g.unsqueeze(-1) - g.unsqueeze(-2)  # (B?, n, t, tau): g_t - g_tau
-    dev = torch.einsum("...iks,...its->...ikt", s, G)  # g_t - f_ik, (B?, n, Tq, Tk)
+    dev = (s.unsqueeze(-2) * G.unsqueeze(-3)).sum(-1)  # g_t - f_ik, (B?, n, Tq, Tk)
     ell, slope = _loss_and_slope(Y * f, loss)  # (B?, n, Tq)
     coef = (slope * Y).unsqueeze(-1) * s * dev / (n * T)  # (B?, n, Tq, Tk)
-    grad = torch.einsum("...ikt,...itd,...ike->...de", coef, X, X)
+    grad = (X.transpose(-1, -2) @ coef.transpose(-1, -2) @ X).sum(-3)  # sum_i X^T C^T X
     return ell.mean(dim=(-2, -1)), grad
 
 

@@ -1,0 +1,110 @@
+"""Tests for attnlib.sequences: sequence / causal self-attention (chapter 8)."""
+
+import pytest
+import torch
+
+from attnlib import sequences as S
+
+
+@pytest.fixture
+def data():
+    return S.random_sequences(3, 5, 4, trials=2, seed=1, device="cpu")
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("loss", ["logistic", "exp", "correlation"])
+def test_gradient_matches_autograd(data, causal, loss):
+    W = torch.randn(2, 4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    L, grad = S.sequence_grad(data, W, causal, loss)
+    Wr = W.clone().requires_grad_(True)
+    L_auto = S.sequence_loss(data, Wr, causal, loss)
+    (g_auto,) = torch.autograd.grad(L_auto.sum(), Wr)
+    torch.testing.assert_close(L, L_auto.detach(), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(grad, g_auto, rtol=1e-10, atol=1e-14)
+
+
+def test_causal_mask_hides_future_tokens(data):
+    W = torch.randn(2, 4, 4, dtype=torch.float64)
+    s = S.sequence_softmax(data.X, W, causal=True)
+    future = ~S.causal_mask(5, True)
+    assert (s[..., future] == 0).all()
+    torch.testing.assert_close(s.sum(-1), torch.ones_like(s.sum(-1)))
+    # changing the last token changes no prediction but the last position's
+    X2 = data.X.clone()
+    X2[..., -1, :] = torch.randn_like(X2[..., -1, :])
+    other = S.SequenceData(X2, data.Y, data.v)
+    f1, f2 = S.sequence_output(data, W), S.sequence_output(other, W)
+    torch.testing.assert_close(f1[..., :-1], f2[..., :-1], rtol=0, atol=0)
+    assert not torch.allclose(f1[..., -1], f2[..., -1])
+    # bidirectional attention does see it
+    g1, g2 = S.sequence_output(data, W, causal=False), S.sequence_output(other, W, causal=False)
+    assert not torch.allclose(g1[..., 0], g2[..., 0])
+
+
+def test_optimal_tokens_are_visible(data):
+    alpha = S.sequence_optimal_tokens(data, causal=True)
+    k = torch.arange(5)
+    assert (alpha <= k).all() and (alpha[..., 0] == 0).all()
+    full = S.sequence_optimal_tokens(data, causal=False)
+    gam = data.Y[..., None] * torch.einsum("bitd,bd->bit", data.X, data.v)[..., None, :]
+    assert torch.equal(full, gam.argmax(-1))
+
+
+def test_query_pairs_reproduce_logits(data):
+    W = torch.randn(2, 4, 4, dtype=torch.float64)
+    Xp, z, mask = S.query_pairs(data, causal=True)
+    assert Xp.shape == (2, 15, 5, 4) and z.shape == (2, 15, 4) and mask.shape == (15, 5)
+    a_pairs = torch.einsum("bptd,bde,bpe->bpt", Xp, W, z)
+    a_seq = S.sequence_logits(data.X, W, causal=False).reshape(2, 15, 5)
+    torch.testing.assert_close(a_pairs, a_seq)
+    assert torch.equal(mask, S.causal_mask(5).repeat(3, 1))
+
+
+@pytest.mark.parametrize("param", ["W", "KQ"])
+def test_batched_equals_looped(data, param):
+    kw = dict(param=param, steps=60, lr=0.1, reg=1e-3 if param == "KQ" else 0.0,
+              record_every=20)
+    init = ({"W": 0.1 * torch.randn(2, 4, 4, dtype=torch.float64)} if param == "W" else
+            {k: 0.3 * torch.randn(2, 4, 4, dtype=torch.float64) for k in "KQ"})
+    batched = S.train_sequence(data, init=init, **kw)
+    for b in range(2):
+        one = S.train_sequence(data.trial(b), init={k: t[b] for k, t in init.items()}, **kw)
+        torch.testing.assert_close(batched.W[b], one.W, rtol=1e-9, atol=1e-10)
+        torch.testing.assert_close(batched.history["max_prob"][b], one.history["max_prob"],
+                                   rtol=1e-10, atol=1e-12)
+    assert batched.history["W"].shape == (2, 4, 4, 4)
+    assert batched.history["step"].tolist() == [0, 20, 40, 60]
+
+
+def test_loss_falls_and_attention_saturates_without_nan():
+    data = S.random_sequences(2, 4, 6, trials=3, seed=2, device="cpu")
+    res = S.train_sequence(data, steps=1500, record_every=500)
+    loss, W = res.history["loss"], res.W
+    assert torch.isfinite(W).all() and torch.isfinite(loss).all()
+    assert (loss[:, -1] < loss[:, 0]).all()
+    assert (res.history["max_prob"][:, -1] > 0.999).all()
+    # the normalised step keeps moving the norm by lr per step until the gradient underflows
+    norms = res.history["W"].flatten(-2).norm(dim=-1)
+    assert (norms[:, -1] > 100).all()
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError, match="Y must"):
+        S.SequenceData(torch.zeros(2, 3, 4, dtype=torch.float64),
+                       torch.zeros(2, 3, dtype=torch.float64), torch.ones(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="v must"):
+        S.SequenceData.of(torch.zeros(2, 3, 4), torch.ones(2, 3), torch.ones(5), device="cpu")
+    with pytest.raises(ValueError, match="finite"):
+        S.SequenceData.of(torch.full((2, 3, 4), float("nan")), torch.ones(2, 3), torch.ones(4),
+                          device="cpu")
+    data = S.random_sequences(2, 3, 4, device="cpu")
+    with pytest.raises(ValueError, match="param"):
+        S.train_sequence(data, param="p")
+    with pytest.raises(ValueError, match="lr"):
+        S.train_sequence(data, lr=0)
+    with pytest.raises(ValueError, match="steps"):
+        S.train_sequence(data, steps=-1)
+    with pytest.raises(ValueError, match="loss"):
+        S.train_sequence(data, loss="hinge")
+    with pytest.raises(ValueError, match="n must"):
+        S.random_sequences(0, 3, 4)
