@@ -1,0 +1,29 @@
+# The two commands of README.md:  make book  |  make test
+# (plus make serve, make setup, make clean).  The work is done by the scripts in scripts/.
+.PHONY: help setup book serve test clean
+
+PORT ?= 8000
+
+help:
+	@echo "make book   set up .venv, packages and offline MathJax, then build the book into _build/html"
+	@echo "make serve  serve _build/html on http://127.0.0.1:$(PORT) (builds it first if needed)"
+	@echo "make test   set up, then unit tests, nbval on every notebook, a strict build, the browser test"
+	@echo "make setup  only the set-up (idempotent; about a second when nothing changed)"
+	@echo "make clean  remove _build/ (build, execution caches, screenshots)"
+
+setup:
+	@scripts/setup.sh
+
+book: setup
+	@scripts/build.sh
+
+serve:
+	@[ -f _build/html/index.html ] || $(MAKE) book
+	@echo "Serving the book on http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
+	@.venv/bin/python -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html
+
+test: setup
+	@scripts/test.sh
+
+clean:
+	rm -rf _build

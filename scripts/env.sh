@@ -1,0 +1,11 @@
+# Sourced by scripts/build.sh and scripts/test.sh: the environment every build and test runs in.
+# shellcheck shell=bash
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# The venv's python (and its kernel, whose kernel.json runs plain "python") comes first, and its
+# "python3" kernelspec wins over one a user may have installed elsewhere.
+export PATH="$ROOT/.venv/bin:$PATH"
+export JUPYTER_PATH="$ROOT/.venv/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
+# Results of attnlib.experiments.run (keyed by settings and attnlib's source): computed once by
+# the chapters (under nbval or the build) and reused by the reproduction report page.
+export ATTNLIB_CACHE="${ATTNLIB_CACHE:-$ROOT/_build/attnlib_cache}"
+export PYTHONDONTWRITEBYTECODE=1

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Set up everything the book needs, idempotently (make setup; make book and make test call it):
+#   1. a virtual environment in .venv (Python >= 3.11; choose the interpreter with PYTHON=...),
+#   2. torch==2.13.0 first, then every pinned package of requirements.txt, then attnlib
+#      in editable mode,
+#   3. the offline JavaScript (MathJax 3, RequireJS, the ipywidgets HTML manager) from the npm
+#      registry, copied into _static_offline/ (served at the site's root via html_extra_path).
+# Each step leaves a stamp (a hash of its inputs); a step whose inputs did not change is
+# skipped, so a second run takes about a second.
+#
+# Environment: PYTHON (interpreter for the venv, default python3), TORCH_INDEX_URL (an extra
+# package index for torch, e.g. https://download.pytorch.org/whl/cpu for a small CPU build or
+# https://download.pytorch.org/whl/cu128 for CUDA; see README.md "Running on a GPU").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV=.venv
+PY=$VENV/bin/python
+JS=scripts/js
+OFFLINE=_static_offline
+
+log() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+# 1. virtual environment ------------------------------------------------------------------
+if [ ! -x "$PY" ]; then
+  interp=${PYTHON:-python3}
+  command -v "$interp" >/dev/null || die "no '$interp' found; install Python >= 3.11 or set PYTHON=..."
+  "$interp" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    || die "$("$interp" -V 2>&1) is too old: Python >= 3.11 is required (set PYTHON=...)"
+  log "creating $VENV with $("$interp" -V 2>&1)"
+  "$interp" -m venv "$VENV" || die "'$interp -m venv' failed (on Debian/Ubuntu: apt-get install python3-venv)"
+fi
+
+# 2. Python packages ------------------------------------------------------------------------
+want_py="$(hash_of requirements.txt pyproject.toml)|${TORCH_INDEX_URL:-}"
+stamp_py=$VENV/.attnlib-setup-stamp
+if [ "$(cat "$stamp_py" 2>/dev/null)" != "$want_py" ]; then
+  extra=()
+  [ -n "${TORCH_INDEX_URL:-}" ] && extra=(--extra-index-url "$TORCH_INDEX_URL")
+  torch_pin=$(grep -E '^torch==' requirements.txt) || die "requirements.txt must pin torch==..."
+  log "installing $torch_pin (first, so that no other torch build is pulled in)"
+  "$PY" -m pip install --quiet "${extra[@]}" "$torch_pin"
+  log "installing requirements.txt"
+  "$PY" -m pip install --quiet "${extra[@]}" -r requirements.txt
+  log "installing attnlib (editable)"
+  "$PY" -m pip install --quiet --no-deps -e .
+  echo "$want_py" > "$stamp_py"
+fi
+# The editable install must point at THIS checkout (a copied or moved venv would not).
+origin=$(cd / && "$ROOT/$PY" -c 'import importlib.util as u; s = u.find_spec("attnlib"); print(s.origin if s else "")')
+if [ "$origin" != "$ROOT/attnlib/__init__.py" ]; then
+  log "installing attnlib (editable) from $ROOT"
+  "$PY" -m pip install --quiet --no-deps -e .
+fi
+
+# 3. Offline JavaScript ---------------------------------------------------------------------
+want_js=$(hash_of "$JS/package.json" "$JS/package-lock.json")
+stamp_js=$JS/node_modules/.attnlib-setup-stamp
+if [ "$(cat "$stamp_js" 2>/dev/null)" != "$want_js" ]; then
+  command -v npm >/dev/null || die "npm is required for MathJax (Debian/Ubuntu: apt-get install nodejs npm)"
+  log "installing MathJax 3, RequireJS and @jupyter-widgets/html-manager from npm"
+  (cd "$JS" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+  echo "$want_js" > "$stamp_js"
+fi
+want_off="$want_js|$(hash_of scripts/setup.sh)"
+stamp_off=$JS/node_modules/.attnlib-offline-stamp
+if [ "$(cat "$stamp_off" 2>/dev/null)" != "$want_off" ] || [ ! -f "$OFFLINE/mathjax/tex-mml-chtml.js" ]; then
+  log "copying the offline JavaScript into $OFFLINE/"
+  nm=$JS/node_modules
+  rm -rf "$OFFLINE"
+  mkdir -p "$OFFLINE/mathjax/output/chtml" "$OFFLINE/require" "$OFFLINE/widgets"
+  # MathJax 3: the combined TeX+MathML -> CHTML component, its fonts, and the TeX extensions
+  # it loads on demand (3.3 MB in all).
+  cp "$nm/mathjax/es5/tex-mml-chtml.js" "$nm/mathjax/LICENSE" "$OFFLINE/mathjax/"
+  cp -r "$nm/mathjax/es5/output/chtml/fonts" "$OFFLINE/mathjax/output/chtml/"
+  cp -r "$nm/mathjax/es5/input" "$OFFLINE/mathjax/"
+  # RequireJS and the ipywidgets embed manager (with the icon fonts it references), used by
+  # myst-nb to render saved widget states (nb_ipywidgets_js in _config.yml).
+  cp "$nm/requirejs/require.js" "$OFFLINE/require/"
+  cp "$nm/@jupyter-widgets/html-manager/dist/embed-amd.js" "$OFFLINE/widgets/"
+  find "$nm/@jupyter-widgets/html-manager/dist" -maxdepth 1 -type f \
+    \( -name '*.woff' -o -name '*.woff2' -o -name '*.ttf' -o -name '*.eot' -o -name '*.svg' \) \
+    -exec cp {} "$OFFLINE/widgets/" \;
+  echo "$want_off" > "$stamp_off"
+fi
+log "ready: $("$PY" -V), torch $("$PY" -c 'import importlib.metadata as m; print(m.version("torch"))')"

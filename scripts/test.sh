@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# make test: every test of the project, in this order (make test runs scripts/setup.sh first):
+#   1. unit   pytest tests/ (all but the browser tests)
+#   2. nbval  every notebook under book/, top to bottom (scripts/nbval.sh)
+#   3. build  a strict build of the book, every page re-read (scripts/build.sh --all)
+#   4. site   the browser test against that build (pytest -m browser)
+# Every step runs even when an earlier one failed (so one run shows every failure); the exit
+# status is non-zero if any step failed.  With CI=true the build starts from an empty _build/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+if [ "${CI:-}" = "true" ]; then
+  echo "[test] CI=true: starting from an empty _build/"
+  rm -rf _build
+fi
+mkdir -p _build
+
+names=(); codes=(); secs=()
+step() {
+  local name=$1; shift
+  echo
+  echo "================ [test] $name: $* ================"
+  local t0; t0=$(date +%s)
+  "$@"
+  local rc=$?
+  names+=("$name"); codes+=("$rc"); secs+=("$(( $(date +%s) - t0 ))")
+}
+
+step unit    python -m pytest tests -m "not browser" -p no:cacheprovider -q -rfEs
+step nbval   scripts/nbval.sh
+step build   scripts/build.sh --all
+step site    python -m pytest tests -m browser -p no:cacheprovider -q -rfEs
+
+echo
+echo "================ [test] summary ================"
+fail=0
+for i in "${!names[@]}"; do
+  status=passed; [ "${codes[$i]}" -ne 0 ] && { status="FAILED (exit ${codes[$i]})"; fail=1; }
+  printf '  %-6s %-20s %5s s\n' "${names[$i]}" "$status" "${secs[$i]}"
+done
+[ -d _build/screenshots ] && echo "  screenshots: _build/screenshots/"
+exit "$fail"
