@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import models as M
+from .train import _normalized_step
+
 __all__ = [
     "SequenceData",
     "random_sequences",
@@ -44,7 +47,6 @@ __all__ = [
     "train_sequence",
 ]
 
-_LOSSES = ("logistic", "exp", "correlation")
 
 
 def _device(device):
@@ -203,23 +205,13 @@ def sequence_output(data: SequenceData, W: torch.Tensor, causal: bool = True) ->
     return torch.einsum("...ikt,...it->...ik", s, g)
 
 
-def _loss_and_slope(u: torch.Tensor, loss: str):
-    """ℓ(u) and ℓ'(u) for the logistic, exponential and correlation losses."""
-    if loss == "logistic":
-        return torch.nn.functional.softplus(-u), -torch.sigmoid(-u)
-    if loss == "exp":
-        e = torch.exp(-u)
-        return e, -e
-    if loss == "correlation":
-        return -u, -torch.ones_like(u)
-    raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
-
-
 def sequence_loss(data: SequenceData, W: torch.Tensor, causal: bool = True,
                   loss: str = "logistic") -> torch.Tensor:
-    """Empirical risk :math:`L(W) = \\frac{1}{nT}\\sum_{i,k}\\ell(Y_{ik} f_{ik})`, shape (B?,)."""
-    u = data.Y * sequence_output(data, W, causal)
-    return _loss_and_slope(u, loss)[0].mean(dim=(-2, -1))
+    """Empirical risk :math:`L(W) = \\frac{1}{nT}\\sum_{i,k}\\ell(Y_{ik} f_{ik})`, shape (B?,).
+
+    Differentiable (the autograd oracle of the tests).
+    """
+    return M.loss_value(data.Y * sequence_output(data, W, causal), loss).mean(dim=(-2, -1))
 
 
 def sequence_grad(data: SequenceData, W: torch.Tensor, causal: bool = True,
@@ -232,8 +224,9 @@ def sequence_grad(data: SequenceData, W: torch.Tensor, causal: bool = True,
             \\sum_t s_{ikt}\\,(g_{it} - f_{ik})\\, x_{it} x_{ik}^\\top,
         \\qquad g_{it} - f_{ik} = \\sum_{\\tau} s_{ik\\tau} (g_{it} - g_{i\\tau}),
 
-    with :math:`g_{it} = v^\\top x_{it}`. The second form sums small non-negative-weighted
-    differences of the original scores instead of subtracting two nearly equal numbers, so the
+    with :math:`g_{it} = v^\\top x_{it}`. The logit derivatives come from
+    :func:`attnlib.models.logit_gradient` applied to the :math:`nT` (sequence, query) pairs of
+    :func:`query_pairs` (the cancellation-free form on the right, with a log-softmax), so the
     gradient keeps its relative accuracy when the softmax is saturated.
 
     Returns
@@ -241,17 +234,12 @@ def sequence_grad(data: SequenceData, W: torch.Tensor, causal: bool = True,
     L : tensor (B?,)
     grad : tensor like W
     """
-    X, Y = data.X, data.Y
-    n, T = data.n, data.T
-    g = (X @ data.v.unsqueeze(-1).unsqueeze(-3)).squeeze(-1)  # (B?, n, T)
-    s = sequence_softmax(X, W, causal)  # (B?, n, Tq, Tk)
-    f = (s @ g.unsqueeze(-1)).squeeze(-1)  # (B?, n, Tq)
-    G = g.unsqueeze(-1) - g.unsqueeze(-2)  # (B?, n, t, tau): g_t - g_tau
-    dev = (s.unsqueeze(-2) * G.unsqueeze(-3)).sum(-1)  # g_t - f_ik, (B?, n, Tq, Tk)
-    ell, slope = _loss_and_slope(Y * f, loss)  # (B?, n, Tq)
-    coef = (slope * Y).unsqueeze(-1) * s * dev / (n * T)  # (B?, n, Tq, Tk)
-    grad = (X.transpose(-1, -2) @ coef.transpose(-1, -2) @ X).sum(-3)  # sum_i X^T C^T X
-    return ell.mean(dim=(-2, -1)), grad
+    Xp, z, _ = query_pairs(data, causal)  # (B?, nT, T, d), (B?, nT, d)
+    a = sequence_logits(data.X, W, causal).flatten(-3, -2)  # (B?, nT, T)
+    Yp = data.Y.flatten(-2)  # (B?, nT)
+    out = M.logit_gradient(Xp, Yp, a, data.v, None, loss)  # mean over the nT pairs
+    r = torch.einsum("...pt,...ptd->...pd", out["da"], Xp)  # sum_t dL/da_pt x_t
+    return out["loss"], r.transpose(-1, -2) @ z
 
 
 def _scores(data: SequenceData) -> torch.Tensor:
@@ -288,17 +276,10 @@ class SequenceTrainResult:
     history: dict
 
 
-def _normalize(grad: torch.Tensor) -> torch.Tensor:
-    """grad / ||grad||_F per trial; a trial whose gradient underflowed to 0 takes no step."""
-    norm = grad.flatten(-2).norm(dim=-1)[..., None, None]
-    return torch.where(norm > 0, grad / norm.clamp_min(torch.finfo(grad.dtype).tiny),
-                       torch.zeros_like(grad))
-
-
 def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr: float = 0.1,
                    steps: int = 1000, normalized: bool = True, loss: str = "logistic",
                    init: dict | None = None, reg: float = 0.0, m: int | None = None,
-                   record_every: int | None = None, seed: int = 0,
+                   eps: float = 0.0, record_every: int | None = None, seed: int = 0,
                    progress: bool = False) -> SequenceTrainResult:
     """(Normalised) gradient descent on a sequence self-attention layer, all trials at once.
 
@@ -322,6 +303,8 @@ def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr
     init : dict, optional
         Initial ``{"W": ...}`` or ``{"K": ..., "Q": ...}``; default ``U(-1/sqrt(d), 1/sqrt(d))``
         entrywise (PyTorch's ``nn.Linear`` law), drawn from ``seed``.
+    eps : float
+        The :math:`\\varepsilon` of the normalisation, as in :func:`attnlib.train`.
     reg : float
         The tiny Frobenius penalty :math:`\\lambda(\\|K\\|_F^2 + \\|Q\\|_F^2)` for (K,Q).
     m : int, optional
@@ -334,14 +317,16 @@ def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr
         raise ValueError(f"data must be a SequenceData, got {type(data).__name__}")
     if param not in ("W", "KQ"):
         raise ValueError(f"param must be 'W' or 'KQ', got {param!r}")
-    if loss not in _LOSSES:
-        raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
+    if loss not in M.LOSSES:
+        raise ValueError(f"loss must be one of {M.LOSSES}, got {loss!r}")
     if not lr > 0:
         raise ValueError(f"lr must be > 0, got {lr!r}")
     if int(steps) != steps or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
     if reg < 0:
         raise ValueError(f"reg must be >= 0, got {reg!r}")
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps!r}")
     every = record_every or max(1, steps // 100)
     if every < 1:
         raise ValueError(f"record_every must be >= 1, got {record_every!r}")
@@ -390,7 +375,12 @@ def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr
             K, Q = params["K"], params["Q"]
             grads = {"K": gW @ Q + 2 * reg * K, "Q": gW.transpose(-1, -2) @ K + 2 * reg * Q}
         for name, gr in grads.items():
-            params[name] = params[name] - lr * (_normalize(gr) if normalized else gr)
+            if normalized:  # lr * g / (||g||_F + eps) per trial; a zero gradient takes no step
+                step = _normalized_step(gr.reshape(-1, gr.shape[-2] * gr.shape[-1]), lr, 2.0,
+                                        eps)[0].view_as(gr)
+            else:
+                step = lr * gr
+            params[name] = params[name] - step
         if bar is not None:
             bar.update(1)
     if bar is not None:
