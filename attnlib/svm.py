@@ -1,0 +1,762 @@
+"""The SVM problems of attention: Att-SVM, Att-SVM⋆, ℓp-AttSVM, p-SVM, v-SVM and relatives.
+
+Every problem is "smallest norm subject to linear margin constraints",
+
+.. math:: \\min_w \\|w\\| \\quad\\text{s.t.}\\quad A w \\ge b,\\; C w = c,
+
+with one row of ``A`` per (input, token) pair. The rows are built as one tensor (no Python loop
+over constraints) and passed to a cvxpy problem compiled once per shape and norm, whose data
+are ``cp.Parameter`` s: repeated solves of one shape pay canonicalisation once. The default
+solver is Clarabel (interior point, ~1e-8 accurate; OSQP would give ~1e-4).
+
+How each norm is solved:
+
+* ``"fro"`` -- the QP :math:`\\min \\tfrac12\\|W\\|_F^2`;
+* ``"nuc"`` -- the dual SDP :math:`\\max\\, b^\\top\\lambda + c^\\top\\mu` s.t.
+  :math:`\\|\\mathrm{mat}(A^\\top\\lambda + C^\\top\\mu)\\|_2 \\le 1`, :math:`\\lambda \\ge 0`;
+  :math:`W` is read off the dual of its linear matrix inequality (4-8x faster than the
+  primal SDP);
+* a float ``lp > 1`` -- :math:`\\min \\|W\\|_p` (entrywise, mirror descent's norm).
+
+The constraints of the W-problems see :math:`W` only through :math:`W z_i`, so for the
+unitarily invariant norms (Frobenius, nuclear) :math:`W = M U^\\top` with :math:`U` an
+orthonormal basis of :math:`\\mathrm{span}\\{z_i\\}`: a smaller problem whose solution has its
+row space in :math:`\\mathrm{span}\\{z_i\\}` and rank at most n (chapter 6).
+
+Infeasible problems raise :class:`InfeasibleError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from typing import NamedTuple
+
+import cvxpy as cp
+import numpy as np
+import torch
+
+from attnlib.data import as_tensor, resolve_device, resolve_dtype
+from attnlib.tokens import _alpha, _field, _mask, _tokens, optimal_tokens
+
+__all__ = [
+    "InfeasibleError",
+    "att_svm",
+    "sequence_svm",
+    "prompt_svm",
+    "head_svm",
+    "relaxed_prompt_svm",
+    "Equivalence",
+    "svm_equivalence",
+]
+
+
+class InfeasibleError(ValueError):
+    """An SVM problem has no feasible point (the selection cannot be separated)."""
+
+
+class _Infeasible(Exception):
+    """Internal signal from :func:`_solve`; turned into an :class:`InfeasibleError` message."""
+
+
+# ----------------------------------------------------------------------------- norms
+def _norm_key(norm, matrix=True):
+    """Validate ``norm``: "fro", "nuc" (matrices only) or a float lp > 1."""
+    if isinstance(norm, str):
+        if norm == "fro" or (norm == "nuc" and matrix):
+            return norm
+        allowed = "'fro', 'nuc'" if matrix else "'fro'"
+        raise ValueError(f"norm: expected {allowed} or a float lp > 1, got {norm!r}")
+    if isinstance(norm, bool) or not isinstance(norm, (int, float, np.floating, np.integer)):
+        raise ValueError(f"norm: expected 'fro', 'nuc' or a float lp > 1, got {norm!r}")
+    p = float(norm)
+    if not p > 1 or math.isnan(p):
+        raise ValueError(f"norm: an entrywise lp norm needs lp > 1, got {norm!r}")
+    return p
+
+
+# ----------------------------------------------------------------------------- the solver core
+class _Compiled(NamedTuple):
+    prob: cp.Problem
+    A: cp.Parameter | None
+    b: cp.Parameter | None
+    C: cp.Parameter | None
+    c: cp.Parameter | None
+    read: object  # () -> (w (D,), lam (m,))
+    status_infeasible: tuple
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(m: int, m_eq: int, shape: tuple, norm) -> _Compiled:
+    """The cvxpy problem for ``m`` inequality and ``m_eq`` equality rows, variable ``shape``.
+
+    Built once per (shape, norm) and cached; its data are Parameters (DPP), so every later
+    solve only substitutes numbers.
+    """
+    D = math.prod(shape)
+    A = cp.Parameter((m, D), name="A") if m else None
+    b = cp.Parameter(m, name="b") if m else None
+    C = cp.Parameter((m_eq, D), name="C") if m_eq else None
+    c = cp.Parameter(m_eq, name="c") if m_eq else None
+    if norm == "nuc":  # dual SDP: max b'lam + c'mu  s.t. ||mat(A'lam + C'mu)||_2 <= 1
+        rows, cols = shape
+        lam = cp.Variable(m, nonneg=True) if m else None
+        mu = cp.Variable(m_eq) if m_eq else None
+        g = 0
+        obj = 0
+        if m:
+            g, obj = g + A.T @ lam, obj + b @ lam
+        if m_eq:
+            g, obj = g + C.T @ mu, obj + c @ mu
+        G = cp.reshape(g, shape, order="C")
+        lmi = cp.bmat([[np.eye(rows), G], [G.T, np.eye(cols)]]) >> 0
+        prob = cp.Problem(cp.Maximize(obj), [lmi])
+
+        def read():
+            W = -2.0 * lmi.dual_value[:rows, rows:]  # primal W from the LMI's multiplier
+            return W.reshape(-1), (lam.value if m else np.zeros(0))
+
+        return _Compiled(prob, A, b, C, c, read, ("unbounded", "unbounded_inaccurate"))
+    w = cp.Variable(D, name="w")
+    objective = 0.5 * cp.sum_squares(w) if norm == "fro" else cp.pnorm(w, norm)
+    cons = []
+    if m:
+        cons.append(A @ w >= b)
+    if m_eq:
+        cons.append(C @ w == c)
+    prob = cp.Problem(cp.Minimize(objective), cons)
+
+    def read():
+        return w.value, (cons[0].dual_value if m else np.zeros(0))
+
+    return _Compiled(prob, A, b, C, c, read, ("infeasible", "infeasible_inaccurate"))
+
+
+def _solve(A, b, shape, norm, solver, C=None, c=None):
+    """Solve :math:`\\min\\|w\\|` s.t. :math:`Aw \\ge b`, :math:`Cw = c` (numpy float64 data).
+
+    Returns ``(w reshaped to shape, lam (m,))``; raises :class:`_Infeasible`.
+    """
+    m = A.shape[0]
+    m_eq = 0 if C is None else C.shape[0]
+    prob = _compiled(m, m_eq, tuple(shape), norm)
+    if m:
+        prob.A.value, prob.b.value = A, b
+    if m_eq:
+        prob.C.value, prob.c.value = C, c
+    try:
+        prob.prob.solve(solver=solver)
+    except cp.error.SolverError as err:
+        raise RuntimeError(f"solver {solver} failed on this SVM ({err}); try another solver= "
+                           "('CLARABEL', 'SCS')") from err
+    status = prob.prob.status
+    if status in prob.status_infeasible:
+        raise _Infeasible(status)
+    if status not in ("optimal", "optimal_inaccurate"):
+        raise RuntimeError(f"solver {solver} returned status {status!r} for this SVM")
+    if status == "optimal_inaccurate":
+        warnings.warn(f"solver {solver} reports an inaccurate solution", RuntimeWarning,
+                      stacklevel=3)
+    w, lam = prob.read()
+    return np.asarray(w, dtype=np.float64).reshape(shape), np.asarray(lam, dtype=np.float64)
+
+
+def _row_basis(z: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
+    """Orthonormal basis (d, r) of span{z_i}, r = numerical rank of the queries."""
+    U, s, _ = np.linalg.svd(z.T, full_matrices=False)
+    r = max(1, int((s > rtol * s.max()).sum())) if s.size and s.max() > 0 else 1
+    return U[:, :r]
+
+
+def _pair_rows(D: np.ndarray, z: np.ndarray, U) -> np.ndarray:
+    """Constraint rows vec(D_it (U^T z_i)^T): D (n,T,d) token differences, z (n,d) queries."""
+    zq = z if U is None else z @ U  # (n, r)
+    n, T, d = D.shape
+    return np.einsum("ntj,nk->ntjk", D, zq).reshape(n * T, d * zq.shape[-1])
+
+
+def _matrix_problem(D, z, active, norm, solver, eq=None):
+    """Solve a W-problem; D (n,T,d) differences whose rows are active where ``active``.
+
+    Inactive rows become the harmless ``0 >= -1`` (fixed shapes, strictly feasible).
+    ``eq`` = (D_eq (k,d), z_eq (k,d), rhs (k,)) adds equality rows. Returns W (d,d), lam (n,T).
+    """
+    n, T, d = D.shape
+    U = _row_basis(z) if norm in ("fro", "nuc") else None
+    A = _pair_rows(D, z, U) * active.reshape(-1, 1)
+    b = np.where(active.reshape(-1), 1.0, -1.0)
+    C = c = None
+    if eq is not None and len(eq[0]):
+        zq = eq[1] if U is None else eq[1] @ U
+        C = np.einsum("kj,kl->kjl", eq[0], zq).reshape(len(eq[0]), -1)
+        c = eq[2]
+    r = d if U is None else U.shape[1]
+    M, lam = _solve(A, b, (d, r), norm, solver, C, c)
+    W = M if U is None else M @ U.T
+    return W, lam.reshape(n, T) * active
+
+
+def _output(x: np.ndarray, like: torch.Tensor, device, dtype) -> torch.Tensor:
+    dev = like.device if device is None else resolve_device(device)
+    dt = (like.dtype if like.is_floating_point() else torch.float64) if dtype is None \
+        else resolve_dtype(dtype)
+    return torch.as_tensor(x, dtype=torch.float64).to(device=dev, dtype=dt)
+
+
+def _progress(it, progress, desc):
+    if not progress:
+        return it
+    from tqdm.auto import tqdm
+
+    return tqdm(it, desc=desc)
+
+
+# ----------------------------------------------------------------------------- Att-SVM
+_ATT_FEASIBLE = ("For data in general position Att-SVM is feasible for every selection when "
+                 "d >= max(T-1, n)")
+
+
+def att_svm(data_or_X, z=None, alpha=None, norm="fro", mask=None, *, return_dual=False,
+            solver="CLARABEL", progress=False, device=None, dtype=None):
+    """Att-SVM: the max-margin key-query matrix of a token selection.
+
+    .. math::
+
+        W^{mm}_\\alpha = \\arg\\min_W \\|W\\| \\quad\\text{s.t.}\\quad
+        (x_{i\\alpha_i} - x_{it})^\\top W z_i \\ge 1
+        \\quad\\text{for all visible } t \\ne \\alpha_i,\\ i \\in [n].
+
+    ``norm="fro"`` is the Att-SVM of the W parameterisation (chapter 5), ``"nuc"`` the
+    Att-SVM⋆ of the (K, Q) parameterisation (chapter 6), a float ``lp > 1`` the ℓp-AttSVM of
+    mirror descent (chapter 11). With ``mask`` (visible tokens) it is the SVM of
+    sequence / causal attention (see :func:`sequence_svm`).
+
+    Parameters
+    ----------
+    data_or_X : AttentionData or tensor (n,T,d) / (B,n,T,d)
+        A leading trials dimension B solves B instances (one solve each, same compiled
+        problem).
+    z : tensor (n,d) or (B,n,d), optional
+        Queries; default ``data.z``.
+    alpha : int tensor (n,) or (B,n), optional
+        Selection (0-based); default the optimal tokens (needs ``data.Y`` and ``data.v``).
+    norm : {"fro", "nuc"} or float lp > 1
+    mask : bool tensor (n,T) or (B,n,T), optional
+        Visible tokens (True); invisible tokens get no constraint. ``alpha`` must be visible.
+    return_dual : bool
+        Also return the multipliers :math:`\\lambda_{it} \\ge 0` of the margin constraints,
+        (n,T) or (B,n,T), 0 at selected and invisible tokens; :math:`\\lambda_{it} > 0` marks a
+        support vector. For "fro" they satisfy :math:`W = \\sum_{it}\\lambda_{it}
+        (x_{i\\alpha_i} - x_{it}) z_i^\\top`; for "nuc" / lp they are the multipliers of
+        :math:`\\min\\|W\\|` itself (:math:`\\sum_{it}\\lambda_{it} = \\|W\\|`).
+    solver : str
+        cvxpy solver (default "CLARABEL").
+    progress : bool
+        tqdm progress bar over the trials.
+    device, dtype
+        Of the result; default the device and floating dtype of ``X`` (float64 for arrays).
+
+    Returns
+    -------
+    W : tensor (d,d) or (B,d,d)
+    lam : tensor (n,T) or (B,n,T), only with ``return_dual=True``
+
+    Raises
+    ------
+    InfeasibleError
+        If no W satisfies the constraints (the message names the selection and trial).
+    """
+    key = _norm_key(norm)
+    X, z = _tokens(data_or_X, z)
+    if alpha is None:
+        if not hasattr(data_or_X, "X"):
+            raise ValueError("alpha: required when X is given without data (no head v to "
+                             "find the optimal tokens)")
+        alpha = optimal_tokens(data_or_X, mask=mask)
+    alpha = _alpha(alpha, X)
+    m = _mask(mask, X)
+    n, T, d = X.shape[-3:]
+    shp = X.shape[:-3]
+    alpha = alpha.expand(*shp, n)
+    vis = torch.ones(*shp, n, T, dtype=torch.bool, device=X.device) if m is None \
+        else m.expand(*shp, n, T)
+    if not bool(torch.gather(vis, -1, alpha.unsqueeze(-1)).all()):
+        raise ValueError("alpha: a selected token is not visible under mask")
+    active = vis.clone()
+    active.scatter_(-1, alpha.unsqueeze(-1), False)  # (..., n, T): t != alpha_i and visible
+    Xs = X.detach().cpu().to(torch.float64).numpy().reshape(-1, n, T, d)
+    zs = z.detach().cpu().to(torch.float64).expand(*shp, n, d).numpy().reshape(-1, n, d)
+    al = alpha.cpu().numpy().reshape(-1, n)
+    ac = active.cpu().numpy().reshape(-1, n, T)
+    Ws, lams = [], []
+    for b in _progress(range(len(Xs)), progress, "Att-SVM"):  # one solve per instance
+        D = Xs[b][np.arange(n), al[b]][:, None, :] - Xs[b]  # (n, T, d): x_{i alpha_i} - x_it
+        try:
+            W, lam = _matrix_problem(D, zs[b], ac[b], key, solver)
+        except _Infeasible:
+            trial = f" (trial {b})" if shp else ""
+            raise InfeasibleError(
+                f"Att-SVM ({norm}) is infeasible for the selection alpha={al[b].tolist()}"
+                f"{trial}: no W gives each selected token a logit margin >= 1 over the other "
+                f"{'visible ' if m is not None else ''}tokens of its input. {_ATT_FEASIBLE} "
+                f"(here n={n}, T={T}, d={d}).") from None
+        Ws.append(W)
+        lams.append(lam)
+    W = _output(np.stack(Ws).reshape(*shp, d, d), X, device, dtype)
+    if not return_dual:
+        return W
+    return W, _output(np.stack(lams).reshape(*shp, n, T), X, device, dtype)
+
+
+def sequence_svm(data_or_X, alpha=None, *, Y=None, v=None, causal=False, norm="fro",
+                 return_dual=False, solver="CLARABEL", progress=False, device=None,
+                 dtype=None):
+    """SAtt-SVM: the Att-SVM of sequence-to-sequence (and causal) self-attention.
+
+    Every position k of sequence i is a query :math:`z = x_{ik}` with its own selection
+    :math:`\\alpha_{ik}`:
+
+    .. math::
+
+        \\min_W \\|W\\| \\quad\\text{s.t.}\\quad
+        (x_{i\\alpha_{ik}} - x_{it})^\\top W x_{ik} \\ge 1
+        \\quad\\text{for all } t \\ne \\alpha_{ik} \\text{ visible to } k,
+
+    where a causal query k sees only :math:`t \\le k`. It is :func:`att_svm` on the nT
+    (sequence, query) pairs, pair ``i*T + k``, with truncated token sets (a mask).
+
+    Parameters
+    ----------
+    data_or_X : tensor (n,T,d) / (B,n,T,d), or an object with ``.X`` (e.g. SequenceData)
+    alpha : int tensor (n,T) or (B,n,T), optional
+        ``alpha[i, k]``: token selected by query k; default the optimal visible tokens
+        :math:`\\arg\\max_{t} Y_{ik} v^\\top x_{it}` (needs Y and v).
+    Y : tensor (n,T) or (B,n,T), optional
+        Labels per position (default ``data.Y``).
+    v : tensor (d,) or (B,d), optional
+        Head (default ``data.v``).
+    causal : bool
+    norm, return_dual, solver, progress, device, dtype
+        As in :func:`att_svm`; the multipliers come back as (n,T,T) = (sequence, query,
+        token).
+
+    Returns
+    -------
+    W : tensor (d,d) or (B,d,d)
+
+    See chapter 8, *Sequences and causal attention*.
+    """
+    X, _ = _tokens(data_or_X, need_z=False)
+    *batch, n, T, d = X.shape
+    vis = torch.ones(T, T, dtype=torch.bool, device=X.device)
+    vis = torch.tril(vis) if causal else vis  # (T_query, T_token)
+    if alpha is None:
+        Y = _field(data_or_X, "Y") if Y is None else Y
+        v = _field(data_or_X, "v") if v is None else v
+        if Y is None or v is None:
+            raise ValueError("alpha: give the selection, or labels Y (n,T) and head v")
+        Y = as_tensor(Y, "Y", dtype=X.dtype, device=X.device)
+        v = as_tensor(v, "v", dtype=X.dtype, device=X.device)
+        if Y.shape[-2:] != (n, T):
+            raise ValueError(f"Y: expected one label per position, shape (n,T)=({n},{T}), "
+                             f"got {tuple(Y.shape)}")
+        g = (X @ v.unsqueeze(-2).unsqueeze(-1)).squeeze(-1)  # (..., n, T): v^T x_it
+        gam = Y.unsqueeze(-1) * g.unsqueeze(-2)  # (..., n, k, t)
+        alpha = gam.masked_fill(~vis, -math.inf).argmax(-1)
+    a = torch.as_tensor(alpha, device=X.device)
+    if a.shape[-2:] != (n, T):
+        raise ValueError(f"alpha: expected shape (n,T)=({n},{T}) or (B,n,T), "
+                         f"got {tuple(a.shape)}")
+    if a.is_floating_point() and not bool((a == a.round()).all()):
+        raise ValueError("alpha: expected integer token indices")
+    a = a.long()
+    if bool(((a < 0) | (a >= T)).any()):
+        raise ValueError(f"alpha: token indices must lie in [0, {T})")
+    if causal and bool((a > torch.arange(T, device=X.device)).any()):
+        raise ValueError("alpha: with causal=True query k can only select a token t <= k")
+    Xp = X.unsqueeze(-3).expand(*batch, n, T, T, d).reshape(*batch, n * T, T, d)
+    zp = X.reshape(*batch, n * T, d)
+    mask = vis.repeat(n, 1)  # (nT, T)
+    try:
+        out = att_svm(Xp, z=zp, alpha=a.reshape(*a.shape[:-2], n * T), norm=norm, mask=mask,
+                      return_dual=return_dual, solver=solver, progress=progress,
+                      device=device, dtype=dtype)
+    except InfeasibleError:
+        raise InfeasibleError(
+            f"SAtt-SVM ({norm}, causal={causal}) is infeasible for the selection "
+            f"alpha={a.tolist()}: no W separates every query's selected token. The nT "
+            f"queries play the role of the n inputs: for tokens in general position it is "
+            f"feasible when d >= max(T-1, nT) (here n={n}, T={T}, d={d}).") from None
+    if not return_dual:
+        return out
+    W, lam = out
+    return W, lam.reshape(*lam.shape[:-2], n, T, T)
+
+
+# ----------------------------------------------------------------------------- p-SVM and v-SVM
+def _fixed_W(W, d, X):
+    if W is None:
+        return None
+    W = as_tensor(W, "W", dtype=torch.float64, device="cpu")
+    if W.shape[-2:] != (d, d) or W.ndim not in (2, 3):
+        raise ValueError(f"W: expected shape (d,d)=({d},{d}) or (B,d,d), got {tuple(W.shape)}")
+    if W.ndim == 3 and (X.ndim != 4 or W.shape[0] != X.shape[0]):
+        raise ValueError("W: a batch of W needs data with the same trials dimension B")
+    return W
+
+
+def _vector_svm(rows, rhs, active, norm, solver):
+    """min ||w|| s.t. rows w >= rhs on active rows. rows (m,d), rhs (m,), active (m,) bool."""
+    A = rows * active[:, None]
+    b = np.where(active, rhs, -1.0)
+    return _solve(A, b, (rows.shape[1],), norm, solver)
+
+
+def _prompt(data_or_X, alpha, W, norm, mask, rhs_fn, what, solver, progress, device, dtype,
+            return_dual):
+    """The p-SVM family: keys k_it = W^T x_it, rows (k_{i alpha_i} - k_it), rhs per input."""
+    key = _norm_key(norm, matrix=False)
+    X, _ = _tokens(data_or_X, need_z=False)
+    if alpha is None:
+        if not hasattr(data_or_X, "X"):
+            raise ValueError("alpha: required when X is given without data (no head v)")
+        alpha = optimal_tokens(data_or_X, mask=mask)
+    alpha = _alpha(alpha, X)
+    m = _mask(mask, X)
+    n, T, d = X.shape[-3:]
+    shp = X.shape[:-3]
+    W = _fixed_W(W, d, X)
+    Xs = X.detach().cpu().to(torch.float64)
+    K = Xs if W is None else Xs @ W.unsqueeze(-3) if W.ndim == 3 else Xs @ W  # keys W^T x
+    K = K.numpy().reshape(-1, n, T, d)
+    alpha = alpha.expand(*shp, n)
+    vis = torch.ones(*shp, n, T, dtype=torch.bool) if m is None \
+        else m.cpu().expand(*shp, n, T)
+    if not bool(torch.gather(vis, -1, alpha.cpu().unsqueeze(-1)).all()):
+        raise ValueError("alpha: a selected token is not visible under mask")
+    active = vis.clone()
+    active.scatter_(-1, alpha.cpu().unsqueeze(-1), False)
+    al = alpha.cpu().numpy().reshape(-1, n)
+    ac = active.numpy().reshape(-1, n, T)
+    ps, lams = [], []
+    for b in _progress(range(len(K)), progress, what):  # one solve per instance
+        D = K[b][np.arange(n), al[b]][:, None, :] - K[b]  # (n, T, d)
+        rhs = np.repeat(rhs_fn(b), T)  # (n*T,)
+        try:
+            p, lam = _vector_svm(D.reshape(n * T, d), rhs, ac[b].reshape(-1), key, solver)
+        except _Infeasible:
+            trial = f" (trial {b})" if shp else ""
+            raise InfeasibleError(
+                f"{what} ({norm}) is infeasible for the selection alpha={al[b].tolist()}"
+                f"{trial}: no single prompt p gives each selected key the required margin "
+                f"over the other keys of its input. For keys in general position it is "
+                f"feasible for every selection when d >= n(T-1) (here n={n}, T={T}, d={d}; "
+                f"Att-SVM with queries z_i is feasible when d >= max(T-1, n)).") from None
+        ps.append(p)
+        lams.append(lam.reshape(n, T))
+    p = _output(np.stack(ps).reshape(*shp, d), X, device, dtype)
+    if not return_dual:
+        return p
+    return p, _output(np.stack(lams).reshape(*shp, n, T), X, device, dtype)
+
+
+def prompt_svm(data_or_X, alpha=None, W=None, norm="fro", mask=None, *, return_dual=False,
+               solver="CLARABEL", progress=False, device=None, dtype=None):
+    """p-SVM: the max-margin prompt token of the prompt model, with W fixed.
+
+    .. math::
+
+        p^{mm}(\\alpha) = \\arg\\min_p \\|p\\| \\quad\\text{s.t.}\\quad
+        (k_{i\\alpha_i} - k_{it})^\\top p \\ge 1 \\quad\\text{for all } t \\ne \\alpha_i,
+        \\qquad k_{it} = W^\\top x_{it}.
+
+    Parameters
+    ----------
+    data_or_X : AttentionData or tensor (n,T,d) / (B,n,T,d)
+    alpha : int tensor (n,) or (B,n), optional
+        Default the optimal tokens.
+    W : tensor (d,d) or (B,d,d), optional
+        The fixed key-query matrix (default identity).
+    norm : "fro" (Euclidean) or float lp > 1
+    mask, return_dual, solver, progress, device, dtype
+        As in :func:`att_svm` (multipliers (n,T) of the problem solved as
+        :math:`\\min\\tfrac12\\|p\\|^2` for "fro").
+
+    Returns
+    -------
+    p : tensor (d,) or (B,d)
+
+    See chapter 2, *Att-SVM for one token*.
+    """
+    return _prompt(data_or_X, alpha, W, norm, mask, lambda b: np.ones(_n(data_or_X)),
+                   "p-SVM", solver, progress, device, dtype, return_dual)
+
+
+def _n(data_or_X):
+    X, _ = _tokens(data_or_X, need_z=False)
+    return X.shape[-3]
+
+
+def head_svm(data_or_X, Y=None, alpha=None, norm="fro", *, return_dual=False,
+             solver="CLARABEL", progress=False, device=None, dtype=None):
+    """v-SVM: the hard-margin head on the selected tokens (no intercept).
+
+    .. math::
+
+        v^{mm} = \\arg\\min_v \\|v\\| \\quad\\text{s.t.}\\quad
+        Y_i\\, v^\\top x_{i\\alpha_i} \\ge 1 \\quad\\text{for all } i \\in [n].
+
+    Parameters
+    ----------
+    data_or_X : AttentionData or tensor (n,T,d) / (B,n,T,d)
+    Y : tensor (n,) or (B,n), optional
+        Labels (default ``data.Y``).
+    alpha : int tensor (n,) or (B,n), optional
+        Default the optimal tokens (needs ``data.v``).
+    norm : "fro" (Euclidean) or float lp > 1
+    return_dual : bool
+        Also return the multipliers (n,) or (B,n); :math:`\\lambda_i > 0` marks a support
+        vector.
+    solver, progress, device, dtype
+        As in :func:`att_svm`.
+
+    Returns
+    -------
+    v : tensor (d,) or (B,d)
+
+    See chapter 4, *Training the head and the token together*.
+    """
+    key = _norm_key(norm, matrix=False)
+    X, _ = _tokens(data_or_X, need_z=False)
+    Y = _field(data_or_X, "Y") if Y is None else Y
+    if Y is None:
+        raise ValueError("Y: the labels are needed (pass Y= or data with data.Y)")
+    Y = as_tensor(Y, "Y", dtype=torch.float64, device="cpu")
+    n, T, d = X.shape[-3:]
+    shp = X.shape[:-3]
+    if Y.shape[-1:] != (n,) or Y.ndim > X.ndim - 2:
+        raise ValueError(f"Y: expected shape (n,)=({n},) or (B,n), got {tuple(Y.shape)}")
+    if not bool(((Y == 1) | (Y == -1)).all()):
+        raise ValueError("Y: labels must be -1 or +1")
+    if alpha is None:
+        if _field(data_or_X, "v") is None:
+            raise ValueError("alpha: required when the data has no head v (data.v is None)")
+        alpha = optimal_tokens(data_or_X)
+    alpha = _alpha(alpha, X).cpu().expand(*shp, n)
+    Xs = X.detach().cpu().to(torch.float64)
+    sel = torch.gather(Xs, -2, alpha[..., None, None].expand(*shp, n, 1, d)).squeeze(-2)
+    rows = (Y.expand(*shp, n).unsqueeze(-1) * sel).numpy().reshape(-1, n, d)  # Y_i x_{i a_i}
+    al = alpha.numpy().reshape(-1, n)
+    vs, lams = [], []
+    for b in _progress(range(len(rows)), progress, "v-SVM"):  # one solve per instance
+        try:
+            v, lam = _vector_svm(rows[b], np.ones(n), np.ones(n, dtype=bool), key, solver)
+        except _Infeasible:
+            trial = f" (trial {b})" if shp else ""
+            raise InfeasibleError(
+                f"v-SVM ({norm}) is infeasible for the selection alpha={al[b].tolist()}"
+                f"{trial}: the selected tokens are not linearly separable by their labels "
+                f"through the origin. For tokens in general position it is feasible when "
+                f"d >= n (here n={n}, d={d}).") from None
+        vs.append(v)
+        lams.append(lam)
+    v = _output(np.stack(vs).reshape(*shp, d), X, device, dtype)
+    if not return_dual:
+        return v
+    return v, _output(np.stack(lams).reshape(*shp, n), X, device, dtype)
+
+
+def relaxed_prompt_svm(data, alpha=None, W=None, v_mm=None, norm="fro", *, tol=1e-6,
+                       return_dual=False, solver="CLARABEL", progress=False, device=None,
+                       dtype=None):
+    """The p-SVM of joint (v, p) training: full margin only for v's support inputs.
+
+    .. math::
+
+        p^{relax} = \\arg\\min_p \\|p\\| \\quad\\text{s.t.}\\quad
+        (k_{i\\alpha_i} - k_{it})^\\top p \\ge
+        \\begin{cases} 1 & i \\in \\mathcal S \\\\ 0 & i \\notin \\mathcal S \\end{cases}
+        \\quad t \\ne \\alpha_i,
+
+    where :math:`\\mathcal S = \\{i : Y_i\\, v^{mm\\top} x_{i\\alpha_i} = 1\\}` are the support
+    vectors of the v-SVM (:func:`head_svm`). When every input is a support vector (the tight
+    case) this is :func:`prompt_svm`.
+
+    Parameters
+    ----------
+    data : AttentionData
+    alpha : int tensor (n,) or (B,n), optional
+        Default the optimal tokens.
+    W : tensor (d,d), optional
+        Fixed key-query matrix (default identity).
+    v_mm : tensor (d,) or (B,d), optional
+        The v-SVM solution (default :func:`head_svm` of ``data`` and ``alpha``).
+    norm : "fro" or float lp > 1
+    tol : float
+        A v-margin within ``1 + tol`` counts as a support vector.
+    return_dual, solver, progress, device, dtype
+        As in :func:`prompt_svm`.
+
+    Returns
+    -------
+    p : tensor (d,) or (B,d)
+
+    See chapter 4, *Training the head and the token together*.
+    """
+    X, _ = _tokens(data, need_z=False)
+    n, T, d = X.shape[-3:]
+    shp = X.shape[:-3]
+    if alpha is None:
+        alpha = optimal_tokens(data)
+    alpha = _alpha(alpha, X)
+    if v_mm is None:
+        v_mm = head_svm(data, alpha=alpha, solver=solver)
+    v_mm = as_tensor(v_mm, "v_mm", dtype=torch.float64, device="cpu")
+    if v_mm.shape[-1:] != (d,) or v_mm.ndim > X.ndim - 2:
+        raise ValueError(f"v_mm: expected shape (d,)=({d},) or (B,d), got {tuple(v_mm.shape)}")
+    Y = as_tensor(data.Y, "data.Y", dtype=torch.float64, device="cpu")
+    Xs = X.detach().cpu().to(torch.float64)
+    a = alpha.cpu().expand(*shp, n)
+    sel = torch.gather(Xs, -2, a[..., None, None].expand(*shp, n, 1, d)).squeeze(-2)
+    vmarg = Y * (sel @ v_mm.unsqueeze(-1)).squeeze(-1).expand(*shp, n)  # (..., n)
+    support = (vmarg <= 1 + tol).numpy().reshape(-1, n)
+    rhs = lambda b: support[b].astype(np.float64)  # 1 for support inputs, 0 otherwise
+    return _prompt(data, alpha, W, norm, None, rhs, "relaxed p-SVM", solver, progress, device,
+                   dtype, return_dual)
+
+
+# ----------------------------------------------------------------------------- SVM equivalence
+class Equivalence(NamedTuple):
+    """Finite and directional parts of the generalised SVM equivalence (chapter 9).
+
+    ``W(k) ≈ W_fin + R_k W_dir / ||W_dir||`` with :math:`R_k \\to \\infty`.
+
+    Attributes
+    ----------
+    W_fin : tensor (d,d) or (B,d,d)
+    W_dir : tensor (d,d) or (B,d,d)
+    """
+
+    W_fin: torch.Tensor
+    W_dir: torch.Tensor
+
+    def fit(self, W) -> torch.Tensor:
+        """:math:`W^{fin} + R\\,W^{dir}` with R fitted to ``W`` by least squares (the official
+        code's :math:`W^{SVMeq}`)."""
+        W = torch.as_tensor(W, dtype=self.W_dir.dtype, device=self.W_dir.device)
+        R = ((W - self.W_fin) * self.W_dir).sum((-2, -1), keepdim=True) \
+            / (self.W_dir * self.W_dir).sum((-2, -1), keepdim=True)
+        return self.W_fin + R * self.W_dir
+
+
+def svm_equivalence(data_or_X, O, s, norm="fro", *, z=None, solver="CLARABEL",
+                    progress=False, device=None, dtype=None) -> Equivalence:
+    """Generalised SVM equivalence for selected sets :math:`\\mathcal O_i` (nonlinear heads).
+
+    Directional part (beat the masked tokens, no preference inside :math:`\\mathcal O_i`):
+
+    .. math::
+
+        W^{dir} = \\arg\\min_W \\|W\\| \\ \\text{s.t.}\\
+        \\begin{cases}
+        (x_{it} - x_{i\\tau})^\\top W z_i \\ge 1
+            & t \\in \\mathcal O_i,\\ \\tau \\notin \\mathcal O_i \\\\
+        (x_{it} - x_{i\\tau})^\\top W z_i = 0 & t, \\tau \\in \\mathcal O_i
+        \\end{cases}
+
+    and finite part, matching the softmax ratios :math:`s` inside the sets (as the official
+    code builds it from the final softmax):
+
+    .. math::
+
+        W^{fin} = \\arg\\min_W \\|W\\| \\ \\text{s.t.}\\
+        (x_{i\\tau} - x_{it})^\\top W z_i = \\log(s_{i\\tau} / s_{it}),\\ t, \\tau \\in
+        \\mathcal O_i.
+
+    The pairs are written against one reference member :math:`r_i` of each set (equivalent,
+    without redundant rows). With :math:`|\\mathcal O_i| = 1` for every i, :math:`W^{fin} = 0`
+    and :math:`W^{dir}` is the Att-SVM of that selection.
+
+    Parameters
+    ----------
+    data_or_X : AttentionData or tensor (n,T,d) / (B,n,T,d)
+    O : bool tensor (n,T) or (B,n,T)
+        Selected sets (see :func:`attnlib.tokens.selected_sets`).
+    s : tensor (n,T) or (B,n,T)
+        Final softmax probabilities (positive on O).
+    norm : {"fro", "nuc"} or float lp > 1
+        Norm of both problems (the official code uses "fro"; "fro" W_fin is the
+        minimum-norm least-squares solution).
+    z : tensor, optional
+        Queries overriding ``data.z``.
+    solver, progress, device, dtype
+        As in :func:`att_svm`.
+
+    Returns
+    -------
+    Equivalence
+        ``(W_fin, W_dir)``; ``.fit(W)`` gives :math:`W^{fin} + R W^{dir}` fitted to ``W``.
+
+    See chapter 9, *Nonlinear heads*.
+    """
+    key = _norm_key(norm)
+    X, z = _tokens(data_or_X, z)
+    n, T, d = X.shape[-3:]
+    shp = X.shape[:-3]
+    Om = torch.as_tensor(O, device="cpu")
+    if Om.dtype != torch.bool:
+        raise ValueError("O: expected a bool tensor (True = selected token)")
+    if Om.shape[-2:] != (n, T) or Om.ndim > X.ndim - 1:
+        raise ValueError(f"O: expected shape (n,T)=({n},{T}) or (B,n,T), got {tuple(Om.shape)}")
+    if not bool(Om.any(-1).all()):
+        raise ValueError("O: every input needs at least one selected token")
+    S = as_tensor(s, "s", dtype=torch.float64, device="cpu")
+    if S.shape[-2:] != (n, T) or S.ndim > X.ndim - 1:
+        raise ValueError(f"s: expected shape (n,T)=({n},{T}) or (B,n,T), got {tuple(S.shape)}")
+    Om, S = Om.expand(*shp, n, T), S.expand(*shp, n, T)
+    if not bool((S[Om] > 0).all()):
+        raise ValueError("s: probabilities must be > 0 on the selected sets O")
+    Xs = X.detach().cpu().to(torch.float64).numpy().reshape(-1, n, T, d)
+    zs = z.detach().cpu().to(torch.float64).expand(*shp, n, d).numpy().reshape(-1, n, d)
+    On = Om.numpy().reshape(-1, n, T)
+    Sn = S.numpy().reshape(-1, n, T)
+    fins, dirs = [], []
+    for b in _progress(range(len(Xs)), progress, "SVM equivalence"):  # one solve per instance
+        Ob = On[b]
+        if Ob.all():
+            raise ValueError(f"O: selects every token{f' of trial {b}' if shp else ''}; "
+                             "with no masked token W_dir is undefined (a finite solution)")
+        ref = Ob.argmax(-1)  # (n,): first member r_i of each set
+        D = Xs[b][np.arange(n), ref][:, None, :] - Xs[b]  # (n, T, d): x_{i r_i} - x_{i tau}
+        ii, tt = np.nonzero(Ob & (np.arange(T) != ref[:, None]))  # equality pairs (i, t)
+        D_eq = Xs[b][ii, tt] - Xs[b][ii, ref[ii]]  # (k, d): x_it - x_{i r_i}
+        rhs = np.log(Sn[b][ii, tt] / Sn[b][ii, ref[ii]])  # log(s_it / s_{i r_i})
+        try:
+            W_dir, _ = _matrix_problem(D, zs[b], ~Ob, key, solver,
+                                       eq=(D_eq, zs[b][ii], np.zeros(len(ii))))
+        except _Infeasible:
+            raise InfeasibleError(
+                f"the directional SVM ({norm}) is infeasible for the selected sets "
+                f"O={Ob.astype(int).tolist()}{f' (trial {b})' if shp else ''}: no W puts every "
+                f"selected token at least 1 above the masked ones with equal logits inside "
+                f"each set. {_ATT_FEASIBLE} (here n={n}, T={T}, d={d}).") from None
+        fins.append(_finite_part(D_eq, zs[b][ii], rhs, d, key, solver))
+        dirs.append(W_dir)
+    return Equivalence(_output(np.stack(fins).reshape(*shp, d, d), X, device, dtype),
+                       _output(np.stack(dirs).reshape(*shp, d, d), X, device, dtype))
+
+
+def _finite_part(D_eq, z_eq, rhs, d, key, solver):
+    """min ||W|| s.t. (x_it - x_ir)^T W z_i = log(s_it/s_ir): W^fin of the SVM equivalence."""
+    if len(rhs) == 0:
+        return np.zeros((d, d))
+    C = np.einsum("kj,kl->kjl", D_eq, z_eq).reshape(len(rhs), d * d)
+    if key == "fro":  # minimum-norm solution of the linear system
+        return (np.linalg.pinv(C) @ rhs).reshape(d, d)
+    try:
+        W, _ = _solve(np.zeros((0, d * d)), np.zeros(0), (d, d), key, solver, C, rhs)
+    except _Infeasible:
+        raise InfeasibleError("the finite part W_fin is infeasible: the log-ratios inside the "
+                              "selected sets are inconsistent for these tokens") from None
+    return W
