@@ -1,6 +1,6 @@
 # The two commands of README.md:  make book  |  make test
 # (plus make serve, make setup, make clean).  The work is done by the scripts in scripts/.
-.PHONY: help setup book serve test clean
+.PHONY: help setup book serve test clean assignments
 
 PORT ?= 8000
 
@@ -10,6 +10,7 @@ help:
 	@echo "make test   set up, then unit tests, nbval on every notebook, a strict build, the browser test"
 	@echo "make setup  only the set-up (idempotent; about a second when nothing changed)"
 	@echo "make clean  remove _build/ (build, execution caches, screenshots)"
+	@echo "make assignments  student + instructor edition and a zip per chapter into assignments/"
 
 setup:
 	@scripts/setup.sh
@@ -27,3 +28,7 @@ test: setup
 
 clean:
 	rm -rf _build
+
+# Course kit: student and instructor editions of every chapter, zipped (see the instructor guide).
+assignments: setup
+	@.venv/bin/python scripts/assignments.py

@@ -1,0 +1,496 @@
+"""Course kit: student and instructor editions of every chapter, zipped for an LMS or Colab.
+
+Usage::
+
+    python scripts/assignments.py                    # every chapter of book/ -> assignments/
+    python scripts/assignments.py 02_att_svm         # some chapters
+    python scripts/assignments.py --verify           # also execute each student edition
+    python scripts/assignments.py grade sub1.ipynb   # run submissions, report their checks
+
+(``make assignments`` runs the first.) One master notebook per chapter is the single source:
+
+- a code cell tagged ``solution`` holds an exercise's answer. Its leading ``#`` comment lines
+  say what to compute. The **student edition** keeps those comments and the cell's imports,
+  sets every name the cell defines and later cells use to ``None`` (a function keeps its
+  signature and docstring and raises ``NotImplementedError`` when called), and ends by raising
+  ``NotImplementedError``; the cell is re-tagged ``stub``;
+- the code cell after it is tagged ``check`` and calls ``al.check.*``: kept in both editions;
+  in the student edition it says "not answered yet" until the stub is replaced;
+- folded solutions in markdown (``{solution-start}`` ... ``{solution-end}``, or a single
+  ``{solution}`` directive) are removed from the student edition, together with untagged
+  cells inside such a block;
+- the **instructor edition** is the master notebook, cell for cell, without outputs.
+
+Output: ``assignments/{student,instructor}/NN_name.ipynb`` and ``assignments/NN_name.zip``
+(both editions plus any local images the chapter shows). :func:`drift_problems` lists what is
+structurally wrong in a master notebook (a solution without its check, a check calling a
+function that ``attnlib.check`` no longer has, an exercise without a solution, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = re.compile(r"^\d\d_.+\.ipynb$")
+FENCE = r"(?P<fence>`{3,}|:{3,})"
+SOL_START = re.compile(rf"^\s*{FENCE}\{{solution-start\}}\s*(?P<label>\S*)")
+SOL_END = re.compile(rf"^\s*{FENCE}\{{solution-end\}}")
+SOL_BLOCK = re.compile(rf"^\s*{FENCE}\{{solution\}}\s*(?P<label>\S*)")
+EX_START = re.compile(rf"^\s*{FENCE}\{{exercise(-start)?\}}")
+EX_END = re.compile(rf"^\s*{FENCE}\{{exercise-end\}}")
+LABEL = re.compile(r"^\s*:label:\s*(\S+)")
+CHECK_CALL = re.compile(r"\b(?:al\.check|attnlib\.check|check)\.(\w+)\s*\(")
+STUDENT_BANNER = (
+    "**Student edition.** Cells marked *Your turn* raise `NotImplementedError` until you "
+    "replace them with your code; the check cell right after each one runs `attnlib.check` "
+    "and tells you whether your answer is right, or what is wrong with it.")
+
+
+# -- cell helpers ---------------------------------------------------------------------------
+def tags(cell) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+def _python(src: str) -> str:
+    """Cell source as plain Python (IPython magics transformed away)."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        return TransformerManager().transform_cell(src)
+    except ImportError:  # pragma: no cover - IPython ships with ipykernel
+        return src
+
+
+def _tree(src: str) -> ast.Module:
+    try:
+        return ast.parse(_python(src))
+    except SyntaxError:
+        return ast.Module(body=[], type_ignores=[])
+
+
+def defined_names(src: str) -> list[str]:
+    """Names a cell binds at top level (assignments, defs; not imports), in order."""
+    out = []
+
+    def targets(t):
+        if isinstance(t, ast.Name):
+            out.append(t.id)
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                targets(e)
+        elif isinstance(t, ast.Starred):
+            targets(t.value)
+
+    for node in _tree(src).body:
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                targets(t)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets(node.target)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append(node.name)
+    return list(dict.fromkeys(out))
+
+
+def used_names(src: str) -> set[str]:
+    """Names a cell reads."""
+    return {n.id for n in ast.walk(_tree(src)) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+
+
+def stub_source(src: str, later_names: set[str], label: str = "") -> str:
+    """The student's version of a ``solution`` cell (see the module docstring)."""
+    lines = src.splitlines()
+    head = []
+    for line in lines:
+        if line.strip().startswith("#") or (not line.strip() and head):
+            head.append(line.rstrip())
+        else:
+            break
+    while head and not head[-1].strip():
+        head.pop()
+    tree = _tree(src)
+    body = [f"# Your turn{f' ({label})' if label else ''}: replace this cell with your code."]
+    body += head or ["# Compute the answer the exercise above asks for."]
+    keep = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            keep.append(ast.get_source_segment(_python(src), node))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            keep.append(_function_stub(node))
+    names = [n for n in defined_names(src) if n in later_names]
+    func_names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef,
+                                                              ast.AsyncFunctionDef))}
+    body += [k for k in keep if k]
+    body += [f"{n} = None  # your answer" for n in names if n not in func_names]
+    what = ", ".join(names) if names else "the answer"
+    body.append(f'raise NotImplementedError("Your turn: compute {what} in this cell, then run '
+                f'the check cell below.")')
+    return "\n".join(body)
+
+
+def _function_stub(node) -> str:
+    sig = ast.unparse(node.args)
+    ret = f" -> {ast.unparse(node.returns)}" if node.returns else ""
+    doc = ast.get_docstring(node)
+    kw = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
+    out = [f"{kw} {node.name}({sig}){ret}:"]
+    if doc:
+        out.append('    """' + doc.replace('"""', "'''").replace("\n", "\n    ") + '"""')
+    out.append(f'    raise NotImplementedError("Your turn: write {node.name}")')
+    return "\n".join(out)
+
+
+# -- markdown: folded solutions -------------------------------------------------------------
+def strip_solutions(text: str, inside: bool) -> tuple[str, bool]:
+    """Remove solution directives from markdown; ``inside`` carries an open block across cells.
+
+    Returns the remaining text and whether a ``{solution-start}`` block is still open.
+    """
+    out, closing = [], None  # closing: the fence that ends the current directive's header
+    single = None  # fence of an open single-block {solution}
+    for line in text.splitlines():
+        if closing is not None:  # inside the header/body of a directive being dropped
+            if line.strip() == closing:
+                closing = None
+            continue
+        if single is not None:
+            if line.strip() == single:
+                single = None
+            continue
+        if (m := SOL_BLOCK.match(line)) and not inside:
+            single = m["fence"]
+            continue
+        if m := SOL_START.match(line):
+            inside, closing = True, m["fence"]
+            continue
+        if inside and (m := SOL_END.match(line)):
+            inside, closing = False, m["fence"]
+            continue
+        if not inside:
+            out.append(line)
+    return "\n".join(out).strip("\n"), inside
+
+
+# -- the two editions -----------------------------------------------------------------------
+def _cleared(cell):
+    cell = copy.deepcopy(cell)
+    if cell.cell_type == "code":
+        cell.outputs, cell.execution_count = [], None
+    cell.get("metadata", {}).pop("execution", None)
+    return cell
+
+
+def instructor_edition(nb):
+    """The master notebook, cell for cell, without outputs."""
+    out = copy.deepcopy(nb)
+    out.cells = [_cleared(c) for c in nb.cells]
+    return out
+
+
+def student_edition(nb):
+    """Solution cells stubbed, folded solutions removed, checks kept (see module docstring)."""
+    out = copy.deepcopy(nb)
+    cells, inside, n_ex = [], False, 0
+    sources = [c.source for c in nb.cells]
+    for k, cell in enumerate(nb.cells):
+        t = tags(cell)
+        if cell.cell_type == "markdown":
+            text, inside = strip_solutions(cell.source, inside)
+            if text.strip():
+                new = _cleared(cell)
+                new.source = text
+                cells.append(new)
+            continue
+        if "solution" in t:
+            n_ex += 1
+            later = set().union(*(used_names(s) for s in sources[k + 1:]
+                                  if isinstance(s, str)), set())
+            new = _cleared(cell)
+            new.source = stub_source(cell.source, later, label=f"exercise {n_ex}")
+            new.metadata["tags"] = [x for x in new.metadata.get("tags", []) if x != "solution"]
+            new.metadata["tags"].append("stub")
+            cells.append(new)
+        elif inside and "check" not in t:
+            continue  # part of a folded solution shown only to instructors
+        else:
+            cells.append(_cleared(cell))
+    if inside:
+        raise ValueError("a {solution-start} block is never closed by {solution-end}")
+    first_code = next((i for i, c in enumerate(cells) if "remove-cell" not in tags(c)), 0)
+    cells.insert(first_code, nbformat.v4.new_markdown_cell(STUDENT_BANNER))
+    out.cells = cells
+    return out
+
+
+# -- drift: structural checks on a master notebook ------------------------------------------
+def drift_problems(nb) -> list[str]:
+    """What is structurally wrong with a chapter's exercises; empty when all is well."""
+    import attnlib.check
+
+    problems = []
+    cells = nb.cells
+    code = [i for i, c in enumerate(cells) if c.cell_type == "code"]
+    for i in code:
+        t = tags(cells[i])
+        if "solution" in t:
+            nxt = next((j for j in code if j > i), None)
+            if nxt is None or "check" not in tags(cells[nxt]):
+                problems.append(f"cell {i}: a `solution` cell must be followed by a `check` "
+                                "code cell")
+            if not cells[i].source.lstrip().startswith("#"):
+                problems.append(f"cell {i}: a `solution` cell should start with a # comment "
+                                "saying what to compute (the student edition keeps it)")
+        if "check" in t:
+            calls = CHECK_CALL.findall(cells[i].source)
+            if not calls:
+                problems.append(f"cell {i}: a `check` cell must call al.check.<function>(...)")
+            for fn in calls:
+                if fn not in getattr(attnlib.check, "__all__", []):
+                    problems.append(f"cell {i}: al.check.{fn} does not exist (have: "
+                                    f"{', '.join(attnlib.check.__all__)})")
+    # names a stub sets to None must not be needed by later cells other than checks
+    for i in code:
+        if "solution" not in tags(cells[i]):
+            continue
+        defined = set(defined_names(cells[i].source))
+        for j in (j for j in code if j > i and "solution" not in tags(cells[j])
+                  and "check" not in tags(cells[j])):
+            src = cells[j].source
+            clash = (used_names(src) - set(defined_names(src))) & defined
+            if clash:
+                problems.append(f"cell {j} uses {sorted(clash)} from the solution cell {i}: "
+                                "in the student edition it would get None; recompute it there "
+                                "or move it into the check cell")
+            defined -= set(defined_names(cells[j].source))
+    # exercises and their folded solutions
+    exercises, solutions = [], []
+    for i, c in enumerate(cells):
+        if c.cell_type != "markdown":
+            continue
+        lines = c.source.splitlines()
+        for k, line in enumerate(lines):
+            if EX_START.match(line):
+                label = next((m[1] for m in map(LABEL.match, lines[k + 1:k + 6]) if m), None)
+                exercises.append((i, label))
+            for pat in (SOL_START, SOL_BLOCK):
+                if m := pat.match(line):
+                    solutions.append((i, m["label"]))
+    labels = {lab for _, lab in exercises}
+    for i, lab in exercises:
+        if lab is None:
+            problems.append(f"cell {i}: an exercise needs a :label: (its solution refers to it)")
+        elif lab not in {s for _, s in solutions}:
+            problems.append(f"cell {i}: exercise {lab!r} has no {{solution-start}} {lab} block")
+    for i, lab in solutions:
+        if lab not in labels:
+            problems.append(f"cell {i}: solution for {lab!r}, but no exercise has that label")
+    try:
+        student_edition(nb)
+    except ValueError as e:
+        problems.append(str(e))
+    return problems
+
+
+# -- building -------------------------------------------------------------------------------
+def chapters(book: Path) -> list[Path]:
+    """The chapter notebooks (``NN_name.ipynb``) of ``book``, in order."""
+    return sorted(p for p in Path(book).glob("*.ipynb") if CHAPTER.match(p.name))
+
+
+def local_assets(nb, book: Path) -> list[Path]:
+    """Local files a notebook's markdown shows (images, figures), relative to ``book``."""
+    found = []
+    pat = re.compile(r"!\[[^\]]*\]\(([^)\s]+)|\{(?:figure|image)\}\s*(\S+)")
+    for c in nb.cells:
+        if c.cell_type == "markdown":
+            for a, b in pat.findall(c.source):
+                rel = a or b
+                p = (Path(book) / rel)
+                if "://" not in rel and p.is_file():
+                    found.append(Path(rel))
+    return sorted(set(found))
+
+
+def build(book: Path, out: Path, names=None) -> list[Path]:
+    """Write both editions and a zip for every chapter (or the named ones); return the zips."""
+    book, out = Path(book), Path(out)
+    todo = chapters(book)
+    if names:
+        want = {n.removesuffix(".ipynb") for n in names}
+        unknown = want - {p.stem for p in todo}
+        if unknown:
+            raise SystemExit(f"no chapter notebook {sorted(unknown)} in {book}; have: "
+                             f"{', '.join(p.stem for p in todo) or '(none)'}")
+        todo = [p for p in todo if p.stem in want]
+    zips = []
+    for path in todo:
+        nb = nbformat.read(path, as_version=4)
+        problems = drift_problems(nb)
+        if problems:
+            print(f"warning: {path.name}:\n  " + "\n  ".join(problems), file=sys.stderr)
+        editions = {"student": student_edition(nb), "instructor": instructor_edition(nb)}
+        for kind, ed in editions.items():
+            (out / kind).mkdir(parents=True, exist_ok=True)
+            nbformat.write(ed, out / kind / path.name)
+        zpath = out / f"{path.stem}.zip"
+        with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
+            for kind, ed in editions.items():
+                _add(z, f"{path.stem}/{kind}/{path.name}", nbformat.writes(ed))
+                for rel in local_assets(nb, book):
+                    _add(z, f"{path.stem}/{kind}/{rel.as_posix()}", (book / rel).read_bytes())
+            _add(z, f"{path.stem}/README.txt", _readme(path.stem))
+        n_stub = sum("stub" in tags(c) for c in editions["student"].cells)
+        print(f"{path.stem}: {n_stub} exercise cell(s) stubbed -> {zpath}")
+        zips.append(zpath)
+    if not todo:
+        print(f"no chapter notebooks (NN_name.ipynb) in {book}")
+    return zips
+
+
+def _add(z, name, data):
+    info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))  # reproducible zips
+    info.compress_type = zipfile.ZIP_DEFLATED
+    z.writestr(info, data)
+
+
+def _readme(stem: str) -> str:
+    return (f"{stem}: an assignment from the book 'Attention as a Support Vector Machine'.\n\n"
+            "student/     hand this out: exercise cells raise NotImplementedError until "
+            "answered;\n             each is followed by a check cell (attnlib.check).\n"
+            "instructor/  the same chapter with the solutions.\n\n"
+            "Open either in Jupyter or upload it to Colab; its first cell installs attnlib in "
+            "Colab.\nGPU optional. See the book's instructor guide for grading.\n")
+
+
+# -- executing: verification and grading ----------------------------------------------------
+def execute(nb, cwd: Path, timeout=600, env=None):
+    """Run a notebook with errors allowed; return it with outputs."""
+    import os
+
+    from nbclient import NotebookClient
+
+    nb = copy.deepcopy(nb)
+    old = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(cwd)}}).execute()
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return nb
+
+
+def errors(nb) -> dict[int, str]:
+    """Cell index -> exception name, for every cell whose execution raised."""
+    return {i: o["ename"] for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.get("output_type") == "error"}
+
+
+def expected_failures(student) -> set[int]:
+    """Cells of a student edition that should raise NotImplementedError: the stubs, and the
+    check cells calling a stubbed function."""
+    stubs = {i for i, c in enumerate(student.cells) if "stub" in tags(c)}
+    funcs = set()
+    for i in stubs:
+        funcs |= {n.name for n in _tree(student.cells[i].source).body
+                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    calls = {i for i, c in enumerate(student.cells) if c.cell_type == "code" and i not in stubs
+             and used_names(c.source) & funcs}
+    return stubs | calls
+
+
+def student_problems(student, ran) -> list[str]:
+    """Every cell of an executed student edition ``ran`` that failed other than expected."""
+    errs, want = errors(ran), expected_failures(student)
+    out = [f"cell {i} raised {e}, expected only NotImplementedError in the stubs"
+           for i, e in sorted(errs.items()) if i not in want or e != "NotImplementedError"]
+    out += [f"cell {i} (a stub) did not raise NotImplementedError" for i in sorted(want)
+            if "stub" in tags(student.cells[i]) and i not in errs]
+    return out
+
+
+def verify_student(student, cwd: Path) -> list[str]:
+    """Execute a student edition; list every cell that failed other than expected."""
+    return student_problems(student, execute(student, cwd))
+
+
+def check_verdicts(ran) -> list[tuple[int, str, str]]:
+    """One row (cell, verdict, message) per check cell of an executed notebook.
+
+    The verdict is ``passed`` or ``failed`` (the check's own words), ``error`` (the check
+    cell raised, e.g. the answer cell is still a stub) or ``silent`` (no feedback shown).
+    """
+    errs = errors(ran)
+    rows = []
+    for i, c in enumerate(ran.cells):
+        if "check" not in tags(c):
+            continue
+        text = "\n".join(o.get("text", "") or o.get("data", {}).get("text/plain", "")
+                         for o in c.get("outputs", []))
+        if i in errs:
+            rows.append((i, "error", errs[i]))
+        elif "✓ correct" in text:
+            rows.append((i, "passed", text.strip().splitlines()[-1]))
+        elif "✗ not yet" in text:
+            rows.append((i, "failed", text.strip().splitlines()[-1]))
+        else:
+            rows.append((i, "silent", ""))
+    return rows
+
+
+def grade(path: Path, cwd: Path | None = None) -> list[tuple[int, str, str]]:
+    """Run a submission (errors allowed) and return :func:`check_verdicts` of the run."""
+    nb = nbformat.read(path, as_version=4)
+    return check_verdicts(execute(nb, cwd or Path(path).parent))
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["grade"]:
+        p = argparse.ArgumentParser(prog="assignments.py grade",
+                                    description="Run submissions and report their checks.")
+        p.add_argument("submissions", nargs="+", type=Path)
+        args = p.parse_args(argv[1:])
+        for sub in args.submissions:
+            rows = grade(sub)
+            passed = sum(v == "passed" for _, v, _ in rows)
+            print(f"{sub}: {passed}/{len(rows)} checks passed")
+            for i, verdict, msg in rows:
+                print(f"  cell {i:3d}  {verdict:7s} {msg}")
+        return 0
+    p = argparse.ArgumentParser(prog="assignments.py", description=__doc__.split("\n")[0])
+    p.add_argument("chapters", nargs="*", help="chapter stems (default: every chapter)")
+    p.add_argument("--book", type=Path, default=ROOT / "book")
+    p.add_argument("--out", type=Path, default=ROOT / "assignments")
+    p.add_argument("--verify", action="store_true",
+                   help="execute each student edition and check that only the stubs fail")
+    args = p.parse_args(argv)
+    build(args.book, args.out, args.chapters)
+    bad = 0
+    if args.verify:
+        for path in chapters(args.out / "student"):
+            if args.chapters and path.stem not in args.chapters:
+                continue
+            probs = verify_student(nbformat.read(path, as_version=4), args.book)
+            print(f"{path.stem}: student edition " + ("ok" if not probs else
+                                                      "FAILED\n  " + "\n  ".join(probs)))
+            bad += bool(probs)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

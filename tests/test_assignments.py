@@ -1,0 +1,200 @@
+"""Course kit (scripts/assignments.py): student and instructor editions, zips, drift checks.
+
+Unit tests use a small synthetic chapter, so they do not depend on the book. The real chapter
+notebooks get the cheap structural checks (drift, stubs, editions). The instructor edition is
+checked to equal the master notebook cell for cell: the master notebooks already run under
+nbval in tests/test_notebooks (the platform's), so re-running them here would double the CI
+time for no new information. The synthetic instructor edition does run under nbval here.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("assignments", ROOT / "scripts/assignments.py")
+asg = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(asg)
+
+
+def code(src, *tags):
+    return new_code_cell(src, metadata={"tags": list(tags)} if tags else {})
+
+
+def synthetic():
+    """A two-exercise chapter: a value answer (rank) and a function answer (mirror step)."""
+    cells = [
+        code("import sys  # installs attnlib in Colab", "remove-cell"),
+        new_markdown_cell("# A test chapter"),
+        code("import attnlib as al\nimport torch\n"
+             "W = torch.diag(torch.tensor([1.0, 2.0, 0.0], dtype=torch.float64))"),
+        new_markdown_cell("```{exercise-start}\n:label: ex-rank\n```\nWhat is the rank of W?\n"
+                          "```{exercise-end}\n```"),
+        code("# Compute the numerical rank r of W.\n"
+             "s = torch.linalg.svdvals(W)\nr = int((s > 1e-9 * s.max()).sum())", "solution"),
+        code("al.check.check_rank(r, W)", "check"),
+        new_markdown_cell("```{solution-start} ex-rank\n:class: dropdown\n```\nTwo nonzero "
+                          "singular values.\n```{solution-end}\n```\nText after the solution."),
+        new_markdown_cell(":::{exercise} One mirror step\n:label: ex-md\nWrite md_step.\n:::"),
+        code("# Write md_step(W, G, lr, p): one l_p mirror-descent step.\n"
+             "def md_step(W, G, lr, p):\n    \"\"\"One l_p mirror-descent step.\"\"\"\n"
+             "    theta = W.sign() * W.abs() ** (p - 1) - lr * G\n"
+             "    return theta.sign() * theta.abs() ** (1 / (p - 1))", "solution"),
+        code("al.check.check_md_step(md_step(W, W, 0.1, 3.0), W, W, 0.1, 3.0)", "check"),
+        new_markdown_cell("```{solution-start} ex-md\n:class: dropdown\n```\nStep in the dual."),
+        code("print('shown only to instructors')"),
+        new_markdown_cell("```{solution-end}\n```\nAfter both exercises."),
+        code("print(W.shape)"),
+    ]
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    return nb
+
+
+def test_student_edition_structure():
+    st = asg.student_edition(synthetic())
+    text = "\n".join(c.source for c in st.cells)
+    assert "Two nonzero" not in text and "Step in the dual" not in text  # solutions removed
+    assert "shown only to instructors" not in text  # cells inside a folded solution too
+    assert "solution-start" not in text and "solution-end" not in text
+    assert "Text after the solution." in text and "After both exercises." in text
+    assert "What is the rank of W?" in text  # exercises kept
+    stubs = [c for c in st.cells if "stub" in asg.tags(c)]
+    assert len(stubs) == 2 and not any("solution" in asg.tags(c) for c in st.cells)
+    rank, md = stubs[0].source, stubs[1].source
+    assert "# Compute the numerical rank r of W." in rank  # the instruction is kept
+    assert "r = None" in rank and "s = None" not in rank  # only names used later
+    assert "svdvals" not in rank and rank.rstrip().endswith('in this cell, then run the check '
+                                                            'cell below.")')
+    assert "def md_step(W, G, lr, p):" in md and "One l_p mirror-descent step." in md
+    assert "theta" not in md and "NotImplementedError" in md
+    checks = [c.source for c in st.cells if "check" in asg.tags(c)]
+    assert checks == ["al.check.check_rank(r, W)",
+                      "al.check.check_md_step(md_step(W, W, 0.1, 3.0), W, W, 0.1, 3.0)"]
+    assert "Student edition" in st.cells[1].source  # banner after the Colab cell
+    assert asg.expected_failures(st) == {i for i, c in enumerate(st.cells)
+                                         if "stub" in asg.tags(c)} | {
+        i for i, c in enumerate(st.cells) if "md_step(W" in c.source and "check" in asg.tags(c)}
+
+
+def test_instructor_edition_is_the_master():
+    nb = synthetic()
+    nb.cells[2].outputs = [nbformat.v4.new_output("stream", text="x")]
+    nb.cells[2].execution_count = 3
+    ins = asg.instructor_edition(nb)
+    assert [c.source for c in ins.cells] == [c.source for c in nb.cells]
+    assert [asg.tags(c) for c in ins.cells] == [asg.tags(c) for c in nb.cells]
+    assert ins.cells[2].outputs == [] and ins.cells[2].execution_count is None
+
+
+def test_drift_clean_and_broken():
+    assert asg.drift_problems(synthetic()) == []
+    nb = synthetic()
+    nb.cells[5].source = "al.check.check_rankk(r, W)"  # the check was renamed
+    nb.cells[9].metadata["tags"] = []  # the second solution lost its check
+    nb.cells[6].source = nb.cells[6].source.replace("ex-rank", "ex-old")  # solution drifted
+    nb.cells[13].source = "print(r)"  # a later cell needs the answer
+    problems = "\n".join(asg.drift_problems(nb))
+    assert "al.check.check_rankk does not exist" in problems
+    assert "cell 8: a `solution` cell must be followed by a `check`" in problems
+    assert "exercise 'ex-rank' has no {solution-start} ex-rank block" in problems
+    assert "solution for 'ex-old', but no exercise has that label" in problems
+    assert "cell 13 uses ['r'] from the solution cell 4" in problems
+
+
+def test_unclosed_solution_block():
+    nb = synthetic()
+    nb.cells[12].source = "no end here"
+    with pytest.raises(ValueError, match="never closed"):
+        asg.student_edition(nb)
+    assert any("never closed" in p for p in asg.drift_problems(nb))
+
+
+def test_strip_solutions_single_block_and_colon_fences():
+    md = "Before\n````{solution} ex-a\n:class: dropdown\n```python\nx = 1\n```\n````\nAfter"
+    assert asg.strip_solutions(md, False) == ("Before\nAfter", False)
+    md = ":::{solution-start} ex-b\n:::\nhidden\n:::{solution-end}\n:::\nshown"
+    assert asg.strip_solutions(md, False) == ("shown", False)
+    assert asg.strip_solutions("hidden\n```{solution-end}\n```\nshown", True) == ("shown", False)
+
+
+def test_build_writes_editions_and_zips(tmp_path, capsys):
+    book = tmp_path / "book"
+    (book / "img").mkdir(parents=True)
+    (book / "img" / "fig.png").write_bytes(b"png")
+    nb = synthetic()
+    nb.cells[1].source += "\n![a figure](img/fig.png)"
+    nbformat.write(nb, book / "01_test.ipynb")
+    nbformat.write(nb, book / "intro.ipynb")  # not a chapter: no NN_ prefix
+    zips = asg.build(book, tmp_path / "out")
+    assert [z.name for z in zips] == ["01_test.zip"]
+    with zipfile.ZipFile(zips[0]) as z:
+        assert sorted(z.namelist()) == [
+            "01_test/README.txt", "01_test/instructor/01_test.ipynb",
+            "01_test/instructor/img/fig.png", "01_test/student/01_test.ipynb",
+            "01_test/student/img/fig.png"]
+        st = nbformat.reads(z.read("01_test/student/01_test.ipynb"), as_version=4)
+    assert sum("stub" in asg.tags(c) for c in st.cells) == 2
+    assert (tmp_path / "out/instructor/01_test.ipynb").exists()
+    assert "01_test: 2 exercise cell(s) stubbed" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no chapter notebook"):
+        asg.build(book, tmp_path / "out", ["99_nope"])
+
+
+@pytest.mark.slow
+def test_synthetic_editions_execute(tmp_path):
+    """Student edition: only the stubs (and the check calling a stubbed function) raise, and
+    the other check answers "not answered yet". Instructor edition: passes nbval, and its
+    checks pass in strict mode."""
+    st = asg.student_edition(synthetic())
+    ran = asg.execute(st, tmp_path)
+    errs = asg.errors(ran)
+    assert set(errs) == asg.expected_failures(st) and set(errs.values()) == {
+        "NotImplementedError"}
+    assert asg.student_problems(st, ran) == []
+    assert [v for _, v, _ in asg.check_verdicts(ran)] == ["failed", "error"]
+    rank_check = next(c for c in ran.cells if c.source == "al.check.check_rank(r, W)")
+    assert "not answered yet" in rank_check.outputs[0]["data"]["text/plain"]
+    # a stub that does not raise, or another cell failing, is reported
+    ran.cells[-1].outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="x",
+                                                     traceback=[])]
+    stub = next(i for i, c in enumerate(ran.cells) if "stub" in asg.tags(c))
+    ran.cells[stub].outputs = []
+    assert asg.student_problems(st, ran) == [
+        f"cell {len(st.cells) - 1} raised NameError, expected only NotImplementedError in the "
+        "stubs", f"cell {stub} (a stub) did not raise NotImplementedError"]
+
+    path = tmp_path / "01_test.ipynb"
+    nbformat.write(asg.instructor_edition(synthetic()), path)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--nbval-lax", str(path)], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "ATTNLIB_CHECK_STRICT": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [v for _, v, _ in asg.grade(path)] == ["passed", "passed"]
+
+
+# -- the real chapters: cheap structural checks ----------------------------------------------
+CHAPTERS = asg.chapters(ROOT / "book")
+
+
+@pytest.mark.skipif(not CHAPTERS, reason="no chapter notebooks yet")
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_real_chapter(path):
+    nb = nbformat.read(path, as_version=4)
+    assert asg.drift_problems(nb) == []
+    n_solution = sum("solution" in asg.tags(c) for c in nb.cells)
+    assert n_solution >= 1, "every chapter has at least one self-checking exercise"
+    st = asg.student_edition(nb)
+    assert sum("stub" in asg.tags(c) for c in st.cells) == n_solution
+    assert "{solution-start}" not in "".join(c.source for c in st.cells)
+    ins = asg.instructor_edition(nb)
+    assert [(c.cell_type, c.source, asg.tags(c)) for c in ins.cells] == \
+        [(c.cell_type, c.source, asg.tags(c)) for c in nb.cells]
