@@ -25,15 +25,17 @@ grading, and to test the instructor editions).
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["Feedback", "check_svm_direction", "check_selection", "check_locally_optimal",
-           "check_rank", "check_md_step", "check_value"]
+from attnlib import svm, tokens
+from attnlib.train import inverse_mirror_map, mirror_map
+
+__all__ = ["Feedback", "check_svm_direction", "check_prompt_direction", "check_selection",
+           "check_locally_optimal", "check_rank", "check_md_step", "check_value"]
 
 _DT = torch.float64
 
@@ -79,7 +81,7 @@ class Feedback:
 
 # -- helpers -------------------------------------------------------------------------------
 def _tensor(x, name, dtype=_DT):
-    """The answer as a CPU tensor, or a Feedback-ready error string."""
+    """The answer as a CPU tensor, or an error string for the feedback."""
     if x is None:
         return None, f"{name} is None: you have not answered yet (replace the stub above)."
     try:
@@ -90,25 +92,24 @@ def _tensor(x, name, dtype=_DT):
         return None, f"{name} must be real, got dtype {t.dtype}."
     if dtype is not None:
         t = t.to(device="cpu", dtype=dtype)
-        if t.dtype.is_floating_point and not torch.isfinite(t).all():
+        if not torch.isfinite(t).all():
             return None, f"{name} contains NaN or Inf."
     return t.cpu(), None
 
 
-def _data_tensors(data):
-    """X (n,T,d), Y (n,), z (n,d), v (d,) or None, as float64 CPU tensors (one instance)."""
-    for attr in ("X", "Y"):
-        if not hasattr(data, attr):
-            raise ValueError(f"data must be an attnlib.AttentionData, got {type(data).__name__}")
-    X = torch.as_tensor(data.X).to("cpu", _DT)
-    if X.dim() != 3:
-        raise ValueError(f"data must hold one instance (X of shape (n,T,d)), got X.shape="
-                         f"{tuple(X.shape)}; index the trial first: data[b]")
-    z = getattr(data, "z", None)
-    z = X[:, 0, :] if z is None else torch.as_tensor(z).to("cpu", _DT)
-    v = getattr(data, "v", None)
-    v = None if v is None else torch.as_tensor(v).to("cpu", _DT)
-    return X, torch.as_tensor(data.Y).to("cpu", _DT), z, v
+def _ref(x, name):
+    """A reference argument (not the learner's answer) as a float64 CPU tensor."""
+    return torch.as_tensor(x.detach() if hasattr(x, "detach") else x).to("cpu", _DT)
+
+
+def _one(data):
+    """``data`` on the CPU in float64, checked to be one instance (no trials dimension)."""
+    if not (hasattr(data, "X") and hasattr(data, "Y")):
+        raise ValueError(f"data must be an attnlib.AttentionData, got {type(data).__name__}")
+    if getattr(data, "B", None) is not None or torch.as_tensor(data.X).dim() != 3:
+        raise ValueError("data must hold one instance (X of shape (n,T,d)); take one trial "
+                         "first: data.trial(b)")
+    return data.to(device="cpu", dtype=_DT) if hasattr(data, "to") else data
 
 
 def _fail(title, message, **details):
@@ -117,10 +118,15 @@ def _fail(title, message, **details):
 
 def _norm(W, norm):
     if norm == "fro":
-        return torch.linalg.matrix_norm(W, "fro")
+        return torch.linalg.vector_norm(W)
     if norm == "nuc":
         return torch.linalg.matrix_norm(W, "nuc")
-    return W.abs().pow(float(norm)).sum().pow(1.0 / float(norm))
+    return torch.linalg.vector_norm(W, ord=float(norm))
+
+
+def _norm_name(norm):
+    return {"fro": "Frobenius", "nuc": "nuclear"}[norm] if isinstance(norm, str) \
+        else f"ℓ{norm:g}"
 
 
 def _check_norm(norm):
@@ -135,21 +141,9 @@ def _check_norm(norm):
     return lp
 
 
-def _alpha(alpha, n, T, name="alpha"):
+def _alpha(alpha, data):
     """Validate a reference selection (raises: it is not the learner's answer)."""
-    a = torch.as_tensor(alpha).to("cpu")
-    if a.dtype.is_floating_point or a.shape != (n,) or (a < 0).any() or (a >= T).any():
-        raise ValueError(f"{name} must be {n} integer token indices in 0..{T - 1}, got {alpha!r}")
-    return a.long()
-
-
-def _margins(W, X, z, alpha):
-    """(x_{i,alpha_i} - x_{it})^T W z_i for every i, t: shape (n, T), inf at t = alpha_i."""
-    a = torch.einsum("ntd,de,ne->nt", X, W, z)  # logits a_it = x_it^T W z_i
-    idx = torch.arange(X.shape[0])
-    m = a[idx, alpha][:, None] - a  # (n, T)
-    m[idx, alpha] = math.inf
-    return m
+    return tokens._alpha(alpha, torch.as_tensor(data.X))
 
 
 # -- checks ----------------------------------------------------------------------------------
@@ -158,7 +152,8 @@ def check_svm_direction(W, data, alpha=None, norm="fro", *, exact=False, min_cor
     r"""Check that ``W`` is the Att-SVM solution (``exact``) or its direction.
 
     The Att-SVM of a selection :math:`\alpha` (chapter 2; with ``norm="nuc"`` the Att-SVM⋆
-    of chapter 5, with ``norm=lp`` the :math:`\ell_p`-AttSVM of chapter 9) is
+    of the (K, Q) parameterisation, with ``norm=lp`` the :math:`\ell_p`-AttSVM of mirror
+    descent) is
 
     .. math::
         W^{mm}_\alpha = \arg\min_W \|W\| \quad\text{s.t.}\quad
@@ -174,77 +169,129 @@ def check_svm_direction(W, data, alpha=None, norm="fro", *, exact=False, min_cor
     W : array (d, d)
         The answer.
     data : AttentionData
-        One instance (no trials dimension).
+        One instance (no trials dimension) with queries ``z``.
     alpha : array (n,), optional
         The selection; default: the optimal tokens (highest score :math:`\gamma_{it}`).
     norm : "fro", "nuc" or float lp > 1
     exact : bool
     min_corr, atol : float
-    """
-    title = "Att-SVM solution" if exact else "Att-SVM direction"
-    norm = _check_norm(norm)
-    X, Y, z, v = _data_tensors(data)
-    n, T, d = X.shape
-    if alpha is None:
-        from attnlib.tokens import optimal_tokens
 
-        alpha = optimal_tokens(data)
-    alpha = _alpha(alpha, n, T)
-    W, err = _tensor(W, "W")
+    Examples
+    --------
+    >>> data = al.random_data(4, 5, 8, seed=0)           # doctest: +SKIP
+    >>> al.check.check_svm_direction(al.att_svm(data), data)   # doctest: +SKIP
+    ✓ correct (Att-SVM direction): all 16 margins positive and corr(W, W^mm) = 1.0000 ...
+    """
+    data = _one(data)
+    if data.z is None:
+        raise ValueError("data has no queries z (the prompt model): use check_prompt_direction")
+    d = data.d
+
+    def margins(W, alpha):
+        return tokens.token_margins(data, W, alpha)
+
+    def solve(alpha, norm):
+        return svm.att_svm(data, alpha=alpha, norm=norm)
+
+    return _direction(W, "W", (d, d), data, alpha, norm, margins, solve, exact, min_corr, atol,
+                      "Att-SVM")
+
+
+def check_prompt_direction(p, data, alpha=None, W=None, norm="fro", *, exact=False,
+                           min_corr=0.99, atol=1e-4) -> Feedback:
+    r"""Check that ``p`` is the p-SVM solution (``exact``) or its direction (prompt model).
+
+    With the key-query matrix :math:`W` fixed (default identity) the prompt token's SVM is
+    (chapters 1-4)
+
+    .. math::
+        p^{mm}(\alpha) = \arg\min_p \|p\| \quad\text{s.t.}\quad
+        (x_{i\alpha_i} - x_{it})^\top W p \ge 1 \quad \forall i,\ t \ne \alpha_i .
+
+    Parameters are as in :func:`check_svm_direction`, with ``p`` of shape (d,) and ``W`` the
+    fixed matrix (e.g. ``example.init["W"]`` of a hand-made example).
+    """
+    data = _one(data)
+    n, d = data.n, data.d
+    Wf = torch.eye(d, dtype=_DT) if W is None else _ref(W, "W")
+
+    def margins(p, alpha):
+        return tokens.token_margins(data.X, Wf, alpha, z=p.expand(n, d))
+
+    def solve(alpha, norm):
+        return svm.prompt_svm(data, alpha=alpha, W=Wf, norm=norm)
+
+    return _direction(p, "p", (d,), data, alpha, norm, margins, solve, exact, min_corr, atol,
+                      "p-SVM")
+
+
+def _direction(ans, sym, shape, data, alpha, norm, margins, solve, exact, min_corr, atol, svm_name):
+    """Shared body of the SVM checks: validate, margins, then compare with the solver."""
+    title = f"{svm_name} solution" if exact else f"{svm_name} direction"
+    norm = _check_norm(norm)
+    n, T = data.n, data.T
+    alpha = tokens.optimal_tokens(data) if alpha is None else alpha
+    alpha = _alpha(alpha, data)
+    x, err = _tensor(ans, sym)
     if err:
         return _fail(title, err)
-    if W.shape != (d, d):
-        return _fail(title, f"W must have shape (d, d) = ({d}, {d}), yours has {tuple(W.shape)}.")
-    if not W.abs().max() > 0:
-        return _fail(title, "W is zero: it gives every token the same attention.")
-    m = _margins(W, X, z, alpha)  # (n, T)
-    bound = 1 - atol if exact else 0.0
+    if tuple(x.shape) != shape:
+        return _fail(title, f"{sym} must have shape {shape}, yours has {tuple(x.shape)}.")
+    if not x.abs().max() > 0:
+        return _fail(title, f"{sym} is zero: it gives every token the same attention.")
+    m = margins(x, alpha).clone()  # (n, T), 0 at the selected tokens
+    m[torch.arange(n), alpha] = math.inf
     total = n * (T - 1)
-    bad = m < bound if exact else m <= bound
+    bad = m < 1 - atol if exact else m <= 0
     if bad.any():
         k = int(bad.sum())
-        i, t = divmod(int(torch.argmin(m).item()), T)
+        i, t = divmod(int(torch.argmin(m)), T)
         rhs = "≥ 1" if exact else "> 0"
-        return _fail(title, f"your W violates {k} of {total} margin constraints "
-                            f"(x_iα_i − x_it)ᵀ W z_i {rhs}; the largest violation is at "
+        q = "W z_i" if sym == "W" else "W p"
+        return _fail(title, f"your {sym} violates {k} of {total} margin constraints "
+                            f"(x_iα_i − x_it)ᵀ {q} {rhs}; the largest violation is at "
                             f"sample {i}, token {t} (margin {float(m[i, t]):.4g}, selected "
                             f"token {int(alpha[i])}).",
                      violations=k, constraints=total, worst=(i, t), margin=float(m[i, t]))
-    from attnlib.svm import InfeasibleError, att_svm
-
     try:
-        W_mm = torch.as_tensor(att_svm(data, alpha=alpha, norm=norm)).to("cpu", _DT)
-    except InfeasibleError as e:
-        return _fail(title, f"no W satisfies the constraints of this selection ({e}); your W "
-                            "cannot be its max-margin solution.")
-    name = {"fro": "Frobenius", "nuc": "nuclear"}.get(norm, f"ℓ{norm}")
-    corr = float((W * W_mm).sum() / (W.norm() * W_mm.norm()))
+        ref = _ref(solve(alpha, norm), "solution")
+    except svm.InfeasibleError as e:
+        return _fail(title, f"no {sym} satisfies the constraints of this selection ({e}).")
+    name = _norm_name(norm)
+    corr = float(_corr(x, ref))
     details = dict(correlation=corr, min_margin=float(m.min()), constraints=total)
     if exact:
-        nw, nmm = float(_norm(W, norm)), float(_norm(W_mm, norm))
-        details.update(norm=nw, optimal_norm=nmm)
-        if nw > nmm * (1 + atol) + atol:
-            return _fail(title, f"your W satisfies all {total} margin constraints but is not the "
-                                f"smallest: its {name} norm is {nw:.6g}, the minimum is {nmm:.6g} "
-                                f"(correlation with the solution {corr:.4f}).", **details)
+        nx, nref = float(_norm(x, norm)), float(_norm(ref, norm))
+        details.update(norm=nx, optimal_norm=nref)
+        if nx > nref * (1 + atol) + atol:
+            return _fail(title, f"your {sym} satisfies all {total} margin constraints but is not "
+                                f"the smallest: its {name} norm is {nx:.6g}, the minimum is "
+                                f"{nref:.6g} (correlation with the solution {corr:.4f}).",
+                         **details)
         return Feedback(True, title, f"all {total} margin constraints hold (smallest margin "
-                                     f"{float(m.min()):.4g}) and the {name} norm {nw:.6g} is the "
-                                     f"minimum.", details)
+                                     f"{float(m.min()):.4g}) and the {name} norm {nx:.6g} is "
+                                     "the minimum.", details)
     if corr < min_corr:
-        return _fail(title, f"your W selects the right tokens (all {total} margins positive) but "
-                            f"points elsewhere than the max-margin direction: corr(W, W^mm) = "
-                            f"{corr:.4f} < {min_corr}.", **details)
-    return Feedback(True, title, f"all {total} margins positive and corr(W, W^mm) = {corr:.4f} "
-                                 f"≥ {min_corr} ({name} Att-SVM).", details)
+        return _fail(title, f"your {sym} selects the right tokens (all {total} margins positive) "
+                            f"but points elsewhere than the max-margin direction: "
+                            f"corr({sym}, {sym}^mm) = {corr:.4f} < {min_corr}.", **details)
+    return Feedback(True, title, f"all {total} margins positive and corr({sym}, {sym}^mm) = "
+                                 f"{corr:.4f} ≥ {min_corr} ({name} {svm_name}).", details)
 
 
-def check_selection(alpha, data, W=None) -> Feedback:
-    r"""Check a selection: the optimal tokens, or the tokens that ``W`` selects.
+def _corr(A, B):
+    r""":math:`\langle A, B\rangle / (\|A\| \|B\|)` over all entries."""
+    return (A * B).sum() / (torch.linalg.vector_norm(A) * torch.linalg.vector_norm(B))
 
-    Without ``W`` the answer must be the optimal tokens
+
+def check_selection(alpha, data, W=None, *, p=None) -> Feedback:
+    r"""Check a selection: the optimal tokens, or the tokens the attention selects.
+
+    Without ``W`` and ``p`` the answer must be the optimal tokens
     :math:`\mathrm{opt}_i = \arg\max_t \gamma_{it}`, :math:`\gamma_{it} = Y_i v^\top x_{it}`
-    (chapter 1). With ``W`` it must be the selected tokens
-    :math:`\arg\max_t x_{it}^\top W z_i` (the tokens softmax attention concentrates on).
+    (chapter 1). With ``W`` (or the prompt ``p``, ``W`` then fixed, default identity) it must
+    be the selected tokens :math:`\arg\max_t x_{it}^\top W z_i` (or
+    :math:`x_{it}^\top W p`), where softmax attention concentrates.
 
     Parameters
     ----------
@@ -253,29 +300,24 @@ def check_selection(alpha, data, W=None) -> Feedback:
     data : AttentionData
         One instance.
     W : array (d, d), optional
+    p : array (d,), optional
     """
-    X, Y, z, v = _data_tensors(data)
-    n, T, d = X.shape
-    title = "selected tokens" if W is not None else "optimal tokens"
-    if W is not None:
-        W = torch.as_tensor(W).to("cpu", _DT)
-        if W.shape != (d, d):
-            raise ValueError(f"W must have shape ({d}, {d}), got {tuple(W.shape)}")
-        value = torch.einsum("ntd,de,ne->nt", X, W, z)  # logits
-        what = "logit"
+    data = _one(data)
+    n, T = data.n, data.T
+    if W is None and p is None:
+        title, what = "optimal tokens", "score"
+        value = tokens.scores(data)  # gamma_it, (n, T)
     else:
-        if v is None:
-            raise ValueError("data.v is None: the optimal tokens need the head v")
-        value = Y[:, None] * torch.einsum("ntd,d->nt", X, v)  # scores gamma_it
-        what = "score"
+        title, what = "selected tokens", "logit"
+        value = tokens.attention_logits(data, None if W is None else _ref(W, "W"),
+                                        p=None if p is None else _ref(p, "p"))  # (n, T)
     a, err = _tensor(alpha, "alpha", dtype=None)
     if err:
         return _fail(title, err)
     if a.dtype.is_floating_point:
-        if not torch.equal(a, a.round()):
+        if not torch.isfinite(a).all() or not torch.equal(a, a.round()):
             return _fail(title, "alpha must hold integer token indices, yours has fractions.")
-        a = a.long()
-    a = a.reshape(-1) if a.dim() == 0 else a
+    a = a.long().reshape(-1) if a.dim() == 0 else a.long()
     if a.shape != (n,):
         return _fail(title, f"alpha must hold one token index per sample, shape ({n},); yours "
                             f"has shape {tuple(a.shape)}.")
@@ -284,8 +326,9 @@ def check_selection(alpha, data, W=None) -> Feedback:
         return _fail(title, f"sample {i}: token {int(a[i])} does not exist (tokens are 0-based, "
                             f"0..{T - 1}).")
     best = value.max(dim=1).values  # (n,)
-    mine = value[torch.arange(n), a.long()]
-    wrong = mine < best - 1e-12 * (1 + best.abs())
+    mine = value[torch.arange(n), a]
+    tie = 1e-12 * (1 + best.abs())
+    wrong = mine < best - tie
     if wrong.any():
         i = int(torch.nonzero(wrong)[0, 0])
         right = int(value[i].argmax())
@@ -293,18 +336,18 @@ def check_selection(alpha, data, W=None) -> Feedback:
                             f"token {int(a[i])} ({what} {float(mine[i]):.4g}), but token {right} "
                             f"has the larger {what} {float(best[i]):.4g}.",
                      wrong=torch.nonzero(wrong)[:, 0].tolist())
-    ties = ((value >= best[:, None] - 1e-12 * (1 + best.abs()[:, None])).sum(1) > 1).sum()
-    note = f" ({int(ties)} samples have ties: any maximiser counts)" if ties else ""
+    ties = int(((value >= (best - tie)[:, None]).sum(1) > 1).sum())
+    note = f" ({ties} samples have ties: any maximiser counts)" if ties else ""
     return Feedback(True, title, f"all {n} samples pick a token of largest {what}{note}.")
 
 
-def check_locally_optimal(answer, data, alpha=None, norm="fro") -> Feedback:
+def check_locally_optimal(answer, data, alpha=None, norm="fro", *, param="W",
+                          W=None) -> Feedback:
     r"""Check an answer about local optimality (chapter 3).
 
-    A selection :math:`\alpha` is locally optimal when it is feasible and, for every sample,
-    the support tokens of :math:`W^{mm}_\alpha` (those whose margin constraint is tight)
-    score lower than the selected token: :math:`\gamma_{i\alpha_i} > \gamma_{it}` for
-    :math:`t \in \mathcal{T}_i(\alpha)`.
+    A selection :math:`\alpha` is locally optimal when its SVM is feasible and every support
+    token (active margin constraint) scores strictly below the selected token:
+    :math:`\gamma_{i\alpha_i} > \gamma_{it}` for :math:`t \in \mathcal{T}_i(\alpha)`.
 
     Parameters
     ----------
@@ -315,39 +358,45 @@ def check_locally_optimal(answer, data, alpha=None, norm="fro") -> Feedback:
     data : AttentionData
     alpha : array (n,), optional
     norm : "fro", "nuc" or float lp > 1
+    param : "W" or "p"
+        The Att-SVM of W (queries ``data.z``) or the p-SVM of the prompt model.
+    W : array (d, d), optional
+        The prompt model's fixed matrix (default identity).
     """
-    from attnlib.tokens import is_locally_optimal
-
     title = "local optimality"
+    data = _one(data)
     norm = _check_norm(norm)
-    X, Y, z, v = _data_tensors(data)
-    n, T, d = X.shape
+    n, T = data.n, data.T
+    Wf = None if W is None else _ref(W, "W")
+    kw = dict(norm=norm, param=param, W=Wf)
     if answer is None:
         return _fail(title, "answer is None: you have not answered yet (replace the stub above).")
     if alpha is not None:
-        alpha = _alpha(alpha, n, T)
-        if not isinstance(answer, (bool, int)) and not (hasattr(answer, "item")
-                                                        and getattr(answer, "numel", lambda: 1)()
-                                                        == 1):
+        alpha = _alpha(alpha, data)
+        if not isinstance(answer, (bool, int)) and not (torch.is_tensor(answer)
+                                                        and answer.numel() == 1):
             return _fail(title, f"answer must be True or False, got {answer!r}.")
-        truth = bool(is_locally_optimal(data, alpha, norm=norm))
+        truth = bool(tokens.is_locally_optimal(data, alpha, **kw))
+        sel = alpha.tolist()
         if bool(answer) == truth:
-            return Feedback(True, title, f"selection {alpha.tolist()} is "
-                                         f"{'' if truth else 'not '}locally optimal.")
-        return _fail(title, f"selection {alpha.tolist()} is {'' if truth else 'not '}locally "
-                            f"optimal; you said it is{' not' if truth else ''}. "
-                            + _why_local(data, alpha, norm, truth))
+            return Feedback(True, title, f"selection {sel} is {'' if truth else 'not '}locally "
+                                         "optimal.")
+        return _fail(title, f"selection {sel} is {'' if truth else 'not '}locally optimal; you "
+                            f"said it is{' not' if truth else ''}. "
+                            + _why_local(data, alpha, truth, norm, param, Wf))
     if T**n > 4096:
-        raise ValueError(f"without alpha the check enumerates T^n = {T**n} selections; "
-                         "pass alpha or use a smaller instance (T^n <= 4096)")
+        raise ValueError(f"without alpha the check enumerates T^n = {T**n} selections; pass "
+                         "alpha or use a smaller instance (T^n <= 4096)")
     try:
-        given = {(int(s),) if n == 1 and not hasattr(s, "__len__") else tuple(int(u) for u in s)
+        given = {(int(s),) if not hasattr(s, "__len__") else tuple(int(u) for u in s)
                  for s in answer}
     except (TypeError, ValueError):
         return _fail(title, "answer must be a collection of selections, e.g. {0, 1} for one "
                             "sample or {(0, 0), (1, 0)} for two.")
-    truth = {s for s in itertools.product(range(T), repeat=n)
-             if bool(is_locally_optimal(data, torch.tensor(s), norm=norm))}
+    if any(len(s) != n for s in given):
+        return _fail(title, f"each selection must name {n} token(s), one per sample.")
+    sels = tokens.enumerate_selections(data, **kw)
+    truth = {tuple(a.tolist()) for a, ok in zip(sels.alpha, sels.locally_optimal) if ok}
     fmt = lambda S: "{" + ", ".join(str(s[0]) if n == 1 else str(s) for s in sorted(S)) + "}"
     if given == truth:
         return Feedback(True, title, f"the locally optimal selections are exactly {fmt(truth)}.")
@@ -360,30 +409,27 @@ def check_locally_optimal(answer, data, alpha=None, norm="fro") -> Feedback:
     return _fail(title, "; ".join(parts) + ".", missing=sorted(missing), extra=sorted(extra))
 
 
-def _why_local(data, alpha, norm, truth):
-    """One sentence on why alpha is (not) locally optimal."""
-    from attnlib.svm import InfeasibleError, att_svm
-    from attnlib.tokens import support_tokens
-
-    X, Y, z, v = _data_tensors(data)
+def _why_local(data, alpha, truth, norm, param, W):
+    """One sentence on why ``alpha`` is (not) locally optimal."""
     if truth:
         return "Every support token scores lower than its selected token."
     try:
-        W_mm = att_svm(data, alpha=alpha, norm=norm)
-    except InfeasibleError:
-        return "No W satisfies its margin constraints: the selection is infeasible."
-    if v is None:
+        if param == "W":
+            sup = tokens.support_tokens(data, svm.att_svm(data, alpha=alpha, norm=norm), alpha)
+        else:
+            p_mm = svm.prompt_svm(data, alpha=alpha, W=W, norm=norm)
+            Wf = torch.eye(data.d, dtype=_DT) if W is None else W
+            sup = tokens.support_tokens(data.X, Wf, alpha, z=p_mm.expand(data.n, -1))
+    except svm.InfeasibleError:
+        return "No solution satisfies its margin constraints: the selection is infeasible."
+    gamma = tokens.scores(data)  # (n, T)
+    own = gamma[torch.arange(data.n), alpha][:, None]
+    worse = sup & (gamma >= own - 1e-10)
+    if not worse.any():
         return ""
-    gamma = Y[:, None] * torch.einsum("ntd,d->nt", X, v)  # (n, T)
-    sup = torch.as_tensor(support_tokens(data, W_mm, alpha)).to("cpu").bool()  # (n, T) mask
-    idx = torch.arange(X.shape[0])
-    worse = sup & (gamma >= gamma[idx, alpha][:, None])
-    if worse.any():
-        i, t = (int(u) for u in torch.nonzero(worse)[0])
-        return (f"At sample {i}, support token {t} scores {float(gamma[i, t]):.4g} ≥ "
-                f"{float(gamma[i, alpha[i]]):.4g}, the score of the selected token "
-                f"{int(alpha[i])}.")
-    return ""
+    i, t = (int(u) for u in torch.nonzero(worse)[0])
+    return (f"At sample {i}, the support token {t} scores {float(gamma[i, t]):.4g} ≥ "
+            f"{float(own[i, 0]):.4g}, the score of the selected token {int(alpha[i])}.")
 
 
 def check_rank(r, W, rtol=1e-6) -> Feedback:
@@ -394,7 +440,7 @@ def check_rank(r, W, rtol=1e-6) -> Feedback:
     (chapter 5: the Att-SVM⋆ solution has rank at most n).
     """
     title = "rank"
-    W = torch.as_tensor(W.detach() if hasattr(W, "detach") else W).to("cpu", _DT)
+    W = _ref(W, "W")
     if W.dim() != 2:
         raise ValueError(f"W must be a matrix, got shape {tuple(W.shape)}")
     sv = torch.linalg.svdvals(W)
@@ -442,12 +488,11 @@ def check_md_step(W_next, W, grad, lr, lp) -> Feedback:
         raise ValueError(f"lp must be > 1, got {lp}")
     if not lr > 0:
         raise ValueError(f"lr must be > 0, got {lr}")
-    W = torch.as_tensor(W.detach() if hasattr(W, "detach") else W).to("cpu", _DT)
-    G = torch.as_tensor(grad.detach() if hasattr(grad, "detach") else grad).to("cpu", _DT)
+    W, G = _ref(W, "W"), _ref(grad, "grad")
     if W.shape != G.shape:
         raise ValueError(f"grad must have W's shape {tuple(W.shape)}, got {tuple(G.shape)}")
-    theta = W.sign() * W.abs().pow(lp - 1) - lr * G  # dual step: grad psi(W) - lr * G
-    ref = _md(W, G, lr, lp)
+    theta = mirror_map(W, lp) - lr * G  # dual step: grad psi(W) - lr * G
+    ref = inverse_mirror_map(theta, lp)  # back to the primal
     Wn, err = _tensor(W_next, "W_next")
     if err:
         return _fail(title, err)
@@ -477,8 +522,7 @@ def check_md_step(W_next, W, grad, lr, lp) -> Feedback:
 
 def _md(W, G, lr, lp):
     """One l_p mirror step: (grad psi)^{-1}(grad psi(W) - lr G), grad psi = sign |.|^(p-1)."""
-    theta = W.sign() * W.abs().pow(lp - 1) - lr * G  # dual
-    return theta.sign() * theta.abs().pow(1 / (lp - 1))  # back to the primal
+    return inverse_mirror_map(mirror_map(W, lp) - lr * G, lp)
 
 
 def check_value(answer, expected, *, rtol=1e-6, atol=1e-9, name="value") -> Feedback:
@@ -492,8 +536,7 @@ def check_value(answer, expected, *, rtol=1e-6, atol=1e-9, name="value") -> Feed
         What the value is, for the message ("the margin", "cos(p, p_mm)").
     """
     title = name
-    exp = torch.as_tensor(expected.detach() if hasattr(expected, "detach") else expected)
-    exp = exp.to("cpu", _DT)
+    exp = _ref(expected, "expected")
     ans, err = _tensor(answer, name)
     if err:
         return _fail(title, err)
