@@ -273,7 +273,7 @@ def _direction(ans, sym, shape, data, alpha, norm, margins, solve, exact, min_co
                                      "the minimum.", details)
     if corr < min_corr:
         return _fail(title, f"your {sym} selects the right tokens (all {total} margins positive) "
-                            f"but points elsewhere than the max-margin direction: "
+                            f"but points elsewhere than the {name} max-margin direction: "
                             f"corr({sym}, {sym}^mm) = {corr:.4f} < {min_corr}.", **details)
     return Feedback(True, title, f"all {total} margins positive and corr({sym}, {sym}^mm) = "
                                  f"{corr:.4f} ≥ {min_corr} ({name} {svm_name}).", details)

@@ -1,5 +1,6 @@
 """attnlib.experiments registry: registration, settings, caching, targets, persistence."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -121,3 +122,39 @@ def test_every_registered_experiment_is_well_formed():
         assert e.targets, f"experiment {name!r} declares no reproduction target"
         for t in e.targets:
             assert t.what and t.paper and t.tolerance, (name, t.key)
+
+
+def test_run_all_and_report(dummy):
+    def broken(seed=0):
+        raise RuntimeError("solver diverged")
+
+    experiments.experiment("broken", paper="2306.13596 Fig. 9", chapter="00_test",
+                           title="broken")(broken)
+    assert experiments.paper_of("broken") == "2306.13596"
+    assert experiments.paper_of("dummy") == "other"
+    res = experiments.run_all(["dummy", "broken"], progress=False)
+    assert isinstance(res["dummy"], experiments.Result)
+    assert isinstance(res["broken"], RuntimeError)
+    assert list(experiments.run_all(["dummy", "broken"], paper="2306.13596",
+                                    progress=False)) == ["broken"]
+    md = experiments.report_markdown(res)
+    lines = md.splitlines()
+    assert lines[0] == "| Paper | Experiments | Targets met | Run time |"
+    assert "| 2/2 " not in md and "| 2 / 2 |" in md  # dummy: both targets met
+    assert "Max-Margin Token Selection in Attention Mechanism (2306.13596) | 1 | 0 / 1" in md
+    row = next(x for x in lines if x.startswith("| `dummy`"))
+    cells = [c.strip() for c in row.strip("|").split(" | ")]
+    assert cells[1:] == ["mean equals steps", "10", "10", "±0.5", "✓", "re-simulation",
+                         "a test row"]
+    assert "(the experiment raised RuntimeError: solver diverged)" in md
+    assert next(x for x in lines if "raised RuntimeError" in x).count("✗") == 1
+    assert experiments.report_notes(res) == "- `dummy` — mean equals steps: a test row"
+    assert experiments.report_markdown({}) == "*No experiments are registered yet.*"
+
+
+def test_report_escapes_pipes(dummy, monkeypatch):
+    t = Target("mean", "|angle| of p", "≤ 8°", lo=0, hi=100, tolerance="|x| ≤ 8")
+    monkeypatch.setitem(_registry._REGISTRY, "dummy",
+                        dataclasses.replace(experiments.get("dummy"), targets=(t,)))
+    md = experiments.report_markdown(experiments.run_all(["dummy"], progress=False))
+    assert "\\|angle\\| of p" in md and "\\|x\\| ≤ 8" in md

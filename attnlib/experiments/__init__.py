@@ -13,12 +13,17 @@ from ._registry import (
     experiment,
     get,
     names,
+    paper_of,
+    report_markdown,
+    report_notes,
+    report_rows,
     run,
+    run_all,
     source_hash,
 )
 
 __all__ = ["Experiment", "Result", "Target", "cache_dir", "experiment", "get", "names", "run",
-           "source_hash"]
+           "source_hash", "paper_of", "run_all", "report_rows", "report_markdown", "report_notes"]
 
 # importing the paper modules registers their experiments
 from . import max_margin, mirror, tf_svm  # noqa: E402,F401

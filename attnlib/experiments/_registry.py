@@ -18,6 +18,7 @@ import inspect
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -194,6 +195,9 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
+_all_names = names  # for functions whose argument is called ``names``
+
+
 def get(name: str) -> Experiment:
     """The registered experiment ``name``; a ValueError lists the valid names otherwise."""
     if name not in _REGISTRY:
@@ -260,3 +264,130 @@ def _jsonable(params: dict) -> dict:
         else:
             out[k] = str(v)
     return out
+
+
+# -- running many, and the reproduction report ------------------------------------------------
+PAPERS = {
+    "2306.13596": "Max-Margin Token Selection in Attention Mechanism",
+    "2308.16898": "Transformers as Support Vector Machines",
+    "2410.14581": "Optimizing Attention with Mirror Descent: Generalized Max-Margin Token "
+                  "Selection",
+}
+_ARXIV = re.compile(r"\d{4}\.\d{4,5}")
+
+
+def paper_of(name: str) -> str:
+    """The arXiv id in experiment ``name``'s ``paper`` field (``"other"`` if none)."""
+    m = _ARXIV.search(get(name).paper)
+    return m.group(0) if m else "other"
+
+
+def run_all(names=None, *, paper: str | None = None, progress: bool = True,
+            **run_kw) -> dict:
+    """Run several experiments at their defaults (cached); never stops at a failure.
+
+    Parameters
+    ----------
+    names : list of str, optional
+        Default: every registered experiment (of ``paper`` if given).
+    paper : str, optional
+        Only the experiments of this arXiv id, e.g. ``"2306.13596"``.
+    progress : bool
+        A tqdm bar over the experiments.
+    **run_kw
+        Passed to :func:`run` (e.g. ``cache=False``).
+
+    Returns
+    -------
+    dict name -> :class:`Result`, or the exception the experiment raised.
+    """
+    todo = [n for n in (_all_names() if names is None else names)
+            if paper is None or paper_of(n) == paper]
+    out = {}
+    it = todo
+    if progress and todo:
+        from tqdm.auto import tqdm
+
+        it = tqdm(todo, desc="experiments")
+    for n in it:
+        try:
+            out[n] = run(n, **run_kw)
+        except Exception as e:  # noqa: BLE001 - the report shows the failure in its row
+            out[n] = e
+    return out
+
+
+def _fmt(v) -> str:
+    v = float(v)
+    if math.isnan(v):
+        return "NaN"
+    return str(int(v)) if v == int(v) and abs(v) < 1e15 else f"{v:.4g}"
+
+
+def _cell(text) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def report_rows(results: dict) -> list[dict]:
+    """One row per target of every result (an exception gives one failed row)."""
+    rows = []
+    for name, res in results.items():
+        exp = get(name)
+        if isinstance(res, Exception):
+            rows.append(dict(experiment=name, paper_figure=exp.paper, key="", what="(the "
+                             f"experiment raised {type(res).__name__}: {res})", paper="",
+                             book="", tolerance="", ok=False, source="", note="", seconds=None))
+            continue
+        for r in res.check():
+            rows.append({**r, "paper_figure": exp.paper, "book": _fmt(r["book"]),
+                         "seconds": res.seconds})
+        if not exp.targets:
+            rows.append(dict(experiment=name, paper_figure=exp.paper, key="", what="(no "
+                             "reproduction target declared)", paper="", book="", tolerance="",
+                             ok=False, source="", note="", seconds=res.seconds))
+    return rows
+
+
+def report_markdown(results: dict) -> str:
+    """The reproduction report: a summary, then one table per paper (Markdown, no pandas).
+
+    Every row is a :class:`Target` of a registered experiment with the value computed now;
+    the experiment's run time is shown once, on its first row.
+    """
+    if not results:
+        return "*No experiments are registered yet.*"
+    rows = report_rows(results)
+    by_paper: dict[str, list[dict]] = {}
+    for r in rows:
+        by_paper.setdefault(paper_of(r["experiment"]), []).append(r)
+    out = ["| Paper | Experiments | Targets met | Run time |", "|---|---:|---:|---:|"]
+    for pid, rs in by_paper.items():
+        exps = list(dict.fromkeys(r["experiment"] for r in rs))
+        secs = sum(results[e].seconds for e in exps if isinstance(results[e], Result))
+        out.append(f"| {_cell(PAPERS.get(pid, pid))} ({pid}) | {len(exps)} | "
+                   f"{sum(r['ok'] for r in rs)} / {len(rs)} | {secs:.0f} s |")
+    for pid, rs in by_paper.items():
+        out += ["", f"**{_cell(PAPERS.get(pid, pid))}** (arXiv {pid})", "",
+                "| Experiment | Target | Paper | Book | Tolerance | | Source | Note |",
+                "|---|---|---|---|---|:-:|---|---|"]
+        seen = set()
+        for r in rs:
+            first = r["experiment"] not in seen
+            seen.add(r["experiment"])
+            exp = ""
+            if first:
+                t = "" if r["seconds"] is None else f", {r['seconds']:.1f} s"
+                exp = f"`{r['experiment']}` ({_cell(r['paper_figure'])}{t})"
+            out.append("| " + " | ".join([exp, _cell(r["what"]), _cell(r["paper"]),
+                                          _cell(r["book"]), _cell(r["tolerance"]),
+                                          "✓" if r["ok"] else "✗", _cell(r["source"]),
+                                          _cell(r["note"])]) + " |")
+    return "\n".join(out)
+
+
+def report_notes(results: dict) -> str:
+    """A bulleted list of every target note (where the book deliberately differs)."""
+    items = [f"- `{n}` — {r['what']}: {r['note']}" for n in results for r in
+             ([] if isinstance(results[n], Exception) else results[n].check()) if r["note"]]
+    return "\n".join(items) if items else "*No target declares a difference.*"
