@@ -41,7 +41,7 @@ def _field(data, name):
     return getattr(data, name, None)
 
 
-def _tokens(data_or_X, z=None, *, need_z=True, dtype=torch.float64):
+def _tokens(data_or_X, z=None, *, need_z=True, dtype=None):
     """Tokens ``X`` (..., n, T, d) and queries ``z`` (..., n, d) as float tensors.
 
     ``data_or_X`` is an :class:`~attnlib.data.AttentionData` (or any object with ``.X``) or a
@@ -60,7 +60,7 @@ def _tokens(data_or_X, z=None, *, need_z=True, dtype=torch.float64):
             raise ValueError("z: the query tokens are needed (pass z=, or data with data.z; "
                              "self-attention uses z = X[..., 0, :])")
         return X, None
-    z = as_tensor(z, "z", dtype=dtype, device=X.device)
+    z = as_tensor(z, "z", dtype=X.dtype, device=X.device)
     n, d = X.shape[-3], X.shape[-1]
     if z.shape[-2:] != (n, d) or z.ndim not in (2, X.ndim - 1):
         raise ValueError(f"z: expected shape (n,d)=({n},{d}) (optionally with the trials "
