@@ -1,1 +1,467 @@
-"""Experiments of this paper; see attnlib.experiments."""
+"""Experiments of "Transformers as Support Vector Machines" (arXiv 2308.16898), chapters 5-8.
+
+One registered experiment per official experiment (E1-E5 of the paper's code, numbered as in
+the book's reproduction report) plus the book's causal-attention check:
+
+=========================  ===============================================  ==========
+name                       what                                             chapter
+=========================  ===============================================  ==========
+``tf_visualization``       E1: 2-D GD paths of W and (K,Q) vs both SVMs     5
+``tf_local_convergence``   E2: W vs (K,Q), 100 runs, correlation curves     5
+``tf_svm_rank``            E3: rank of Frobenius vs nuclear solutions        5
+``tf_feasibility``         feasibility of Att-SVM above / below d=max(T-1,n)  6
+``tf_global_fraction``     E5: global vs local convergence as d grows       6
+``tf_multi_token``         E4: ReLU head, several selected tokens, SVM-eq   7
+``tf_causal``              sequence / causal self-attention vs its SVM      8
+=========================  ===============================================  ==========
+
+All training is batched (one :func:`attnlib.train` call per setting, the runs as the trials
+dimension); the SVMs are solved by :mod:`attnlib.svm` (one cvxpy solve per instance).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .. import models as M
+from .. import sequences as SQ
+from ..data import random_data, resolve_device, visualization_example
+from ..svm import InfeasibleError, att_svm, sequence_svm, svm_equivalence
+from ..tokens import (
+    cleanly_masked,
+    optimal_tokens,
+    scores,
+    selected_sets,
+    selected_tokens,
+    support_tokens,
+)
+from ..train import train
+from ._registry import Target, experiment
+
+EPS = float(torch.finfo(torch.float64).eps)  # the official normalisation epsilon and (K,Q) reg
+PAPER = "2308.16898"
+
+
+# ----------------------------------------------------------------------------- helpers
+def _corr(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """corr(A, B) = <A, B> / (||A|| ||B||) over the last two dims (broadcast)."""
+    num = (A * B).sum((-2, -1))
+    return num / (A.flatten(-2).norm(dim=-1) * B.flatten(-2).norm(dim=-1))
+
+
+def _rank(W: torch.Tensor, rtol: float) -> torch.Tensor:
+    """Numerical rank with a relative tolerance: #{sigma_k > rtol * sigma_1}."""
+    return torch.linalg.matrix_rank(W, rtol=rtol)
+
+
+def _solve_each(data, alpha, norm, progress=False, desc="SVM"):
+    """Att-SVM per trial, infeasible ones kept: W (B,d,d) with NaN there, feasible (B,)."""
+    B, d = data.B, data.d
+    W = torch.full((B, d, d), math.nan, dtype=torch.float64)
+    ok = torch.zeros(B, dtype=torch.bool)
+    it = range(B)
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(it, desc=desc, leave=False)
+    for b in it:  # one cvxpy solve per instance; an infeasible one must not stop the rest
+        try:
+            W[b] = att_svm(data.trial(b), alpha=alpha[b], norm=norm).cpu().double()
+            ok[b] = True
+        except InfeasibleError:
+            pass
+    return W, ok
+
+
+def _locally_optimal(data, W_mm, alpha, tol=1e-4):
+    """Local optimality from an SVM solution: every support token scores below alpha_i.
+
+    Support tokens are the constraints active within ``tol`` (relative), as in the digest's
+    re-simulation; (B,) bool.
+    """
+    sup = support_tokens(data, W_mm.to(data.X), alpha, tol=tol).cpu()  # (B, n, T)
+    gam = scores(data).cpu()  # (B, n, T)
+    best = torch.gather(gam, -1, alpha.cpu().unsqueeze(-1))  # (B, n, 1)
+    bad = sup & (gam >= best - 1e-10)
+    return ~bad.flatten(-2).any(-1)
+
+
+def _at(steps: np.ndarray, k: int) -> int:
+    """Index of the recorded step k."""
+    idx = np.nonzero(np.asarray(steps) == k)[0]
+    if len(idx) == 0:
+        raise ValueError(f"step {k} was not recorded (recorded every {steps[1] - steps[0]})")
+    return int(idx[0])
+
+
+def _np(t):
+    return t.detach().cpu().numpy() if torch.is_tensor(t) else np.asarray(t)
+
+
+# ============================================================================ E1: 2-D picture
+def _layouts(B: int, seed: int, device):
+    """Random layouts in the style of ``visualization2``: n=2, T=5, d=2, Y=+1.
+
+    x_11 = (1, .5) and x_21 = (1, -.5); the other tokens 0.5 N(0, I) - (1, 0); v, z_i random
+    unit vectors.
+    """
+    from ..data import AttentionData
+
+    g = torch.Generator().manual_seed(int(seed))
+    v = torch.randn(B, 2, generator=g, dtype=torch.float64)
+    X = 0.5 * torch.randn(B, 2, 5, 2, generator=g, dtype=torch.float64)
+    X[:, :, 1:] -= torch.tensor([1.0, 0.0], dtype=torch.float64)
+    X[:, 0, 0] = torch.tensor([1.0, 0.5], dtype=torch.float64)
+    X[:, 1, 0] = torch.tensor([1.0, -0.5], dtype=torch.float64)
+    z = torch.randn(B, 2, 2, generator=g, dtype=torch.float64)
+    v, z = v / v.norm(dim=-1, keepdim=True), z / z.norm(dim=-1, keepdim=True)
+    K0 = 0.1 * torch.randn(B, 2, 2, generator=g, dtype=torch.float64)
+    dev = resolve_device(device)
+    data = AttentionData(X.to(dev), torch.ones(B, 2, dtype=torch.float64, device=dev), z.to(dev),
+                         v.to(dev))
+    return data, K0.to(dev)
+
+
+def _query_cos(W, W_mm, z):
+    """cos(W z_i, W_mm z_i) per query, (..., n)."""
+    a = torch.einsum("...de,...ne->...nd", W, z)  # W z_i, (..., n, d)
+    b = torch.einsum("...de,...ne->...nd", W_mm, z)
+    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))
+
+
+def _plot_visualization(res):
+    from ..plots import new_figure, token_plane
+
+    A = res.arrays
+    fig, axes = new_figure(1, 2, figsize=(9.0, 3.8))
+    for ax, key, svm, title in ((axes[0], "W", "fro", "W: GD path and Att-SVM"),
+                                (axes[1], "KQ", "nuc", "(K,Q): GD path and Att-SVM⋆")):
+        paths = A[f"path_{key}"]  # (n, S, 2)
+        token_plane(A["X"], A["scores"], paths=paths, directions=A[f"ray_{svm}"],
+                    direction_labels=[f"W^mm z_{i + 1} ({svm})" for i in range(len(paths))],
+                    ax=ax, title=title)
+    return fig
+
+
+@experiment(
+    "tf_visualization", paper=f"{PAPER} Fig. 1 (E1, visualization2.ipynb)", chapter="05_w_vs_kq",
+    title="2-D GD paths of W and (K,Q) against the Frobenius and nuclear SVM rays",
+    plot=_plot_visualization,
+    targets=[
+        Target("corr_W_fro", "corr(W(2000), W^mm_α) on the paper's 2-D example", "≥ 0.99",
+               0.99, 1.0, "≥ 0.99", "re-simulation",
+               "α = GD's final selection (not best_ids), as the digest prescribes"),
+        Target("corr_KQ_nuc", "corr(KQᵀ(2000), W^mm_⋆,α) on the paper's 2-D example", "≥ 0.99",
+               0.99, 1.0, "≥ 0.99", "re-simulation"),
+        Target("selects_opt", "GD (W and (K,Q)) selects the optimal token of both inputs, "
+               "which then lie beyond the mid-margin line", "yes", 1, 1, "exact",
+               "official code"),
+        Target("layouts_query_cos_frac",
+               "10 random 2-D layouts: share of per-query cos(W z_i, W^mm z_i) ≥ 0.98",
+               "most (one of 20 was 0.89)", 0.75, 1.0, "most draws", "re-simulation"),
+    ])
+def tf_visualization(steps: int = 2000, layouts: int = 10, seed: int = 0, device=None):
+    """E1: normalised GD on the 2-D example of ``visualization2`` for W (from 0) and (K,Q)
+    (K(0) = 0.1 N(0,1), Q(0) = 0), against the Frobenius / nuclear SVM of GD's selection;
+    then the same on ``layouts`` random layouts of that style (one batched call each)."""
+    ex = visualization_example(2, device=device)
+    data = ex.data
+    kw = dict(lr=0.1, steps=steps, eps=EPS, record_every=max(1, steps // 200))
+    rW = train(data, "W", init={"W": ex.init["W"]}, **kw)
+    rK = train(data, "KQ", init={"K": ex.init["K"], "Q": ex.init["Q"]}, reg=EPS, **kw)
+    aW, aK = selected_tokens(data, rW.W), selected_tokens(data, rK.W)
+    Wf, Wn = att_svm(data, alpha=aW, norm="fro"), att_svm(data, alpha=aK, norm="nuc")
+    opt = optimal_tokens(data)
+    z = data.z
+    num = dict(corr_W_fro=float(_corr(rW.W, Wf)), corr_KQ_nuc=float(_corr(rK.W, Wn)),
+               query_cos_W_min=float(_query_cos(rW.W, Wf, z).min()),
+               query_cos_KQ_min=float(_query_cos(rK.W, Wn, z).min()),
+               selects_opt=float(bool((aW == opt).all() and (aK == opt).all())))
+    # random layouts, all of them in one batched call per parameterisation
+    ld, K0 = _layouts(layouts, seed, device)
+    lW = train(ld, "W", init={"W": torch.zeros_like(K0)}, **{**kw, "record_every": steps})
+    lK = train(ld, "KQ", init={"K": K0, "Q": torch.zeros_like(K0)}, reg=EPS,
+               **{**kw, "record_every": steps})
+    laW, laK = selected_tokens(ld, lW.W), selected_tokens(ld, lK.W)
+    lWf, okW = _solve_each(ld, laW, "fro")
+    lWn, okK = _solve_each(ld, laK, "nuc")
+    cW, cK = _corr(lW.W.cpu(), lWf), _corr(lK.W.cpu(), lWn)
+    qc = torch.cat([_query_cos(lW.W.cpu(), lWf, ld.z.cpu()).flatten(),
+                    _query_cos(lK.W.cpu(), lWn, ld.z.cpu()).flatten()])
+    lopt = optimal_tokens(ld)
+    num.update(layouts_corr_W_min=float(cW.nan_to_num(-1).min()),
+               layouts_corr_KQ_min=float(cK.nan_to_num(-1).min()),
+               layouts_query_cos_frac=float((qc.nan_to_num(-1) >= 0.98).double().mean()),
+               layouts_infeasible=float((~okW).sum() + (~okK).sum()),
+               layouts_nonopt_W=float((laW != lopt).any(-1).sum()),
+               layouts_nonopt_KQ=float((laK != lopt).any(-1).sum()))
+    hz = lambda H: torch.einsum("sde,ne->nsd", H, z)  # noqa: E731  W(k) z_i, (n, S, 2)
+    arrays = dict(X=data.X, scores=scores(data), steps=rW.history["step"],
+                  path_W=hz(rW.history["W"]), path_KQ=hz(rK.history["W"]),
+                  ray_fro=(Wf @ z.T).T, ray_nuc=(Wn @ z.T).T,
+                  layouts_corr_W=cW, layouts_corr_KQ=cK)
+    return num, arrays
+
+
+# ============================================================================ E2: W vs (K,Q)
+def _plot_local(res):
+    from ..plots import correlation_curves, new_figure, norm_curves, probability_curves
+
+    A = res.arrays
+    fig, axes = new_figure(1, 3, figsize=(13.0, 3.6))
+    s = A["steps"]
+    probability_curves(s, {"W": A["prob_W"], "(K,Q)": A["prob_KQ"]}, ax=axes[0])
+    correlation_curves(s, {"W vs Frobenius": A["corr_W_fro"],
+                           "(K,Q) vs nuclear": A["corr_KQ_nuc"],
+                           "W vs nuclear (cross)": A["corr_W_nuc"],
+                           "(K,Q) vs Frobenius (cross)": A["corr_KQ_fro"]}, ax=axes[1])
+    norm_curves(s, {"‖W(k)‖_F": A["norm_W"]}, ax=axes[2])
+    return fig
+
+
+@experiment(
+    "tf_local_convergence", paper=f"{PAPER} Fig. 3 (E2, local_converge.ipynb)",
+    chapter="05_w_vs_kq",
+    title="Local convergence: W → Att-SVM (Frobenius), (K,Q) → Att-SVM⋆ (nuclear)",
+    plot=_plot_local,
+    targets=[
+        Target("prob_KQ_k100", "mean max-softmax of (K,Q) at k = 100", "0.998", 0.948, 1.0,
+               "±0.05", "re-simulation"),
+        Target("prob_W_k100", "mean max-softmax of W at k = 100", "0.72", 0.67, 0.77,
+               "±0.05", "re-simulation"),
+        Target("prob_W_k200", "mean max-softmax of W at k = 200", "0.966", 0.916, 1.0,
+               "±0.05", "re-simulation"),
+        Target("corr_W_fro_k1000", "mean corr(W(k), W^mm_α) at k = 1000", "0.994",
+               0.984, 1.0, "±0.01", "re-simulation"),
+        Target("corr_KQ_nuc_k1000", "mean corr(KQᵀ(k), W^mm_⋆,α) at k = 1000",
+               "0.996", 0.986, 1.0, "±0.01", "re-simulation",
+               "the official notebook plots corr(W(k), W^mm_⋆) here (a plotting slip); the "
+               "book pairs (K,Q) with the nuclear SVM as the README intends"),
+        Target("corr_W_nuc_k1000", "cross pair: mean corr(W(k), W^mm_⋆,α) at k = 1000",
+               "0.859 (notebook's red curve)", 0.81, 0.90, "±0.04", "re-simulation"),
+        Target("corr_KQ_fro_k1000", "cross pair: mean corr(KQᵀ(k), W^mm_α) at k = 1000",
+               "0.847", 0.81, 0.90, "±0.04", "re-simulation"),
+        Target("frac_global_W", "share of W runs selecting the optimal token of every input",
+               "0.68", 0.58, 0.78, "±0.10", "re-simulation"),
+        Target("frac_global_KQ", "share of (K,Q) runs selecting the optimal token of every "
+               "input", "0.69", 0.59, 0.79, "±0.10", "re-simulation"),
+        Target("frac_local_W", "share of W runs whose selection is locally optimal",
+               "0.98 (≥ 0.95)", 0.95, 1.0, "≥ 0.95", "re-simulation"),
+        Target("frac_local_KQ", "share of (K,Q) runs whose selection is locally optimal "
+               "(support tokens of the nuclear SVM)", "0.99 (≥ 0.95)", 0.95, 1.0, "≥ 0.95",
+               "re-simulation"),
+        Target("norm_slope_k1000", "‖W(1000)‖_F / 1000 (normalised GD, lr 0.1)", "0.095",
+               0.0855, 0.1045, "±10%", "re-simulation"),
+        Target("norm_W_final", "mean ‖W(2000)‖_F: the float64 plateau, not a finite limit",
+               "117 (100–150)", 100.0, 150.0, "100–150", "re-simulation"),
+    ])
+def tf_local_convergence(trials: int = 100, steps: int = 2000, n: int = 6, T: int = 8,
+                         d: int = 10, seed: int = 0, record_every: int = 10, device=None):
+    """E2: ``trials`` random instances (cross-attention, seed = run), normalised GD for W and
+    for (K,Q) (tiny penalty λ = 2.2e-16), each as ONE batched call; α = the final selection;
+    correlation of every recorded iterate with the Frobenius and the nuclear SVM of α."""
+    data = random_data(n, T, d, trials=trials, seed=seed, device=device)
+    kw = dict(lr=0.1, steps=steps, eps=EPS, record_every=record_every)
+    rW = train(data, "W", seed=seed, **kw)
+    rK = train(data, "KQ", reg=EPS, seed=seed + 1, **kw)
+    aW, aK = selected_tokens(data, rW.W), selected_tokens(data, rK.W)
+    svm = {(p, nm): att_svm(data, alpha=a, norm=nm).to(data.X)
+           for p, a in (("W", aW), ("KQ", aK)) for nm in ("fro", "nuc")}
+    HW, HK = rW.history["W"], rK.history["W"]  # (B, S, d, d)
+    corr = {"corr_W_fro": _corr(HW, svm["W", "fro"][:, None]),
+            "corr_W_nuc": _corr(HW, svm["W", "nuc"][:, None]),
+            "corr_KQ_nuc": _corr(HK, svm["KQ", "nuc"][:, None]),
+            "corr_KQ_fro": _corr(HK, svm["KQ", "fro"][:, None])}
+    steps_rec = _np(rW.history["step"])
+    i100, i200, i1000 = (_at(steps_rec, k) for k in (100, 200, min(1000, steps)))
+    normW = HW.flatten(-2).norm(dim=-1)  # (B, S)
+    opt = optimal_tokens(data)
+    num = dict(prob_W_k100=float(rW.history["max_prob"][:, i100].mean()),
+               prob_W_k200=float(rW.history["max_prob"][:, i200].mean()),
+               prob_KQ_k100=float(rK.history["max_prob"][:, i100].mean()),
+               frac_global_W=float((aW == opt).all(-1).double().mean()),
+               frac_global_KQ=float((aK == opt).all(-1).double().mean()),
+               frac_local_W=float(_locally_optimal(data, svm["W", "fro"], aW).double().mean()),
+               frac_local_KQ=float(_locally_optimal(data, svm["KQ", "nuc"], aK).double().mean()),
+               norm_slope_k1000=float(normW[:, i1000].mean() / steps_rec[i1000]),
+               norm_W_final=float(normW[:, -1].mean()))
+    for key, c in corr.items():
+        num[f"{key}_k1000"] = float(c[:, i1000].mean())
+        num[f"{key}_final"] = float(c[:, -1].mean())
+        num[f"{key}_min_k1000"] = float(c[:, i1000].min())
+    arrays = dict(steps=steps_rec, prob_W=rW.history["max_prob"], prob_KQ=rK.history["max_prob"],
+                  norm_W=normW, **corr)
+    return num, arrays
+
+
+# ============================================================================ E3: SVM rank
+RANK_CELLS = ((5, 5), (10, 5), (15, 5), (5, 10), (5, 15))  # (n, T): vary n, then vary T
+
+
+def _official_nuclear_rank(data, alpha, tol: float = 1e-7) -> np.ndarray:
+    """Rank of Att-SVM⋆ solved as the official notebook does it: the primal problem
+    ``min ||W||_nuc`` with cvxpy's default solver (SCS for this SDP, ~1e-4 accurate) and
+    ``numpy.linalg.matrix_rank(W, tol=1e-7)`` (absolute). Kept only to reproduce the paper's
+    curve and show that its nuclear ranks are solver noise; the book uses :func:`att_svm`."""
+    import cvxpy as cp
+
+    X, z = _np(data.X).astype(np.float64), _np(data.z).astype(np.float64)
+    a = _np(alpha).astype(np.int64)
+    B, n, T, d = X.shape
+    ranks = np.zeros(B)
+    for b in range(B):  # the official notebook's protocol, one instance at a time
+        D = X[b][np.arange(n), a[b]][:, None, :] - X[b]  # (n, T, d)
+        keep = np.arange(T)[None, :] != a[b][:, None]
+        rows = np.einsum("itj,ik->itjk", D, z[b])[keep].reshape(-1, d * d)  # <R, W> >= 1
+        W = cp.Variable((d, d))
+        cp.Problem(cp.Minimize(cp.normNuc(W)), [rows @ cp.vec(W, order="C") >= 1]).solve(
+            solver="SCS")
+        ranks[b] = np.linalg.matrix_rank(W.value, tol=tol)
+    return ranks
+
+
+def _plot_rank(res):
+    from ..plots import new_figure, sweep_curves
+
+    A = res.arrays
+    fig, axes = new_figure(1, 2, figsize=(9.6, 3.6))
+    ds = A["ds"]
+    for ax, rows, title in ((axes[0], (0, 1, 2), "vary n (T = 5)"),
+                            (axes[1], (0, 3, 4), "vary T (n = 5)")):
+        vals, styles = {}, {}
+        for r in rows:
+            n, T = A["cells"][r]
+            vals[f"n={n},T={T} Frobenius"] = A["fro_mean"][r]
+            vals[f"n={n},T={T} nuclear"] = A["nuc_mean"][r]
+            styles[f"n={n},T={T} nuclear"] = "--"
+        sweep_curves(ds, vals, ax=ax, styles=styles, ylabel="mean rank (feasible only)",
+                     title=title, legend="upper left")
+    return fig
+
+
+@experiment(
+    "tf_svm_rank", paper=f"{PAPER} Fig. 4 (E3, svm_rank.ipynb)", chapter="05_w_vs_kq",
+    title="Rank of the Frobenius and nuclear Att-SVM solutions over (n, T, d)",
+    plot=_plot_rank,
+    targets=[
+        Target("margin_err_max", "every feasible Frobenius solution: |min margin − 1|",
+               "1 ± 1e-6", 0.0, 1e-6, "1e-6 (solver accuracy)", "paper"),
+        Target("offspan_max", "every feasible Frobenius solution: ‖W(I − P_Z)‖/‖W‖",
+               "< 1e-6", 0.0, 1e-6, "1e-6", "paper",
+               "attnlib solves in the basis of span{z_i}, so this checks that reduction"),
+        Target("rank_excess_max", "every feasible solution (both norms): rank − min(n, d)",
+               "≤ 0", -math.inf, 0.0, "exact", "paper"),
+        Target("fro_rank_dev_max", "Frobenius mean rank = min(n, d) at every (n, T, d) "
+               "(largest deviation over the grid)", "0 (min(n, d) exactly)", 0.0, 0.5,
+               "±0.5 per point", "re-simulation",
+               "feasible-only; with an accurate solver a few instances have rank < min(n, d) "
+               "(an input whose constraints are all slack contributes nothing to W)"),
+        Target("nuc_minus_fro_max", "nuclear rank ≤ Frobenius rank in every instance", "≤ 0",
+               -math.inf, 0.0, "exact", "re-simulation"),
+        Target("official_nuc_rank_n5_d5", "nuclear mean rank, n=5, T=5, d=5, official "
+               "formulation and solver (cvxpy's default, SCS; rank tol 1e-7)", "4.5", 4.0, 5.0,
+               "±0.5", "re-simulation", "reproduces the paper's curve, which is solver noise: "
+               "the accurate solution (Clarabel, two formulations agree) has far lower rank, "
+               "see nuc_rank_n5_d5"),
+        Target("official_nuc_rank_n10_d10", "nuclear mean rank, n=10, T=5, d=10, official "
+               "formulation and solver (cvxpy's default, SCS; rank tol 1e-7)", "9.0", 8.5, 9.5,
+               "±0.5", "re-simulation", "reproduces the paper's curve, which is solver noise: "
+               "the accurate solution (Clarabel, two formulations agree) has far lower rank, "
+               "see nuc_rank_n10_d10"),
+        Target("official_nuc_rank_n15_d15", "nuclear mean rank, n=15, T=5, d=15, official "
+               "formulation and solver (cvxpy's default, SCS; rank tol 1e-7)", "13.4–13.9", 12.9, 14.4,
+               "±0.5", "re-simulation", "reproduces the paper's curve, which is solver noise: "
+               "the accurate solution (Clarabel, two formulations agree) has far lower rank, "
+               "see nuc_rank_n15_d15"),
+        Target("official_nuc_rank_n5_d20", "nuclear mean rank, n=5, T=5, d=20, official "
+               "formulation and solver (cvxpy's default, SCS; rank tol 1e-7)", "5.0", 4.5, 5.0,
+               "±0.5", "re-simulation", "reproduces the paper's curve, which is solver noise: "
+               "the accurate solution (Clarabel, two formulations agree) has far lower rank, "
+               "see nuc_rank_n5_d20"),
+        Target("official_nuc_rank_n10_d20", "nuclear mean rank, n=10, T=5, d=20, official "
+               "formulation and solver (cvxpy's default, SCS; rank tol 1e-7)", "9.9", 9.4, 10.0,
+               "±0.5", "re-simulation", "reproduces the paper's curve, which is solver noise: "
+               "the accurate solution (Clarabel, two formulations agree) has far lower rank, "
+               "see nuc_rank_n10_d20"),
+        Target("official_nuc_rank_n15_d20", "nuclear mean rank, n=15, T=5, d=20, official "
+               "formulation and solver (cvxpy's default, SCS; rank tol 1e-7)", "14.7–14.9", 14.2, 15.0,
+               "±0.5", "re-simulation", "reproduces the paper's curve, which is solver noise: "
+               "the accurate solution (Clarabel, two formulations agree) has far lower rank, "
+               "see nuc_rank_n15_d20"),
+        Target("artefact_n15_d3", "notebook-style mean rank at n=15, T=5, d=3 (infeasible "
+               "counted as rank 1)", "≈ 1", 0.7, 1.3, "±0.3", "official code",
+               "the official artefact (matrix_rank(None) = 1), shown only to explain the "
+               "stored figure; the book's curves are feasible-only"),
+    ])
+def tf_svm_rank(trials: int = 100, ds: tuple = (1, 2, 3, 4, 5, 10, 15, 20),
+                cells: tuple = RANK_CELLS, seed: int = 0, rtol: float = 1e-6,
+                official_trials: int = 20, progress: bool = True, device=None):
+    """E3: at α = opt on ``trials`` random instances per (n, T, d), solve Att-SVM (Frobenius)
+    and Att-SVM⋆ (nuclear); numerical rank with relative tolerance ``rtol``. Infeasible
+    instances are counted as infeasible (and the notebook's rank-1 artefact is reported
+    apart). At T = 5, n in {5, 10, 15}, d in {n, 20}, the first ``official_trials`` feasible
+    instances are also solved with the official formulation and solver, to reproduce the
+    paper's nuclear curve."""
+    from tqdm.auto import tqdm
+
+    cells, ds = tuple(tuple(c) for c in cells), tuple(ds)
+    shape = (len(cells), len(ds))
+    fro_mean, nuc_mean = np.full(shape, np.nan), np.full(shape, np.nan)
+    infeas, art_fro, art_nuc = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    margin_err, offspan, excess, fro_dev, nuc_gap = 0.0, 0.0, -math.inf, 0.0, -math.inf
+    official = {}
+    grid = [(r, j) for r in range(len(cells)) for j in range(len(ds))]
+    for r, j in tqdm(grid, desc="SVM rank grid", disable=not progress):
+        (n, T), d = cells[r], ds[j]
+        data = random_data(n, T, d, trials=trials, seed=seed + 1000 * (r * len(ds) + j),
+                           device="cpu")
+        opt = optimal_tokens(data)
+        Wf, ok = _solve_each(data, opt, "fro")
+        Wn = torch.full_like(Wf, math.nan)
+        for b in torch.nonzero(ok).flatten().tolist():  # feasibility is the same for both
+            Wn[b] = att_svm(data.trial(b), alpha=opt[b], norm="nuc")
+        infeas[r, j] = float((~ok).double().mean())
+        cap = min(n, d)
+        if ok.any():
+            F, N = Wf[ok], Wn[ok]
+            rf, rn = _rank(F, rtol).double(), _rank(N, rtol).double()
+            fro_mean[r, j], nuc_mean[r, j] = float(rf.mean()), float(rn.mean())
+            X, z, a = data.X[ok], data.z[ok], opt[ok]
+            marg = (torch.gather(X, -2, a[..., None, None].expand(-1, -1, 1, d)) - X) \
+                @ F.unsqueeze(1) @ z.unsqueeze(-1)  # (B, n, T, 1)
+            marg = marg.squeeze(-1).scatter(-1, a.unsqueeze(-1), math.inf)
+            margin_err = max(margin_err, float((marg.amin((-2, -1)) - 1).abs().max()))
+            P = torch.linalg.pinv(z) @ z  # (B, d, d): projection onto span{z_i}
+            off = (F - F @ P).flatten(-2).norm(dim=-1) / F.flatten(-2).norm(dim=-1)
+            offspan = max(offspan, float(off.max()))
+            excess = max(excess, float(torch.maximum(rf, rn).max() - cap))
+            fro_dev = max(fro_dev, abs(float(rf.mean()) - cap))
+            if T == 5 and n in (5, 10, 15) and d in (n, 20) and official_trials > 0:
+                sub = data.trial(0).__class__(X[:official_trials], data.Y[ok][:official_trials],
+                                              z[:official_trials], data.v[ok][:official_trials])
+                official[(n, d)] = float(_official_nuclear_rank(sub, a[:official_trials]).mean())
+            nuc_gap = max(nuc_gap, float((rn - rf).max()))
+        # the official notebook's artefact: an infeasible instance counts as rank 1
+        art_fro[r, j] = (np.nansum(_np(_rank(Wf[ok], rtol)).astype(float)) + (~ok).sum().item()) \
+            / trials
+        art_nuc[r, j] = (np.nansum(_np(_rank(Wn[ok], rtol)).astype(float)) + (~ok).sum().item()) \
+            / trials
+
+    def cell(n, T, d, arr):
+        if (n, T) in cells and d in ds:
+            return float(arr[cells.index((n, T)), ds.index(d)])
+        return math.nan
+
+    num = dict(margin_err_max=margin_err, offspan_max=offspan, rank_excess_max=excess,
+               fro_rank_dev_max=fro_dev, nuc_minus_fro_max=nuc_gap,
+               artefact_n15_d3=cell(15, 5, 3, art_fro))
+    for n, d in ((5, 5), (10, 10), (15, 15), (5, 20), (10, 20), (15, 20)):
+        num[f"nuc_rank_n{n}_d{d}"] = cell(n, 5, d, nuc_mean)
+        num[f"official_nuc_rank_n{n}_d{d}"] = official.get((n, d), math.nan)
+    for n, T, d in ((5, 5, 2), (5, 5, 3), (10, 5, 3), (10, 5, 4), (15, 5, 4), (15, 5, 5)):
+        num[f"infeasible_n{n}_T{T}_d{d}"] = cell(n, T, d, infeas)
+    arrays = dict(ds=np.array(ds), cells=np.array(cells), fro_mean=fro_mean, nuc_mean=nuc_mean,
+                  infeasible=infeas, artefact_fro=art_fro, artefact_nuc=art_nuc)
+    return num, arrays
