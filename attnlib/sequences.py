@@ -234,12 +234,20 @@ def sequence_grad(data: SequenceData, W: torch.Tensor, causal: bool = True,
     L : tensor (B?,)
     grad : tensor like W
     """
+    L, grad, _ = _pair_gradient(data, W, causal, loss, scaled=False)
+    return L, grad
+
+
+def _pair_gradient(data, W, causal, loss, scaled):
+    """(loss, gradient, log_scale): with ``scaled`` the gradient is multiplied by
+    ``exp(log_scale)`` per trial (see :func:`attnlib.models.logit_gradient`), so it never
+    underflows; the normalised step only needs its direction."""
     Xp, z, _ = query_pairs(data, causal)  # (B?, nT, T, d), (B?, nT, d)
     a = sequence_logits(data.X, W, causal).flatten(-3, -2)  # (B?, nT, T)
     Yp = data.Y.flatten(-2)  # (B?, nT)
-    out = M.logit_gradient(Xp, Yp, a, data.v, None, loss)  # mean over the nT pairs
+    out = M.logit_gradient(Xp, Yp, a, data.v, None, loss, scaled=scaled)  # mean over pairs
     r = torch.einsum("...pt,...ptd->...pd", out["da"], Xp)  # sum_t dL/da_pt x_t
-    return out["loss"], r.transpose(-1, -2) @ z
+    return out["loss"], r.transpose(-1, -2) @ z, out["log_scale"]
 
 
 def _scores(data: SequenceData) -> torch.Tensor:
@@ -359,14 +367,15 @@ def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr
         bar = tqdm(total=steps, desc="train_sequence", leave=False)
     for k in range(steps + 1):
         W = combined()
-        L, gW = sequence_grad(data, W, causal, loss)
+        scaled = normalized and (param == "W" or reg == 0)  # a penalty needs the true scale
+        L, gW, log_scale = _pair_gradient(data, W, causal, loss, scaled)
         if k % every == 0 or k == steps:
             s = sequence_softmax(X, W, causal)
             rec["step"].append(k)
             rec["loss"].append(L)
             rec["max_prob"].append(s.amax(dim=-1).mean(dim=(-2, -1)))
             rec["W"].append(W)
-            rec["grad_norm"].append(gW.flatten(-2).norm(dim=-1))
+            rec["grad_norm"].append(gW.flatten(-2).norm(dim=-1) * torch.exp(-log_scale))
         if k == steps:
             break
         if param == "W":
@@ -376,8 +385,10 @@ def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr
             grads = {"K": gW @ Q + 2 * reg * K, "Q": gW.transpose(-1, -2) @ K + 2 * reg * Q}
         for name, gr in grads.items():
             if normalized:  # lr * g / (||g||_F + eps) per trial; a zero gradient takes no step
-                step = _normalized_step(gr.reshape(-1, gr.shape[-2] * gr.shape[-1]), lr, 2.0,
-                                        eps)[0].view_as(gr)
+                flat = gr.reshape(-1, gr.shape[-2] * gr.shape[-1])
+                step = _normalized_step(flat, lr, 2.0, eps, log_scale=log_scale.reshape(-1)
+                                        if scaled else None)
+                step = (step[0] if isinstance(step, tuple) else step).view_as(gr)
             else:
                 step = lr * gr
             params[name] = params[name] - step
