@@ -170,8 +170,14 @@ def test_batched_equals_looped_and_one_vectorized_constraint():
     for b in range(3):
         torch.testing.assert_close(Wb[b], svm.att_svm(data.trial(b), norm="fro"),
                                    atol=1e-10, rtol=0)
-    compiled = svm._compiled(5 * 6, 0, (7, 5), "fro")  # the cached problem of this shape
-    assert len(compiled.prob.constraints) == 1  # one matrix constraint, not one per token
+    info = svm._compiled.cache_info()
+    svm.att_svm(data.trial(0), norm="fro")
+    assert svm._compiled.cache_info().hits == info.hits + 1  # same shape: compiled once
+    # one matrix constraint (lp primal, nuclear LMI) or none (Frobenius dual, lam >= 0)
+    for norm, count in [("fro", 0), ("nuc", 1), (1.5, 1)]:
+        svm.att_svm(data.trial(0), norm=norm)
+        assert len(svm._compiled(5 * 6, 0, (7, 5) if norm != 1.5 else (7, 7), norm)
+                   .prob.constraints) == count
 
 
 def test_result_follows_input_dtype_and_device_arguments():

@@ -1,0 +1,95 @@
+"""Benchmark: ``al.att_svm`` against one cvxpy constraint per token (the official notebooks).
+
+The baseline builds each instance the way the official notebooks do: a fresh
+``cp.Variable((d, d))``, a Python loop appending one constraint
+``(x_it - x_{i alpha_i})^T W z_i <= -1`` per token, ``cp.norm(W, "fro" | "nuc")`` and a fresh
+canonicalisation per solve. ``att_svm`` builds all rows as one tensor, reuses one compiled
+(DPP) problem per shape, works in the span of the queries and solves the nuclear problem
+through its dual SDP. Both use Clarabel (cvxpy's default for these problems) and the same
+instances (``random_data``, optimal tokens); the first ``att_svm`` call of each shape, which
+compiles the problem, is included in its time.
+
+Run ``python benchmarks/bench_svm.py`` for the table; ``run()`` returns the rows as dicts
+(``benchmarks/bench_core.py`` imports it).
+"""
+
+from __future__ import annotations
+
+import time
+
+import cvxpy as cp
+import numpy as np
+import torch
+
+from attnlib import svm
+from attnlib.data import random_data
+from attnlib.tokens import optimal_tokens
+
+SIZES = ((6, 8, 10), (15, 5, 20))
+NORMS = ("fro", "nuc")
+
+
+def loop_att_svm(X: np.ndarray, z: np.ndarray, alpha: np.ndarray, norm: str) -> np.ndarray:
+    """Att-SVM written as in the official notebooks: one cvxpy constraint per token."""
+    n, T, d = X.shape
+    W = cp.Variable((d, d))
+    constraints = []
+    for i in range(n):
+        for t in range(T):
+            if t != alpha[i]:
+                constraints.append((X[i, t] - X[i, alpha[i]]) @ W @ z[i] <= -1)
+    prob = cp.Problem(cp.Minimize(cp.norm(W, norm)), constraints)
+    prob.solve(solver="CLARABEL")
+    return W.value
+
+
+def _norm(W: np.ndarray, norm: str) -> float:
+    return float(np.linalg.norm(W, "nuc" if norm == "nuc" else "fro"))
+
+
+def run(instances: int = 50, sizes=SIZES, norms=NORMS, seed: int = 0) -> list[dict]:
+    """Time both constructions on ``instances`` random instances per size and norm.
+
+    Returns
+    -------
+    list of dict
+        One row per (size, norm): ``loop_s`` and ``attnlib_s`` (total seconds),
+        ``loop_ms`` and ``attnlib_ms`` (per solve), ``ratio`` (loop / attnlib), and the
+        largest relative difference of the optimal norms (``max_rel_diff``).
+    """
+    rows = []
+    for n, T, d in sizes:
+        data = random_data(n, T, d, trials=instances, seed=seed, device="cpu")
+        alpha = optimal_tokens(data)
+        X, z, a = data.X.numpy(), data.z.numpy(), alpha.numpy()
+        for norm in norms:
+            svm._compiled.cache_clear()  # att_svm pays its compilation inside the timing
+            t0 = time.perf_counter()
+            W_fast = svm.att_svm(data, alpha=alpha, norm=norm).numpy()  # (B, d, d)
+            t_fast = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            W_loop = [loop_att_svm(X[b], z[b], a[b], norm) for b in range(instances)]
+            t_loop = time.perf_counter() - t0
+            diff = max(abs(_norm(Wf, norm) - _norm(Wl, norm)) / _norm(Wl, norm)
+                       for Wf, Wl in zip(W_fast, W_loop))
+            rows.append(dict(bench="svm", n=n, T=T, d=d, norm=norm, instances=instances,
+                             loop_s=t_loop, attnlib_s=t_fast,
+                             loop_ms=1e3 * t_loop / instances,
+                             attnlib_ms=1e3 * t_fast / instances,
+                             ratio=t_loop / t_fast, max_rel_diff=diff))
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as a Markdown table."""
+    head = ("| (n,T,d) | norm | instances | loop (ms/solve) | att_svm (ms/solve) | ratio "
+            "| max rel. diff of optimal norm |\n|---|---|---|---|---|---|---|")
+    lines = [f"| ({r['n']},{r['T']},{r['d']}) | {r['norm']} | {r['instances']} | "
+             f"{r['loop_ms']:.1f} | {r['attnlib_ms']:.1f} | {r['ratio']:.1f}x | "
+             f"{r['max_rel_diff']:.1e} |" for r in rows]
+    return "\n".join([head, *lines])
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    print(table(run()))
