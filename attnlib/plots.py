@@ -24,6 +24,8 @@ The pictures, and the chapters that use them:
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -272,18 +274,22 @@ def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels
     return fig
 
 
-def _band(ax, x, y, label, color, one_minus, logy, band):
+def _band(ax, x, y, label, color, one_minus, logy, band, ls="-"):
     y = np.atleast_2d(y)  # (B, S)
     if one_minus:
         y = 1.0 - y
     if band == "lines":
         for b, yb in enumerate(y):
-            ax.plot(x, yb, color=color, lw=1.0, alpha=0.85, label=label if b == 0 else None)
+            ax.plot(x, yb, ls, color=color, lw=1.0, alpha=0.85, label=label if b == 0 else None)
         return
-    m = np.nanmean(y, 0)
-    ax.plot(x, m, color=color, label=label, lw=1.6)
+    with warnings.catch_warnings():  # an all-NaN column (e.g. corr of W = 0) is not an error
+        warnings.simplefilter("ignore", RuntimeWarning)
+        m = np.nanmean(y, 0)
+    ax.plot(x, m, ls, color=color, label=label, lw=1.6)
     if y.shape[0] > 1:
-        s = np.nanstd(y, 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            s = np.nanstd(y, 0)
         lo = m - s
         if logy:
             lo = np.where(lo > 0, lo, m)
@@ -292,7 +298,7 @@ def _band(ax, x, y, label, color, one_minus, logy, band):
 
 def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration", logy=False, logx=False,
            one_minus=False, mark=None, title=None, ylim=None, legend="lower right",
-           band="std"):
+           band="std", colors=None, styles=None):
     """Curves against the iteration: mean over trials with a ±1 std band (or every trial).
 
     Parameters
@@ -309,6 +315,8 @@ def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration", logy=False,
         Legend location (a fixed one: ``"best"`` costs a tenth of a second per draw).
     band : {"std", "lines"}
         Several trials: their mean with a ±1 std band, or every trial as a thin line.
+    colors, styles : dict[str, str], optional
+        Colour and line style per label.
 
     Returns
     -------
@@ -322,7 +330,8 @@ def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration", logy=False,
         y = _np(y, f"values[{label!r}]")
         if y.shape[-1] != x.shape[0]:
             raise ValueError(f"values[{label!r}] has {y.shape[-1]} points, steps has {x.shape[0]}")
-        _band(ax, x, y, label, COLORS[j % len(COLORS)], one_minus, logy, band)
+        _band(ax, x, y, label, (colors or {}).get(label, COLORS[j % len(COLORS)]), one_minus,
+              logy, band, (styles or {}).get(label, "-"))
     if mark is not None:
         ax.axvline(float(mark), color="0.5", lw=0.8, ls=":")
     if logy:
@@ -394,7 +403,7 @@ def histogram(values, *, ax=None, bins=30, logy=False, xlabel="value", density=F
 
 
 def sweep_curves(x, values, *, ax=None, current=None, xlabel="d", ylabel="", title=None,
-                 styles=None, legend="lower right"):
+                 styles=None, legend="lower right", colors=None):
     """Swept quantities against a size, e.g. mean rank of the SVM solution vs ``d``.
 
     Parameters
@@ -403,10 +412,13 @@ def sweep_curves(x, values, *, ax=None, current=None, xlabel="d", ylabel="", tit
         The swept size.
     values : dict[str, array (P,)]
         One curve per setting (NaN where undefined, e.g. infeasible).
-    current : tuple (label, x0), optional
-        The point of curve ``label`` at ``x0`` is marked (the explorer's current setting).
+    current : float or tuple (label, x0), optional
+        Mark the points at ``x0`` of every curve (or of curve ``label`` only): the explorer's
+        current setting.
     styles : dict[str, str], optional
         Line style per label (e.g. ``"--"`` for nuclear).
+    colors : dict[str, str], optional
+        Colour per label (default: the book's colour cycle).
 
     Returns
     -------
@@ -419,12 +431,14 @@ def sweep_curves(x, values, *, ax=None, current=None, xlabel="d", ylabel="", tit
         if y.shape[0] != xs.shape[0]:
             raise ValueError(f"values[{label!r}] has {y.shape[0]} points, x has {xs.shape[0]}")
         ls = (styles or {}).get(label, "-")
-        ax.plot(xs, y, ls, marker="o", ms=3, color=COLORS[j % len(COLORS)], label=label)
+        color = (colors or {}).get(label, COLORS[j % len(COLORS)])
+        ax.plot(xs, y, ls, marker="o", ms=3, color=color, label=label)
     if current is not None:
-        label, x0 = current
-        y = _np(values[label], "values").reshape(-1)
+        label, x0 = current if isinstance(current, tuple) else (None, current)
         k = int(np.argmin(np.abs(xs - float(x0))))
-        ax.scatter([xs[k]], [y[k]], s=160, facecolors="none", edgecolors="black", lw=2,
+        marked = [label] if label is not None else list(values)
+        ys = [_np(values[m], "values").reshape(-1)[k] for m in marked]
+        ax.scatter([xs[k]] * len(ys), ys, s=160, facecolors="none", edgecolors="black", lw=2,
                    zorder=5)
         ax.axvline(xs[k], color="0.6", lw=0.8, ls=":")
     ax.set_xlabel(xlabel)
