@@ -38,6 +38,9 @@ from attnlib.train import regularization_path, train
 
 from ._registry import Target, experiment
 
+__all__ = ["PAPER", "ray_losses", "softmax_explorer", "joint_explorer", "plot_e1", "plot_e2",
+           "plot_e3", "plot_e4", "plot_regpath", "plot_certificate"]
+
 PAPER = "2306.13596"
 _INITS = (1.0, 0.5, 0.0, -0.5, -1.0, -1.5)  # the official p(0) offsets c of E1 and E2
 
@@ -630,3 +633,131 @@ def local_certificate(n: int = 3, T: int = 3, d: int = 4, seed: int = 0, trials:
               "globally_optimal": table.globally_optimal, "endpoint_index": index,
               "endpoint_alpha": alpha_hat, "cos": cos, "p": run.p}
     return numbers, arrays
+
+
+# ----------------------------------------------------------------------------- chapter 1
+def ray_losses(example, directions, radii, loss: str = "logistic"):
+    r"""The risk :math:`\mathcal L(R\,u)` along rays :math:`p = R u` of the prompt model.
+
+    Parameters
+    ----------
+    example : attnlib.data.Example
+        A prompt-model example (``init["W"]`` is its fixed W).
+    directions : tensor (k, d)
+        Directions ``u`` (normalised here).
+    radii : sequence of float (m,)
+    loss : str
+
+    Returns
+    -------
+    risk : tensor (k, m)
+        :math:`\frac1n\sum_i \ell\big(Y_i\, v^\top X_i^\top \mathrm{softmax}(X_i W R u)\big)`.
+    attention : tensor (k, m, n, T)
+
+    See chapter 1: the risk falls toward :math:`\frac1n\sum_i\ell(\max_t\gamma_{it})` only along
+    directions that select the optimal tokens.
+    """
+    d = example.data
+    U = torch.as_tensor(directions, dtype=d.dtype, device=d.device)
+    U = U / U.norm(dim=-1, keepdim=True)
+    R = torch.as_tensor(radii, dtype=d.dtype, device=d.device)
+    P = R[None, :, None] * U[:, None, :]  # (k, m, d)
+    s = _models.softmax(_models.logits_prompt(d.X, example.init["W"], P))  # (k, m, n, T)
+    risk = _models.loss_value(d.Y * _models.output(d.X, s, d.v), loss).mean(-1)
+    return risk, s
+
+
+def _draw_softmax(fig, angle, norm):
+    """Chapter 1 explorer: p = norm·(cos angle, sin angle) on the 3-token example."""
+    ex = _data.three_token_example("global", device="cpu")
+    u = torch.tensor([[math.cos(math.radians(angle)), math.sin(math.radians(angle)), 0.0]],
+                     dtype=torch.float64)
+    risk, s = ray_losses(ex, u, [norm])
+    s = s[0, 0, 0].numpy()  # (T,): the one input
+    gamma = scores(ex.data)[0].numpy()
+    ax0, ax1 = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(1.1, 1)))
+    _plots.token_scatter(ex.data.X[0, :, :2], gamma, ax=ax0, colorbar=False)
+    p = norm * u[0, :2].numpy()
+    ax0.annotate("", xy=p, xytext=(0, 0), arrowprops=dict(arrowstyle="-|>", color="tab:red",
+                                                          lw=1.8))
+    ax0.text(*(p * 1.05), "p", color="tab:red", fontsize=11)
+    lim = max(1.3, 1.1 * norm)
+    ax0.set_xlim(-lim, lim)
+    ax0.set_ylim(-lim, lim)
+    ax0.set_aspect("equal", adjustable="box")
+    ax0.set_title("tokens (plane) and the prompt p", fontsize=10)
+    ax1.bar([f"$x_{t + 1}$\nγ={g:g}" for t, g in enumerate(gamma)], s,
+            color=["tab:red", "tab:blue", "tab:green"])
+    ax1.set_ylim(0, 1.05)
+    f = float((s * gamma).sum())
+    ax1.set_title(f"softmax s;  Y f = Σ s γ = {f:.3f},  loss = {float(risk[0, 0]):.3f}",
+                  fontsize=9)
+    ax1.set_ylabel("attention probability")
+
+
+def softmax_explorer(mode=None):
+    """Explorer of chapter 1: move the prompt p (angle and norm) and watch the softmax.
+
+    The 3-token example with scores (1, 0.9, 0.9); the slider on the static site is the norm
+    of p. Built on :class:`attnlib.widgets.Explorer`.
+    """
+    from attnlib.widgets import Control, Explorer
+
+    angles = tuple(range(0, 360, 15)) + (96,)
+    controls = [Control("angle", tuple(sorted(angles)), default=96, label="angle of p (°)",
+                        static=(96, 0), continuous=True),
+                Control("norm", (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0), default=1.0,
+                        label="‖p‖", continuous=True)]
+    return Explorer(_draw_softmax, controls, name="softmax-concentrates", slider="norm",
+                    figsize=(9.0, 3.6), caption="Move p: along the max-margin direction the "
+                    "softmax piles onto the best token as ‖p‖ grows.").show(mode)
+
+
+# ----------------------------------------------------------------------------- chapter 4
+_JOINT_ITER = (0, 10, 20, 30, 40, 50, 75, 100, 150, 200, 300, 500, 1000)
+
+
+def _draw_joint(fig, example, iterations, arrays):
+    """Chapter 4 explorer: E3 paths of p and v up to ``iterations``, cosines beside."""
+    a = arrays
+    j = 0 if example == "tight" else 1
+    k = int(np.searchsorted(a["steps"], iterations, side="right"))
+    ax0, ax1 = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(1.1, 1)))
+    _plots.token_scatter(a["X"][j], ax=ax0, colorbar=False, annotate=False)
+    if k > 1:
+        _plots.trajectories(a["p_path"][j, :k], ax=ax0, color="tab:red", label="p")
+        _plots.trajectories(a["v_path"][j, :k], ax=ax0, color="tab:blue", label="v")
+    dirs = [a["p_relax"][j], a["v_mm"][j], a["p_mm"][j]]
+    _plots.rays(dirs, ax=ax0, labels=[r"$p^{relax}$", r"$v^{mm}$", r"$p^{mm}$"],
+                colors=["tab:red", "tab:blue", "0.6"], length=25)
+    ax0.set_aspect("equal", adjustable="box")
+    ax0.set_xlim(-3, 25)
+    ax0.set_ylim(-5, 23)
+    ax0.legend(fontsize=7, loc="upper right")
+    ax0.set_title(f"{example}: paths of p (red) and v (blue)", fontsize=10)
+    curves = {"cos(p, p^relax)": a["cos_p_relax"][j], "cos(p, p^mm)": a["cos_p_mm"][j],
+              "cos(v, v^mm)": a["cos_v"][j]}
+    _plots.curves(a["steps"], curves, ax=ax1, one_minus=True, logy=True, mark=iterations,
+                  ylabel="1 − cos", title="distance to the SVM directions")
+    ax1.set_ylim(1e-6, 2.5)
+
+
+def joint_explorer(result=None, mode=None):
+    """Explorer of chapter 4: the joint (v, p) paths of E3, tight or non-tight, over time.
+
+    Draws from the arrays of ``mm_e3_joint`` (run with its defaults when ``result`` is None);
+    the static site's slider is the iteration.
+    """
+    from attnlib.experiments import run
+    from attnlib.widgets import Control, Explorer
+
+    res = run("mm_e3_joint") if result is None else result
+    draw = lambda fig, example, iterations: _draw_joint(fig, example, iterations,  # noqa: E731
+                                                        res.arrays)
+    controls = [Control("example", ("tight", "non-tight"), default="non-tight",
+                        static=("tight", "non-tight")),
+                Control("iterations", _JOINT_ITER, default=200, continuous=True,
+                        static=(0, 20, 50, 100, 200, 500, 1000))]
+    return Explorer(draw, controls, name="joint-head", slider="iterations", figsize=(9.5, 3.8),
+                    caption="Joint training: v heads for v^mm; p heads for p^relax, which equals "
+                    "p^mm only in the tight example.").show(mode)
