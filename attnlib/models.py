@@ -1,0 +1,404 @@
+"""Models: logits, softmax, heads, losses and their analytic gradients (pure tensor functions).
+
+One-layer softmax attention with query :math:`z_i` (chapter 1, *The setting*):
+
+.. math::
+
+    a_{it} = x_{it}^\\top W z_i,\\qquad s_i = \\mathrm{softmax}(a_i),\\qquad
+    h_i = X_i^\\top s_i,\\qquad f_i = \\psi(h_i),\\qquad
+    \\mathcal L = \\frac1n\\sum_i \\ell(Y_i f_i).
+
+The linear head is :math:`\\psi(h) = v^\\top h`; ``W = K Q^T`` for the (K,Q) model and
+:math:`z_i = p` for the prompt model. Every function accepts any number of leading (trials)
+dimensions, shared by all arguments.
+
+Numerics deep into saturation
+-----------------------------
+With token values :math:`g_{it} = x_{it}^\\top \\nabla\\psi(h_i)` the logit derivative is
+:math:`\\partial f_i/\\partial a_{it} = s_{it}(g_{it} - f_i)` for the linear head. Once the
+softmax is saturated, :math:`g_{it}-f_i` is a difference of nearly equal numbers and is lost
+to rounding. We use the equal form
+:math:`s_{it}\\sum_\\tau s_{i\\tau}(g_{it}-g_{i\\tau})`, whose differences are between token
+values (order one), and a log-softmax for :math:`s`; the tiny probabilities are then exact to
+relative rounding and a gradient is either accurate or exactly zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "LOSSES",
+    "logits",
+    "logits_kq",
+    "logits_prompt",
+    "softmax",
+    "log_softmax",
+    "attend",
+    "LinearHead",
+    "ReluHead",
+    "LambdaHead",
+    "MLPHead",
+    "make_head",
+    "output",
+    "loss_value",
+    "loss_derivative",
+    "loss_log_abs_derivative",
+    "risk",
+    "logit_coefficients",
+    "logit_gradient",
+    "grad_W",
+    "grad_KQ",
+    "grad_p",
+    "grad_v",
+]
+
+LOSSES = ("logistic", "exp", "correlation")
+
+
+# ----------------------------------------------------------------------------- attention
+def logits(X: torch.Tensor, W: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """Attention logits :math:`a_{it} = x_{it}^\\top W z_i` (no :math:`1/\\sqrt d`).
+
+    Parameters
+    ----------
+    X : (..., n, T, d)
+    W : (..., d, d)
+    z : (..., n, d)
+
+    Returns
+    -------
+    (..., n, T)
+    """
+    q = z @ W.mT  # W z_i  (..., n, d)
+    return (X @ q.unsqueeze(-1)).squeeze(-1)
+
+
+def logits_kq(X, K, Q, z):
+    """Logits of the (K,Q) model, :math:`a_{it} = (K^\\top x_{it})^\\top (Q^\\top z_i)`.
+
+    ``K``, ``Q``: (..., d, m). See chapter 6, *W versus (K, Q)*.
+    """
+    keys = X @ K.unsqueeze(-3)  # (..., n, T, m)
+    queries = (z.unsqueeze(-2) @ Q.unsqueeze(-3))  # (..., n, 1, m)
+    return (keys * queries).sum(-1)
+
+
+def logits_prompt(X, W, p):
+    """Logits of the prompt model, :math:`a_{it} = x_{it}^\\top W p` (``p``: (..., d)).
+
+    See chapter 2, *Gradient descent finds the max-margin token*.
+    """
+    q = torch.einsum("...de,...e->...d", W, p)  # (..., d)
+    return torch.einsum("...ntd,...d->...nt", X, q)
+
+
+def softmax(a: torch.Tensor) -> torch.Tensor:
+    """Softmax over tokens (last dimension), :math:`s_t = e^{a_t}/\\sum_\\tau e^{a_\\tau}`."""
+    return torch.softmax(a, dim=-1)
+
+
+def log_softmax(a: torch.Tensor) -> torch.Tensor:
+    """Log-softmax over tokens; ``exp`` of it gives tiny probabilities to full relative accuracy."""
+    return torch.log_softmax(a, dim=-1)
+
+
+def attend(X: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """Attention output :math:`h_i = X_i^\\top s_i = \\sum_t s_{it} x_{it}`, shape (..., n, d)."""
+    return torch.einsum("...nt,...ntd->...nd", s, X)
+
+
+# ----------------------------------------------------------------------------- heads
+@dataclass(frozen=True)
+class LinearHead:
+    """Linear head :math:`\\psi(h) = v^\\top h` (the papers' main model; ``v`` passed at call)."""
+
+    name = "linear"
+
+    def value(self, h, v):
+        return torch.einsum("...nd,...d->...n", h, v)
+
+    def grad(self, h, v):
+        return v.unsqueeze(-2).expand_as(h)
+
+
+@dataclass(frozen=True)
+class ReluHead:
+    """ReLU value head of TF-SVM E4, :math:`\\psi(h) = u^\\top \\mathrm{ReLU}(V^\\top h)`.
+
+    ``V``: (d, m) fixed value matrix (the official code scales it to ``‖V‖_F = 1``), ``u``: (m,)
+    readout (all ones in the official code, unnormalised). See chapter 8, *Nonlinear heads*.
+    """
+
+    V: torch.Tensor
+    u: torch.Tensor
+    name = "relu"
+
+    def value(self, h, v=None):
+        return F.relu(h @ self.V) @ self.u
+
+    def grad(self, h, v=None):
+        active = (h @ self.V > 0).to(h.dtype)  # (..., n, m)
+        return (active * self.u) @ self.V.mT
+
+
+@dataclass(frozen=True)
+class LambdaHead:
+    """λ-penalty head of TF-SVM (``base_nonlinear.py`` mode 'lambda').
+
+    .. math:: \\psi(h) = v^\\top h - \\lambda\\|h\\|^2,\\qquad h = X^\\top s
+
+    With orthonormal tokens :math:`\\|h\\|^2=\\|s\\|^2` and the best attention is a
+    sparsemax-like mixture of several tokens. See chapter 8, *Nonlinear heads*.
+    """
+
+    lam: float
+    name = "lambda"
+
+    def value(self, h, v):
+        return torch.einsum("...nd,...d->...n", h, v) - self.lam * (h * h).sum(-1)
+
+    def grad(self, h, v):
+        return v.unsqueeze(-2) - 2.0 * self.lam * h
+
+
+@dataclass(frozen=True)
+class MLPHead:
+    """Small MLP head :math:`\\psi(h) = u^\\top \\tanh(V^\\top h + b)` (fixed weights).
+
+    ``V``: (d, m), ``b``: (m,), ``u``: (m,). See chapter 8, *Nonlinear heads*.
+    """
+
+    V: torch.Tensor
+    b: torch.Tensor
+    u: torch.Tensor
+    name = "mlp"
+
+    def value(self, h, v=None):
+        return torch.tanh(h @ self.V + self.b) @ self.u
+
+    def grad(self, h, v=None):
+        t = torch.tanh(h @ self.V + self.b)
+        return ((1 - t * t) * self.u) @ self.V.mT
+
+
+def make_head(head="linear", params=None, d=None, dtype=torch.float64, device="cpu"):
+    """Build a head from a name and a dict of its tensors (or pass a head object through).
+
+    ``"linear"``; ``"relu"`` needs ``V`` (``u`` defaults to ones); ``"lambda"`` needs ``lam``;
+    ``"mlp"`` needs ``V`` (``b`` defaults to zeros, ``u`` to ones).
+    """
+    if isinstance(head, (LinearHead, ReluHead, LambdaHead, MLPHead)):
+        return head
+    params = params or {}
+    kw = dict(dtype=dtype, device=device)
+    if head == "linear":
+        return LinearHead()
+    if head in ("relu", "mlp"):
+        if "V" not in params:
+            raise ValueError(f"head: {head!r} needs its value matrix as init['V'] (shape (d, m))")
+        V = torch.as_tensor(params["V"]).to(**kw)
+        if V.ndim != 2 or (d is not None and V.shape[0] != d):
+            raise ValueError(f"init['V']: expected shape (d, m) with d={d}, got {tuple(V.shape)}")
+        m = V.shape[1]
+        u = torch.as_tensor(params.get("u", torch.ones(m))).to(**kw)
+        if u.shape != (m,):
+            raise ValueError(f"init['u']: expected shape ({m},), got {tuple(u.shape)}")
+        if head == "relu":
+            return ReluHead(V, u)
+        b = torch.as_tensor(params.get("b", torch.zeros(m))).to(**kw)
+        if b.shape != (m,):
+            raise ValueError(f"init['b']: expected shape ({m},), got {tuple(b.shape)}")
+        return MLPHead(V, b, u)
+    if head == "lambda":
+        lam = params.get("lam")
+        if lam is None or not float(lam) >= 0:
+            raise ValueError("head: 'lambda' needs init['lam'], a number >= 0")
+        return LambdaHead(float(lam))
+    raise ValueError(f"head: expected 'linear', 'relu', 'lambda', 'mlp' or a head object, "
+                     f"got {head!r}")
+
+
+def output(X, s, v=None, head=None):
+    """Model output :math:`f_i = \\psi(X_i^\\top s_i)`.
+
+    Linear head: :math:`f_i = \\sum_t s_{it} v^\\top x_{it}`.
+    """
+    head = head or LinearHead()
+    return head.value(attend(X, s), v)
+
+
+# ----------------------------------------------------------------------------- losses
+def _check_loss(loss):
+    if loss not in LOSSES:
+        raise ValueError(f"loss: expected one of {LOSSES}, got {loss!r}")
+
+
+def loss_value(u: torch.Tensor, loss: str = "logistic") -> torch.Tensor:
+    """Loss :math:`\\ell(u)`.
+
+    Logistic :math:`\\log(1+e^{-u})`, exp :math:`e^{-u}`, correlation :math:`-u`.
+    """
+    _check_loss(loss)
+    if loss == "logistic":
+        return F.softplus(-u)
+    if loss == "exp":
+        return torch.exp(-u)
+    return -u
+
+
+def loss_derivative(u: torch.Tensor, loss: str = "logistic") -> torch.Tensor:
+    """:math:`\\ell'(u)`, computed stably.
+
+    Logistic :math:`-\\sigma(-u)`, exp :math:`-e^{-u}`, correlation -1.
+    """
+    _check_loss(loss)
+    if loss == "logistic":
+        return -torch.sigmoid(-u)
+    if loss == "exp":
+        return -torch.exp(-u)
+    return -torch.ones_like(u)
+
+
+def risk(X, Y, s, v=None, head=None, loss="logistic"):
+    """Empirical risk :math:`\\mathcal L = \\frac1n\\sum_i \\ell(Y_i f_i)` from attention ``s``.
+
+    Differentiable (used by the tests as the autograd oracle). Shape: the leading dimensions.
+    """
+    return loss_value(Y * output(X, s, v, head), loss).mean(-1)
+
+
+# ----------------------------------------------------------------------------- gradients
+def logit_coefficients(s: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """:math:`\\partial f_i/\\partial a_{it} = s_{it}\\sum_\\tau s_{i\\tau}(g_{it}-g_{i\\tau})`.
+
+    The cancellation-free form of :math:`s_{it}(g_{it} - \\sum_\\tau s_{i\\tau} g_{i\\tau})`.
+    ``s``, ``g``: (..., n, T) probabilities and token values.
+    """
+    diff = g.unsqueeze(-1) - g.unsqueeze(-2)  # (..., n, T, T): g_t - g_tau
+    return s * (diff @ s.unsqueeze(-1)).squeeze(-1)
+
+
+def loss_log_abs_derivative(u: torch.Tensor, loss: str = "logistic") -> torch.Tensor:
+    """:math:`\\log|\\ell'(u)|` without underflow (all three losses have :math:`\\ell'<0`)."""
+    _check_loss(loss)
+    if loss == "logistic":
+        return -F.softplus(u)
+    if loss == "exp":
+        return -u
+    return torch.zeros_like(u)
+
+
+_OFF_DIAG = {}
+
+
+def _off_diagonal(T, dtype, device):
+    """(T, T) additive mask: 0 off the diagonal, -inf on it (cached)."""
+    key = (T, dtype, device)
+    if key not in _OFF_DIAG:
+        eye = torch.eye(T, dtype=torch.bool, device=device)
+        _OFF_DIAG[key] = torch.zeros(T, T, dtype=dtype, device=device).masked_fill(
+            eye, float("-inf"))
+    return _OFF_DIAG[key]
+
+
+def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, values=None):
+    """Gradient of the risk with respect to the logits, and the forward quantities.
+
+    .. math::
+
+        \\frac{\\partial\\mathcal L}{\\partial a_{it}} = \\frac1n \\ell'(Y_i f_i) Y_i
+        \\sum_\\tau s_{it}s_{i\\tau}(g_{it}-g_{i\\tau}),\\qquad
+        g_{it} = x_{it}^\\top\\nabla\\psi(h_i).
+
+    The pair weights :math:`|\\ell'_i| s_{it}s_{i\\tau}` are formed in the log domain. With
+    ``scaled=True`` they are multiplied by :math:`e^{K}`, :math:`K` chosen per trial (leading
+    index) so that the largest weight is 1: the returned ``"da"`` is then
+    :math:`e^{K}\\,\\partial\\mathcal L/\\partial a` and never underflows, however saturated the
+    softmax (the normalised step only needs the direction). ``"log_scale"`` is :math:`K`
+    (0 when not scaled).
+
+    ``values``: the token values :math:`g_{it}=v^\\top x_{it}` of a fixed linear head, if
+    precomputed (the trainer's fast path); ``h`` is then not returned.
+
+    Returns
+    -------
+    dict with ``"da"`` (..., n, T), ``"log_scale"`` (...), ``"s"``, ``"h"``, ``"f"``,
+    ``"lprime"`` (..., n) and ``"loss"`` (...).
+    """
+    head = head or LinearHead()
+    ls = log_softmax(a)
+    s = torch.exp(ls)
+    if values is None:
+        h = attend(X, s)
+        f = head.value(h, v)
+        g = torch.einsum("...ntd,...nd->...nt", X, head.grad(h, v))  # token values
+    else:
+        h, g = None, values
+        f = (s * g).sum(-1)
+    u = Y * f
+    lw = ls.unsqueeze(-1) + ls.unsqueeze(-2) + _off_diagonal(a.shape[-1], a.dtype, a.device)
+    lw = lw + loss_log_abs_derivative(u, loss)[..., None, None]  # (..., n, T, T)
+    if scaled:
+        K = -lw.flatten(-3).amax(-1)  # (...,)
+        K = torch.where(torch.isfinite(K), K, torch.zeros_like(K))
+        lw = lw + K[..., None, None, None]
+    else:
+        K = torch.zeros(a.shape[:-2], dtype=a.dtype, device=a.device)
+    diff = g.unsqueeze(-1) - g.unsqueeze(-2)  # g_t - g_tau
+    coef = (torch.exp(lw) * diff).sum(-1)  # (..., n, T)
+    da = (-Y / X.shape[-3]).unsqueeze(-1) * coef  # l' < 0 for every loss
+    return {"da": da, "log_scale": K, "s": s, "h": h, "f": f,
+            "lprime": loss_derivative(u, loss), "loss": loss_value(u, loss).mean(-1)}
+
+
+def grad_W(X, Y, z, W, v=None, head=None, loss="logistic"):
+    """Gradient in W of the risk.
+
+    .. math:: \\nabla_W\\mathcal L = \\sum_{i,t} \\frac{\\partial\\mathcal L}{\\partial a_{it}}
+        x_{it} z_i^\\top
+
+    Shapes as in :func:`logits`; returns (..., d, d). See chapter 5, *Att-SVM*.
+    """
+    da = logit_gradient(X, Y, logits(X, W, z), v, head, loss)["da"]
+    r = torch.einsum("...nt,...ntd->...nd", da, X)
+    return r.mT @ z
+
+
+def grad_KQ(X, Y, z, K, Q, v=None, head=None, loss="logistic", reg=0.0):
+    """:math:`\\nabla_K = (\\nabla_W\\mathcal L) Q + 2\\lambda K`,
+    :math:`\\nabla_Q = (\\nabla_W\\mathcal L)^\\top K + 2\\lambda Q` at :math:`W = KQ^\\top`.
+
+    ``reg`` is :math:`\\lambda` of the penalty :math:`\\lambda(\\|K\\|_F^2+\\|Q\\|_F^2)`.
+    See chapter 6, *W versus (K, Q)*.
+    """
+    G = grad_W(X, Y, z, K @ Q.mT, v, head, loss)
+    return G @ Q + 2 * reg * K, G.mT @ K + 2 * reg * Q
+
+
+def grad_p(X, Y, W, p, v=None, head=None, loss="logistic"):
+    """Gradient in the prompt p.
+
+    .. math:: \\nabla_p\\mathcal L = W^\\top\\sum_{i,t}
+        \\frac{\\partial\\mathcal L}{\\partial a_{it}} x_{it}
+
+    ``p``: (..., d). See chapter 2, *Gradient descent finds the max-margin token*.
+    """
+    da = logit_gradient(X, Y, logits_prompt(X, W, p), v, head, loss)["da"]
+    r = torch.einsum("...nt,...ntd->...d", da, X)
+    return torch.einsum("...de,...d->...e", W, r)
+
+
+def grad_v(X, Y, a, v, loss="logistic"):
+    """Gradient in the linear head v.
+
+    .. math:: \\nabla_v\\mathcal L = \\frac1n\\sum_i \\ell'(Y_i f_i) Y_i X_i^\\top s_i
+
+    ``a``: the logits (..., n, T). See chapter 4, *Training the head and the token together*.
+    """
+    out = logit_gradient(X, Y, a, v, LinearHead(), loss)
+    w = out["lprime"] * Y / X.shape[-3]
+    return torch.einsum("...n,...nd->...d", w, out["h"])
