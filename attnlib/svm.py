@@ -32,6 +32,7 @@ Infeasible problems raise :class:`InfeasibleError`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import warnings
@@ -54,6 +55,29 @@ __all__ = [
     "Equivalence",
     "svm_equivalence",
 ]
+
+
+try:  # installed with scikit-learn; optional
+    from threadpoolctl import threadpool_limits
+except ImportError:  # pragma: no cover
+    threadpool_limits = None
+
+
+def _one_blas_thread(fn):
+    """Run ``fn`` with one BLAS thread.
+
+    The matrices here are tiny; a multi-threaded OpenBLAS on a busy machine spins instead of
+    working (a 300x75 QR took 0.5 s with 2 threads under load, 3 ms with one).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        ctx = contextlib.nullcontext() if threadpool_limits is None \
+            else threadpool_limits(1, user_api="blas")
+        with ctx:
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 class InfeasibleError(ValueError):
@@ -271,6 +295,7 @@ _ATT_FEASIBLE = ("For data in general position Att-SVM is feasible for every sel
                  "d >= max(T-1, n)")
 
 
+@_one_blas_thread
 def att_svm(data_or_X, z=None, alpha=None, norm="fro", mask=None, *, return_dual=False,
             solver="CLARABEL", progress=False, device=None, dtype=None):
     """Att-SVM: the max-margin key-query matrix of a token selection.
@@ -363,6 +388,7 @@ def att_svm(data_or_X, z=None, alpha=None, norm="fro", mask=None, *, return_dual
     return W, _output(np.stack(lams).reshape(*shp, n, T), X, device, dtype)
 
 
+@_one_blas_thread
 def sequence_svm(data_or_X, alpha=None, *, Y=None, v=None, causal=False, norm="fro",
                  return_dual=False, solver="CLARABEL", progress=False, device=None,
                  dtype=None):
@@ -515,6 +541,7 @@ def _prompt(data_or_X, alpha, W, norm, mask, rhs_fn, what, solver, progress, dev
     return p, _output(np.stack(lams).reshape(*shp, n, T), X, device, dtype)
 
 
+@_one_blas_thread
 def prompt_svm(data_or_X, alpha=None, W=None, norm="fro", mask=None, *, return_dual=False,
                solver="CLARABEL", progress=False, device=None, dtype=None):
     """p-SVM: the max-margin prompt token of the prompt model, with W fixed.
@@ -552,6 +579,7 @@ def _n(data_or_X):
     return X.shape[-3]
 
 
+@_one_blas_thread
 def head_svm(data_or_X, Y=None, alpha=None, norm="fro", *, return_dual=False,
              solver="CLARABEL", progress=False, device=None, dtype=None):
     """v-SVM: the hard-margin head on the selected tokens (no intercept).
@@ -621,6 +649,7 @@ def head_svm(data_or_X, Y=None, alpha=None, norm="fro", *, return_dual=False,
     return v, _output(np.stack(lams).reshape(*shp, n), X, device, dtype)
 
 
+@_one_blas_thread
 def relaxed_prompt_svm(data, alpha=None, W=None, v_mm=None, norm="fro", *, tol=1e-6,
                        return_dual=False, solver="CLARABEL", progress=False, device=None,
                        dtype=None):
@@ -704,6 +733,7 @@ class Equivalence(NamedTuple):
         return self.W_fin + R * self.W_dir
 
 
+@_one_blas_thread
 def svm_equivalence(data_or_X, O, s, norm="fro", *, z=None, solver="CLARABEL",
                     progress=False, device=None, dtype=None) -> Equivalence:
     """Generalised SVM equivalence for selected sets :math:`\\mathcal O_i` (nonlinear heads).
