@@ -9,12 +9,69 @@ import importlib
 
 __version__ = "0.1.0"
 
-# Core API (filled in by attnlib.data / models / train / tokens / svm / metrics).
+# Core API: import attnlib as al; al.random_data(...), al.train(...), al.att_svm(...)
+# (``al.train`` is the function; the module is ``attnlib.train`` via ``from attnlib.train import``)
+from attnlib import data, metrics, models, tokens  # noqa: F401
+from attnlib.data import (  # noqa: F401
+    AttentionData,
+    Example,
+    default_device,
+    joint_example,
+    lambda_head_example,
+    loss_example,
+    mirror_joint_example,
+    mirror_random_data,
+    multi_input_example,
+    random_data,
+    relu_head_example,
+    three_token_example,
+    visualization_example,
+)
+from attnlib.metrics import (  # noqa: F401
+    bregman,
+    bregman_direction,
+    bregman_divergence,
+    correlation,
+    directional_bregman,
+    lp_norm,
+    max_prob,
+    numerical_rank,
+)
+from attnlib.models import LambdaHead, LinearHead, MLPHead, ReluHead  # noqa: F401
+from attnlib.tokens import (  # noqa: F401
+    cleanly_masked,
+    enumerate_selections,
+    is_locally_optimal,
+    optimal_tokens,
+    scores,
+    selected_sets,
+    selected_tokens,
+    support_tokens,
+    token_margins,
+)
+from attnlib.train import (  # noqa: F401
+    LpMirrorDescent,
+    PathResult,
+    TrainResult,
+    regularization_path,
+    train,
+)
 
-_LAZY = ("experiments", "plots", "widgets", "check")
+_LAZY = ("experiments", "plots", "widgets", "check", "svm")
+
+# The SVM solvers import cvxpy (seconds); they load on first use: al.att_svm(...).
+_LAZY_NAMES = {name: "svm" for name in (
+    "Equivalence", "InfeasibleError", "att_svm", "head_svm", "prompt_svm",
+    "relaxed_prompt_svm", "sequence_svm", "svm_equivalence")}
 
 
 def __getattr__(name):
     if name in _LAZY:
         return importlib.import_module(f"attnlib.{name}")
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(f"attnlib.{_LAZY_NAMES[name]}"), name)
     raise AttributeError(f"module 'attnlib' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | set(_LAZY_NAMES))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 __all__ = ["correlation", "bregman", "bregman_direction", "numerical_rank", "max_prob",
-           "lp_norm"]
+           "lp_norm", "bregman_divergence", "directional_bregman"]
 
 
 def _as(x):
@@ -146,3 +146,8 @@ def max_prob(s, reduce: str = "mean") -> torch.Tensor:
     if reduce == "none":
         return m
     raise ValueError(f"reduce: expected 'mean', 'min' or 'none', got {reduce!r}")
+
+
+# the names used by the mirror-descent experiments
+bregman_divergence = bregman
+directional_bregman = bregman_direction
