@@ -64,7 +64,7 @@ if [ "$(cat "$stamp_js" 2>/dev/null)" != "$want_js" ]; then
   (cd "$JS" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
   echo "$want_js" > "$stamp_js"
 fi
-want_off="$want_js|$(hash_of scripts/setup.sh)"
+want_off="$want_js|$(hash_of scripts/setup.sh "$JS/widgets-offline.js")"
 stamp_off=$JS/node_modules/.attnlib-offline-stamp
 if [ "$(cat "$stamp_off" 2>/dev/null)" != "$want_off" ] || [ ! -f "$OFFLINE/mathjax/tex-mml-chtml.js" ]; then
   log "copying the offline JavaScript into $OFFLINE/"
@@ -79,7 +79,7 @@ if [ "$(cat "$stamp_off" 2>/dev/null)" != "$want_off" ] || [ ! -f "$OFFLINE/math
   # RequireJS and the ipywidgets embed manager (with the icon fonts it references), used by
   # myst-nb to render saved widget states (nb_ipywidgets_js in _config.yml).
   cp "$nm/requirejs/require.js" "$OFFLINE/require/"
-  cp "$nm/@jupyter-widgets/html-manager/dist/embed-amd.js" "$OFFLINE/widgets/"
+  cp "$nm/@jupyter-widgets/html-manager/dist/embed-amd.js" "$JS/widgets-offline.js" "$OFFLINE/widgets/"
   find "$nm/@jupyter-widgets/html-manager/dist" -maxdepth 1 -type f \
     \( -name '*.woff' -o -name '*.woff2' -o -name '*.ttf' -o -name '*.eot' -o -name '*.svg' \) \
     -exec cp {} "$OFFLINE/widgets/" \;

@@ -1,0 +1,182 @@
+"""Fixtures and helpers for the browser tests of the built book (tests/test_site*.py).
+
+The site in ``_build/html`` is served by a ``http.server`` on 127.0.0.1 and opened in Debian's
+headless Chromium through Selenium, with every host name but 127.0.0.1 made unresolvable: the
+pages must work with the network off.  A test module uses the fixtures like this::
+
+    import pytest
+    from site_helpers import browser, served_site  # noqa: F401  (pytest fixtures)
+    from site_helpers import open_page, page_paths
+
+    pytestmark = pytest.mark.browser
+
+    def test_something(browser, served_site):
+        problems = open_page(browser, f"{served_site}/book/intro.html")
+        assert not problems["console"]
+
+Without a built site the fixtures skip the test (``make test`` always builds first); with
+``CI=true`` they fail it instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = (os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver")
+                or "/usr/bin/chromedriver")
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--disable-dev-shm-usage", "--window-size=1280,1000",
+    # no network: every host name except 127.0.0.1 fails to resolve
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+)
+
+#: Console errors that are allowed, each with the reason.  Anything else fails the page.
+CONSOLE_ALLOW = {
+    r"THEBE_JS_URL": "sphinx-thebe (bundled with Jupyter Book) declares this constant twice on "
+                     "every page; harmless, thebe is not used",
+}
+
+#: Folders of the site that hold assets, not pages.
+ASSET_DIRS = {"_static", "_sources", "_images", "mathjax", "require", "widgets",
+              "_sphinx_design_static"}
+
+
+def site_built() -> bool:
+    """Whether a built book exists in ``_build/html``."""
+    return (SITE / "index.html").is_file()
+
+
+def require_site() -> None:
+    """Skip the calling test if no site was built (fail it when ``CI=true``)."""
+    if not site_built():
+        reason = f"no built site at {SITE}: run `make book` first (`make test` builds it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def page_paths() -> list[str]:
+    """Every HTML page of the site, as paths relative to its root (empty if none is built)."""
+    if not site_built():
+        return []
+    return sorted(p.relative_to(SITE).as_posix() for p in SITE.rglob("*.html")
+                  if p.relative_to(SITE).parts[0] not in ASSET_DIRS)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
+        pass
+
+
+@pytest.fixture(scope="session")
+def served_site():
+    """Base URL of ``_build/html`` served on 127.0.0.1 (a free port) for the whole session."""
+    require_site()
+    handler = functools.partial(_QuietHandler, directory=str(SITE))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def make_driver(user_data_dir: Path):
+    """A headless Chromium driven by Selenium, with console logging and no network."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={user_data_dir}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    return driver
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    """One headless Chromium for the whole session (a fresh profile directory)."""
+    require_site()
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).is_file()]
+    if missing:
+        reason = f"headless Chromium not installed ({', '.join(missing)} missing): " \
+                 "apt-get install chromium chromium-driver"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    driver = make_driver(tmp_path_factory.mktemp("chromium-profile"))
+    yield driver
+    driver.quit()
+
+
+_WAIT_FOR_PAGE = """
+const done = arguments[arguments.length - 1];
+(async () => {
+  // every image, lazy ones included, has loaded or failed
+  const imgs = Array.from(document.images);
+  imgs.forEach(img => { img.loading = 'eager'; });
+  await Promise.all(imgs.map(img => img.complete ? null :
+      new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); })));
+  // MathJax 3 has typeset the page (if the page loads it)
+  for (let i = 0; i < 100 && document.querySelector('script[src*="mathjax"]')
+                   && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++) {
+    await new Promise(r => setTimeout(r, 100));
+  }
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  done(true);
+})().catch(e => done(String(e)));
+"""
+
+
+def open_page(driver, url: str) -> list[dict]:
+    """Open ``url``, wait until its images and math are done, return its console messages."""
+    driver.get_log("browser")  # drop messages of earlier pages
+    driver.get(url)
+    driver.execute_async_script(_WAIT_FOR_PAGE)
+    return driver.get_log("browser")
+
+
+def console_errors(entries: list[dict], extra_allow: tuple[str, ...] = ()) -> list[str]:
+    """The SEVERE console messages not matched by :data:`CONSOLE_ALLOW` or ``extra_allow``."""
+    allowed = (*CONSOLE_ALLOW, *extra_allow)
+    return [e["message"] for e in entries if e.get("level") == "SEVERE"
+            and not any(re.search(pattern, e["message"]) for pattern in allowed)]
+
+
+def screenshot(driver, page: str, max_height: int = 12000) -> Path:
+    """Save a full-page screenshot of the open page to ``_build/screenshots/``."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", page.removesuffix(".html")) + ".png"
+    size = driver.get_window_size()
+    height = driver.execute_script(
+        "window.scrollTo(0, 0);"
+        "return Math.max(document.documentElement.scrollHeight, document.body.scrollHeight);")
+    try:  # a window as tall as the page gives a clean full-page image
+        driver.set_window_size(size["width"], min(max(height, size["height"]), max_height))
+        path = SCREENSHOTS / name
+        driver.save_screenshot(str(path))
+    finally:
+        driver.set_window_size(size["width"], size["height"])
+    return path

@@ -1,0 +1,96 @@
+"""The notebooks of book/ follow the book's rules (CONTRIBUTING.md, "Chapters").
+
+Every notebook is listed in _toc.yml and every page of _toc.yml exists; kernel ``python3``;
+committed without outputs or execution counts; the first cell (tag ``remove-cell``) installs
+attnlib from the repository of _config.yml when it runs in Colab; no ``x.md`` beside an
+``x.ipynb``.  These are fast checks of the files; executing them is nbval's job
+(scripts/nbval.sh) and building them the build's.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+REPO_URL = CONFIG["repository"]["url"].rstrip("/")
+
+
+def _toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for e in entries or []:
+            if "file" in e:
+                files.append(e["file"])
+            walk(e.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return files
+
+
+def _is_md_notebook(path: Path) -> bool:
+    """A MyST-markdown page that is executed as a notebook (kernelspec in its front matter)."""
+    text = path.read_text(encoding="utf-8")
+    return text.startswith("---") and re.search(r"^\s*kernelspec:", text.split("---")[1], re.M)
+
+
+NOTEBOOKS = sorted(p for p in BOOK.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+MD_NOTEBOOKS = sorted(p for p in BOOK.rglob("*.md") if _is_md_notebook(p))
+
+
+def _ids(paths):
+    return [p.relative_to(ROOT).as_posix() for p in paths]
+
+
+def test_every_toc_page_exists():
+    missing = [f for f in _toc_files()
+               if not any((ROOT / f"{f}{ext}").is_file() for ext in (".ipynb", ".md"))]
+    assert not missing, f"_toc.yml lists pages that do not exist: {missing}"
+
+
+def test_no_page_has_two_sources():
+    stems = [p.with_suffix("") for p in BOOK.rglob("*") if p.suffix in (".md", ".ipynb")
+             and ".ipynb_checkpoints" not in p.parts]
+    doubles = sorted({s.relative_to(ROOT).as_posix() for s in stems if stems.count(s) > 1})
+    assert not doubles, f"both .md and .ipynb exist for {doubles} (a fatal build warning)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + MD_NOTEBOOKS, ids=_ids(NOTEBOOKS + MD_NOTEBOOKS))
+def test_notebook_is_in_toc(path):
+    name = path.relative_to(ROOT).with_suffix("").as_posix()
+    assert name in _toc_files(), f"{name} is not listed in _toc.yml"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_metadata_and_no_outputs(path):
+    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    assert nb.nbformat == 4, "nbformat 4 expected"
+    nbformat.validate(nb)
+    kernel = nb.metadata.get("kernelspec", {}).get("name")
+    assert kernel == "python3", f"kernelspec name must be 'python3' (got {kernel!r})"
+    stored = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+              and (c.get("outputs") or c.get("execution_count") is not None)]
+    assert not stored, f"cells {stored} have stored outputs or execution counts: clear them"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_first_cell_installs_attnlib_in_colab(path):
+    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+    first = nb.cells[0]
+    assert first.cell_type == "code", "the first cell must be the Colab set-up code cell"
+    assert "remove-cell" in first.metadata.get("tags", []), "the Colab cell needs tag remove-cell"
+    src = first.source
+    assert "google.colab" in src, \
+        "the Colab cell must run only in Colab ('google.colab' in sys.modules)"
+    assert re.search(r"pip install\b.*" + re.escape(REPO_URL), src), \
+        f"the Colab cell must pip-install attnlib from {REPO_URL} (repository.url of _config.yml)"
