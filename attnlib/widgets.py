@@ -90,8 +90,9 @@ from . import data as D
 from . import plots
 from . import svm as SV
 from . import tokens as TK
-from . import train as TR
+from .metrics import bregman_direction, correlation
 from .plots import BookFigure
+from .train import train
 
 ENV_VAR = "ATTNLIB_EXPLORER"
 MODES = ("live", "static")
@@ -528,9 +529,7 @@ def _np(a):
 
 def _cos(P, u):
     """Cosine of every row of ``P`` (..., k) with the vector ``u`` (k,)."""
-    P, u = _np(P), _np(u)
-    nrm = np.linalg.norm(P, axis=-1) * np.linalg.norm(u)
-    return np.where(nrm > 0, (P @ u) / np.where(nrm > 0, nrm, 1.0), np.nan)
+    return _np(correlation(torch.as_tensor(_np(P)), torch.as_tensor(_np(u)), dims=1))
 
 
 def _with_static(controls, static):
@@ -565,7 +564,7 @@ def _token_plane_data(example: str, lr: float, normalized: bool, loss: str) -> d
     settings = {**ex.settings, "lr": lr, "normalized": normalized, "loss": loss,
                 "steps": _TP_ITER[-1], "record_every": _TP_RECORD}
     with _one_thread():
-        res = TR.train(ex.data, **settings, init=ex.init)  # 6 runs = 6 trials
+        res = train(ex.data, **settings, init=ex.init)  # 6 runs = 6 trials
         sel = TK.enumerate_selections(ex.data, param="p", W=W) if ex.data.T ** ex.data.n <= 27 \
             else None
         alphas = sel.alpha[sel.locally_optimal] if sel is not None else \
@@ -685,11 +684,8 @@ _PM_RECORD = 10
 
 
 def _corr(A, B):
-    """Correlation :math:`\\langle A, B\\rangle / (\\|A\\|_F \\|B\\|_F)` over the last two dims."""
-    A, B = _np(A), _np(B)
-    num = (A * B).sum((-2, -1))
-    den = np.linalg.norm(A, axis=(-2, -1)) * np.linalg.norm(B, axis=(-2, -1))
-    return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+    """Correlation :math:`\\langle A, B\\rangle / (\\|A\\|_F \\|B\\|_F)` of matrices (numpy)."""
+    return _np(correlation(torch.as_tensor(_np(A)), torch.as_tensor(_np(B)), dims=2))
 
 
 @functools.lru_cache(maxsize=16)
@@ -701,8 +697,8 @@ def _param_data(version: int, lr: float, normalized: bool) -> dict:
               record_every=_PM_RECORD, loss="logistic")
     out = {}
     with _one_thread():
-        runs = {"W": TR.train(data, "W", init={"W": ex.init["W"]}, **kw),
-                "KQ": TR.train(data, "KQ", init={"K": ex.init["K"], "Q": ex.init["Q"]},
+        runs = {"W": train(data, "W", init={"W": ex.init["W"]}, **kw),
+                "KQ": train(data, "KQ", init={"K": ex.init["K"], "Q": ex.init["Q"]},
                                reg=ex.known["reg_KQ"], **kw)}
         for name, res in runs.items():
             alpha = TK.selected_tokens(data, res.W)
@@ -911,17 +907,9 @@ _MD_ITER = (0, 50, 100, 200, 300, 500, 750, 1000, 1500)
 _MD_RECORD = 10
 
 
-def _lp_normalize(W, lp):
-    nrm = (np.abs(W) ** lp).sum((-2, -1), keepdims=True) ** (1.0 / lp)
-    return W / np.where(nrm > 0, nrm, 1.0)
-
-
 def _bregman_dir(A, B, lp):
-    r"""Directional Bregman divergence :math:`1 - \langle \mathrm{sign}(\bar B)|\bar B|^{p-1},
-    \bar A\rangle` of ``A`` (the SVM) from ``B`` (..., d, d), bars = unit :math:`\ell_p`
-    norm (0 iff same direction; at :math:`p=2`, :math:`1-\cos`)."""
-    A, B = _lp_normalize(_np(A), lp), _lp_normalize(_np(B), lp)
-    return 1.0 - (np.sign(B) * np.abs(B) ** (lp - 1) * A).sum((-2, -1))
+    """Directional Bregman divergence of ``A`` (the SVM) from ``B`` (..., d, d) (numpy)."""
+    return _np(bregman_direction(torch.as_tensor(_np(A)), torch.as_tensor(_np(B)), lp, dims=2))
 
 
 def _att_svm_robust(data, alpha, norm):
@@ -941,7 +929,7 @@ def _mirror_data(lp: float, seed: int, normalized: bool) -> dict:
     data = ex.data
     method = "gd" if lp == 2.0 else "md"
     with _one_thread():
-        res = TR.train(data, "W", method=method, lp=lp, lr=0.1, normalized=normalized,
+        res = train(data, "W", method=method, lp=lp, lr=0.1, normalized=normalized,
                        steps=_MD_ITER[-1], eps=2.220446049250313e-16, record_every=_MD_RECORD,
                        init={"W": torch.zeros(data.d, data.d, dtype=data.dtype)})
         alpha = TK.selected_tokens(data, res.W)
