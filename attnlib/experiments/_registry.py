@@ -369,7 +369,7 @@ def report_markdown(results: dict) -> str:
                    f"{sum(r['ok'] for r in rs)} / {len(rs)} | {secs:.0f} s |")
     for pid, rs in by_paper.items():
         out += ["", f"**{_cell(PAPERS.get(pid, pid))}** (arXiv {pid})", "",
-                "| Experiment | Target | Paper | Book | Tolerance | | Source | Note |",
+                "| Experiment | Target | Paper | Book | Tolerance | ✓/✗ | Source | Note |",
                 "|---|---|---|---|---|:-:|---|---|"]
         seen = set()
         for r in rs:
