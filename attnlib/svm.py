@@ -25,7 +25,8 @@ How each norm is solved:
 The constraints of the W-problems see :math:`W` only through :math:`W z_i`, so for the
 unitarily invariant norms (Frobenius, nuclear) :math:`W = M U^\\top` with :math:`U` an
 orthonormal basis of :math:`\\mathrm{span}\\{z_i\\}`: a smaller problem whose solution has its
-row space in :math:`\\mathrm{span}\\{z_i\\}` and rank at most n (chapter 6).
+row space in :math:`\\mathrm{span}\\{z_i\\}` and rank at most n (chapter 5,
+*Self-attention as an SVM: W versus (K, Q)*).
 
 Infeasible problems raise :class:`InfeasibleError`.
 """
@@ -306,9 +307,9 @@ def att_svm(data_or_X, z=None, alpha=None, norm="fro", mask=None, *, return_dual
         (x_{i\\alpha_i} - x_{it})^\\top W z_i \\ge 1
         \\quad\\text{for all visible } t \\ne \\alpha_i,\\ i \\in [n].
 
-    ``norm="fro"`` is the Att-SVM of the W parameterisation (chapter 5), ``"nuc"`` the
-    Att-SVM⋆ of the (K, Q) parameterisation (chapter 6), a float ``lp > 1`` the ℓp-AttSVM of
-    mirror descent (chapter 11). With ``mask`` (visible tokens) it is the SVM of
+    ``norm="fro"`` is the Att-SVM of the W parameterisation and ``"nuc"`` the Att-SVM⋆ of
+    the (K, Q) parameterisation (chapter 5, feasibility in chapter 6), a float ``lp > 1`` the
+    ℓp-AttSVM of mirror descent (chapter 9). With ``mask`` (visible tokens) it is the SVM of
     sequence / causal attention (see :func:`sequence_svm`).
 
     Parameters
@@ -568,7 +569,7 @@ def prompt_svm(data_or_X, alpha=None, W=None, norm="fro", mask=None, *, return_d
     -------
     p : tensor (d,) or (B,d)
 
-    See chapter 2, *Att-SVM for one token*.
+    See chapter 2, *The Att-SVM and gradient descent*.
     """
     return _prompt(data_or_X, alpha, W, norm, mask, lambda b: np.ones(_n(data_or_X)),
                    "p-SVM", solver, progress, device, dtype, return_dual)
@@ -607,7 +608,7 @@ def head_svm(data_or_X, Y=None, alpha=None, norm="fro", *, return_dual=False,
     -------
     v : tensor (d,) or (B,d)
 
-    See chapter 4, *Training the head and the token together*.
+    See chapter 4, *Training the head too*.
     """
     key = _norm_key(norm, matrix=False)
     X, _ = _tokens(data_or_X, need_z=False)
@@ -685,7 +686,7 @@ def relaxed_prompt_svm(data, alpha=None, W=None, v_mm=None, norm="fro", *, tol=1
     -------
     p : tensor (d,) or (B,d)
 
-    See chapter 4, *Training the head and the token together*.
+    See chapter 4, *Training the head too*.
     """
     X, _ = _tokens(data, need_z=False)
     n, T, d = X.shape[-3:]
@@ -711,7 +712,7 @@ def relaxed_prompt_svm(data, alpha=None, W=None, v_mm=None, norm="fro", *, tol=1
 
 # ----------------------------------------------------------------------------- SVM equivalence
 class Equivalence(NamedTuple):
-    """Finite and directional parts of the generalised SVM equivalence (chapter 9).
+    """Finite and directional parts of the generalised SVM equivalence (chapter 7).
 
     ``W(k) ≈ W_fin + R_k W_dir / ||W_dir||`` with :math:`R_k \\to \\infty`.
 
@@ -782,7 +783,7 @@ def svm_equivalence(data_or_X, O, s, norm="fro", *, z=None, solver="CLARABEL",
     Equivalence
         ``(W_fin, W_dir)``; ``.fit(W)`` gives :math:`W^{fin} + R W^{dir}` fitted to ``W``.
 
-    See chapter 9, *Nonlinear heads*.
+    See chapter 7, *Nonlinear heads*.
     """
     key = _norm_key(norm)
     X, z = _tokens(data_or_X, z)

@@ -1,7 +1,7 @@
 """Token analysis: scores, optimal, selected and support tokens, local optimality, sets O_i.
 
 For a fixed linear head :math:`v` the output of attention is a softmax-weighted average of the
-token scores :math:`\\gamma_{it} = Y_i v^\\top x_{it}` (chapter 2, *Which token is optimal?*):
+token scores :math:`\\gamma_{it} = Y_i v^\\top x_{it}` (chapter 1, *Attention as token selection*):
 
 .. math:: Y_i f(X_i) = \\sum_t s_{it}\\,\\gamma_{it}, \\qquad s_i = \\mathrm{softmax}(X_i W z_i).
 
@@ -19,6 +19,7 @@ from typing import NamedTuple
 import torch
 
 from attnlib.data import as_tensor
+from attnlib.models import logits, logits_prompt
 
 __all__ = [
     "scores",
@@ -125,7 +126,7 @@ def scores(data) -> torch.Tensor:
     -------
     gamma : tensor (n,T) or (B,n,T)
 
-    See chapter 2, *Which token is optimal?*.
+    See chapter 1, *Attention as token selection*.
     """
     X, _ = _tokens(data, need_z=False)
     Y, v = _field(data, "Y"), _field(data, "v")
@@ -151,7 +152,7 @@ def optimal_tokens(data, mask=None) -> torch.Tensor:
     -------
     alpha : long tensor (n,) or (B,n)
 
-    See chapter 2.
+    See chapter 1.
     """
     gamma = scores(data)
     m = _mask(mask, gamma.unsqueeze(-1))
@@ -190,12 +191,12 @@ def attention_logits(data_or_X, W=None, *, p=None, z=None) -> torch.Tensor:
         p = as_tensor(p, "p", dtype=X.dtype, device=X.device)
         if p.shape[-1:] != (d,) or p.ndim not in (1, 2):
             raise ValueError(f"p: expected shape (d,)=({d},) or (B,d), got {tuple(p.shape)}")
-        q = p if W is None else (W @ p.unsqueeze(-1)).squeeze(-1)  # (..., d): W p
-        return (X @ q.unsqueeze(-2).unsqueeze(-1)).squeeze(-1)  # (..., n, T)
+        if W is None:
+            return (X @ p.unsqueeze(-2).unsqueeze(-1)).squeeze(-1)  # (..., n, T): x_it^T p
+        return logits_prompt(X, W, p)
     if W is None:
         raise ValueError("W: give the key-query matrix W (or the prompt p=)")
-    Wz = (W.unsqueeze(-3) @ z.unsqueeze(-1))  # (..., n, d, 1): W z_i
-    return (X @ Wz).squeeze(-1)  # (..., n, T)
+    return logits(X, W, z)  # (..., n, T)
 
 
 def selected_tokens(data_or_X, W=None, *, p=None, z=None, mask=None) -> torch.Tensor:
@@ -215,7 +216,7 @@ def selected_tokens(data_or_X, W=None, *, p=None, z=None, mask=None) -> torch.Te
     -------
     alpha : long tensor (n,) or (B,n)
 
-    See chapter 3, *Locally optimal tokens*.
+    See chapter 3, *Local versus global optimality*.
     """
     a = attention_logits(data_or_X, W, p=p, z=z)
     m = _mask(mask, a.unsqueeze(-1))
@@ -273,7 +274,7 @@ def support_tokens(data_or_X, W_mm, alpha, *, z=None, mask=None, tol=1e-6) -> to
     -------
     support : bool tensor (n,T) or (B,n,T)
 
-    See chapter 3, *Locally optimal tokens*.
+    See chapter 3, *Local versus global optimality*.
     """
     if not tol >= 0:
         raise ValueError(f"tol: expected a number >= 0, got {tol!r}")
@@ -350,7 +351,7 @@ def is_locally_optimal(data, alpha, norm="fro", *, param="W", W=None, mask=None,
     -------
     bool, or bool tensor (B,) for batched data (one SVM solve per trial).
 
-    See chapter 3, *Locally optimal tokens*.
+    See chapter 3, *Local versus global optimality*.
     """
     if param not in ("W", "p"):
         raise ValueError(f"param: expected 'W' or 'p', got {param!r}")
@@ -408,7 +409,7 @@ def enumerate_selections(data, norm="fro", *, param="W", W=None, mask=None, tol=
     -------
     Selections
 
-    See chapter 3, *Locally optimal tokens*.
+    See chapter 3, *Local versus global optimality*.
     """
     X, _ = _tokens(data, need_z=False)
     if X.ndim != 3:
@@ -463,7 +464,7 @@ def selected_sets(s, threshold=1e-3) -> torch.Tensor:
     -------
     O : bool tensor like ``s``
 
-    See chapter 9, *Nonlinear heads*.
+    See chapter 7, *Nonlinear heads*.
     """
     if not 0 < threshold < 1:
         raise ValueError(f"threshold: expected a number in (0, 1), got {threshold!r}")
@@ -486,7 +487,7 @@ def cleanly_masked(s, threshold=1e-3, masked=1e-6) -> torch.Tensor:
     -------
     bool tensor () or (B,)
 
-    See chapter 9, *Nonlinear heads*.
+    See chapter 7, *Nonlinear heads*.
     """
     if not 0 < masked < threshold < 1:
         raise ValueError(f"masked, threshold: expected 0 < masked < threshold < 1, got "

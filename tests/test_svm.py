@@ -8,6 +8,7 @@ import torch
 
 from attnlib import svm
 from attnlib.data import AttentionData, random_data
+from attnlib.metrics import numerical_rank
 from attnlib.svm import InfeasibleError
 from attnlib.tokens import optimal_tokens, token_margins
 
@@ -16,8 +17,7 @@ TIGHT = dict(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1
 
 
 def _rank(W, rtol=1e-6):
-    s = torch.linalg.svdvals(W)
-    return int((s > rtol * s[0]).sum())
+    return int(numerical_rank(torch.as_tensor(W), rtol=rtol))
 
 
 def _rows(data, alpha):
