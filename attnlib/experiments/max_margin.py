@@ -69,6 +69,8 @@ def _history_attention(X, W, P):
 
 
 def _device(device):
+    """The experiments' device: CPU unless asked (their tensors are tiny; ``--device cuda``
+    pays off only with many more trials)."""
     return _data.resolve_device(device if device is not None else "cpu")
 
 
@@ -393,7 +395,7 @@ def e3_joint(steps: int = 1000, lr: float = 0.1, eps: float = 1e-19, device=None
     data = _data.AttentionData(X, exs[0].data.Y)
     init = {k: torch.stack([e.init[k] for e in exs]) for k in ("W", "p", "v")}
     run = train(data, param="p+v", lr=lr, steps=steps, eps=eps, init=init, record_every=1)
-    opt = torch.ones(2, 3, dtype=torch.long)  # token index 1 is optimal everywhere
+    opt = torch.ones(2, 3, dtype=torch.long, device=dev)  # token 1 is optimal everywhere
     v_mm = head_svm(data, alpha=opt)  # (2, 2)
     p_mm = prompt_svm(data, alpha=opt, W=init["W"])
     p_relax = torch.stack([relaxed_prompt_svm(e.data.with_(v=v_mm[j]), alpha=opt[j],
@@ -614,10 +616,9 @@ def local_certificate(n: int = 3, T: int = 3, d: int = 4, seed: int = 0, trials:
     reached = sorted(set(index.tolist()))
     p_mm = {u: prompt_svm(data, alpha=table.alpha[u]) for u in reached
             if bool(table.feasible[u])}
-    own = torch.stack([p_mm[int(u)] if int(u) in p_mm else torch.full((d,), math.nan,
-                                                                       dtype=data.dtype)
-                       for u in index])
-    cos = _cos(run.p.cpu(), own.cpu())
+    nan = torch.full((d,), math.nan, dtype=torch.float64)
+    own = torch.stack([p_mm[int(u)].cpu() if int(u) in p_mm else nan for u in index])
+    cos = _cos(run.p.cpu(), own)
     lo = table.locally_optimal[index]
     numbers = {
         "fraction_locally_optimal": float(lo.double().mean()),
