@@ -102,9 +102,19 @@ def defined_names(src: str) -> list[str]:
 
 
 def used_names(src: str) -> set[str]:
-    """Names a cell reads."""
-    return {n.id for n in ast.walk(_tree(src)) if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Load)}
+    """Names a cell reads from outside (local names of comprehensions, lambdas and functions
+    defined in the cell do not count)."""
+    tree = _tree(src)
+    local = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.comprehension):
+            local |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            local |= {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg,
+                                      a.kwarg] if x is not None}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)} - local
 
 
 def stub_source(src: str, later_names: set[str], label: str = "") -> str:
@@ -202,9 +212,11 @@ def student_edition(nb):
     out = copy.deepcopy(nb)
     cells, inside, n_ex = [], False, 0
     sources = [c.source for c in nb.cells]
+    label = None  # the label of the last exercise seen
     for k, cell in enumerate(nb.cells):
         t = tags(cell)
         if cell.cell_type == "markdown":
+            label = (_exercise_labels(cell.source) or [label])[-1]
             text, inside = strip_solutions(cell.source, inside)
             if text.strip():
                 new = _cleared(cell)
@@ -216,7 +228,7 @@ def student_edition(nb):
             later = set().union(*(used_names(s) for s in sources[k + 1:]
                                   if isinstance(s, str)), set())
             new = _cleared(cell)
-            new.source = stub_source(cell.source, later, label=f"exercise {n_ex}")
+            new.source = stub_source(cell.source, later, label=label or f"exercise {n_ex}")
             new.metadata["tags"] = [x for x in new.metadata.get("tags", []) if x != "solution"]
             new.metadata["tags"].append("stub")
             cells.append(new)
@@ -230,6 +242,13 @@ def student_edition(nb):
     cells.insert(first_code, nbformat.v4.new_markdown_cell(STUDENT_BANNER))
     out.cells = cells
     return out
+
+
+def _exercise_labels(text: str) -> list:
+    """Labels of the exercises a markdown text opens, in order (None for an unlabelled one)."""
+    lines = text.splitlines()
+    return [next((m[1] for m in map(LABEL.match, lines[k + 1:k + 6]) if m), None)
+            for k, line in enumerate(lines) if EX_START.match(line)]
 
 
 # -- drift: structural checks on a master notebook ------------------------------------------
@@ -277,11 +296,8 @@ def drift_problems(nb) -> list[str]:
     for i, c in enumerate(cells):
         if c.cell_type != "markdown":
             continue
-        lines = c.source.splitlines()
-        for k, line in enumerate(lines):
-            if EX_START.match(line):
-                label = next((m[1] for m in map(LABEL.match, lines[k + 1:k + 6]) if m), None)
-                exercises.append((i, label))
+        exercises += [(i, lab) for lab in _exercise_labels(c.source)]
+        for line in c.source.splitlines():
             for pat in (SOL_START, SOL_BLOCK):
                 if m := pat.match(line):
                     solutions.append((i, m["label"]))

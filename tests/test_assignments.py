@@ -71,6 +71,7 @@ def test_student_edition_structure():
     assert len(stubs) == 2 and not any("solution" in asg.tags(c) for c in st.cells)
     rank, md = stubs[0].source, stubs[1].source
     assert "# Compute the numerical rank r of W." in rank  # the instruction is kept
+    assert rank.startswith("# Your turn (ex-rank):") and md.startswith("# Your turn (ex-md):")
     assert "r = None" in rank and "s = None" not in rank  # only names used later
     assert "svdvals" not in rank and rank.rstrip().endswith('in this cell, then run the check '
                                                             'cell below.")')
@@ -102,12 +103,14 @@ def test_drift_clean_and_broken():
     nb.cells[9].metadata["tags"] = []  # the second solution lost its check
     nb.cells[6].source = nb.cells[6].source.replace("ex-rank", "ex-old")  # solution drifted
     nb.cells[13].source = "print(r)"  # a later cell needs the answer
+    nb.cells[11].source = "[r for r in range(3)]; (lambda r: r)(1)"  # a local r is fine
     problems = "\n".join(asg.drift_problems(nb))
     assert "al.check.check_rankk does not exist" in problems
     assert "cell 8: a `solution` cell must be followed by a `check`" in problems
     assert "exercise 'ex-rank' has no {solution-start} ex-rank block" in problems
     assert "solution for 'ex-old', but no exercise has that label" in problems
     assert "cell 13 uses ['r'] from the solution cell 4" in problems
+    assert "cell 11" not in problems
 
 
 def test_unclosed_solution_block():
