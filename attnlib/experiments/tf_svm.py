@@ -28,9 +28,10 @@ import torch
 
 from .. import models as M
 from .. import sequences as SQ
-from ..data import random_data, resolve_device, visualization_example
+from ..data import lambda_head_example, random_data, resolve_device, visualization_example
 from ..svm import InfeasibleError, att_svm, sequence_svm, svm_equivalence
 from ..tokens import (
+    attention_logits,
     cleanly_masked,
     optimal_tokens,
     scores,
@@ -686,8 +687,10 @@ def tf_multi_token(accepted: int = 500, ds: tuple = (4, 6, 8, 10), n: int = 3, T
             live = torch.nonzero(~allpos).flatten()
             head = M.ReluHead(V[live], torch.ones(d, dtype=V.dtype, device=V.device))
             sub = _subset(data, live)
+            n_rec = len(range(0, steps + 1, record_every)) + 1
+            record = len(live) * n_rec * d * d <= 2e7  # keep trajectories if they are small
             res = train(sub, "W", head=head, init={"W": W0[live]}, lr=0.1, steps=steps, eps=EPS,
-                        record_every=steps)
+                        record_every=record_every if record else steps)
             tried += len(live)
             s = torch.exp(M.log_softmax(M.logits(sub.X, res.W, sub.z)))  # (b, n, T)
             for b in torch.nonzero(cleanly_masked(s)).flatten().tolist():
@@ -699,22 +702,25 @@ def tf_multi_token(accepted: int = 500, ds: tuple = (4, 6, 8, 10), n: int = 3, T
                     W1 = att_svm(one, alpha=sb.argmax(-1), norm="fro")
                 except InfeasibleError:
                     continue
-                kept.append((one, V[live[b]], W0[live[b]], eq, W1, sb, res.W[b]))
+                kept.append((one, V[live[b]], W0[live[b]], eq, W1, sb, res.W[b],
+                             (res.history["W"][b], res.history["step"]) if record else None))
                 bar.update(1)
         bar.close()
         if not kept:
             raise ValueError(f"no run accepted at d={d} in {tried} candidates")
-        # re-train the kept runs with their trajectory recorded (one batched call)
-        X = torch.stack([k[0].X for k in kept])
-        acc = data.trial(0).__class__(X, torch.stack([k[0].Y for k in kept]),
-                                      torch.stack([k[0].z for k in kept]),
-                                      torch.stack([k[0].v for k in kept]))
-        head = M.ReluHead(torch.stack([k[1] for k in kept]), torch.ones(d, dtype=X.dtype,
-                                                                     device=X.device))
-        rec = train(acc, "W", head=head, init={"W": torch.stack([k[2] for k in kept])}, lr=0.1,
-                    steps=steps, eps=EPS, record_every=record_every)
-        H = rec.history["W"]  # (K, S, d, d)
-        steps_rec = _np(rec.history["step"])
+        if all(k[7] is not None for k in kept):
+            H = torch.stack([k[7][0] for k in kept])  # (K, S, d, d), recorded in the first pass
+            steps_rec = _np(kept[0][7][1])
+        else:  # re-train the kept runs with their trajectory recorded (one batched call)
+            X = torch.stack([k[0].X for k in kept])
+            acc = data.trial(0).__class__(X, torch.stack([k[0].Y for k in kept]),
+                                          torch.stack([k[0].z for k in kept]),
+                                          torch.stack([k[0].v for k in kept]))
+            head = M.ReluHead(torch.stack([k[1] for k in kept]),
+                              torch.ones(d, dtype=X.dtype, device=X.device))
+            rec = train(acc, "W", head=head, init={"W": torch.stack([k[2] for k in kept])},
+                        lr=0.1, steps=steps, eps=EPS, record_every=record_every)
+            H, steps_rec = rec.history["W"], _np(rec.history["step"])  # (K, S, d, d)
         W_dir = torch.stack([k[3].W_dir for k in kept]).to(H)
         W_fin = torch.stack([k[3].W_fin for k in kept]).to(H)
         W_one = torch.stack([k[4] for k in kept]).to(H)
@@ -741,6 +747,9 @@ def tf_multi_token(accepted: int = 500, ds: tuple = (4, 6, 8, 10), n: int = 3, T
             rows[key].append(_np(val))
     arrays = {k: np.concatenate(v) for k, v in rows.items()}
     arrays.update(steps=steps_rec, ds=np.array(ds))
+    for key in ("eq_mean", "dir_mean", "one_mean", "rate"):  # (1, P): the sweep explorer's form
+        arrays[key] = np.array([[num[f"{key}_d{d}"] for d in ds]])
+    arrays["cells"] = np.array([[n, T]])
     for d in set(_E4_FIG) - set(ds):  # targets of a d left out: not computed (NaN)
         num.update({f"{k}_d{d}": math.nan for k in ("eq_mean", "one_mean", "clean_ok")})
     err = 1 - arrays["corr_eq"][:, -1]
@@ -751,6 +760,63 @@ def tf_multi_token(accepted: int = 500, ds: tuple = (4, 6, 8, 10), n: int = 3, T
     num["mask_error_spearman"] = _spearman(np.log(arrays["max_masked"][pos]),
                                            np.log(np.maximum(err[pos], 1e-300)))
     return num, arrays
+
+
+# ============================================================================ λ head (designed)
+def _plot_lambda(res):
+    from ..plots import correlation_curves, new_figure
+
+    A = res.arrays
+    fig, axes = new_figure(1, 2, figsize=(9.6, 3.4))
+    correlation_curves(A["steps"], {"SVM-eq": A["corr_eq"], "W^dir": A["corr_dir"],
+                                    "1-token SVM": A["corr_one"]}, ax=axes[0], one_minus=True,
+                       legend="lower left")
+    x = np.arange(len(A["s_opt"]))
+    axes[1].bar(x - 0.2, A["s_opt"], 0.4, label="best attention (sparsemax-like)")
+    axes[1].bar(x + 0.2, A["s_final"], 0.4, label="GD's final softmax")
+    axes[1].set_xlabel("token t")
+    axes[1].set_ylabel("attention s_t")
+    axes[1].legend(fontsize=8)
+    return fig
+
+
+@experiment(
+    "tf_lambda_head", paper=f"{PAPER} (base_nonlinear.py 'lambda' mode, unused in the paper)",
+    chapter="07_nonlinear_heads",
+    title="λ-penalty head: GD selects two tokens and follows the SVM equivalence",
+    plot=_plot_lambda,
+    targets=[
+        Target("s_gap", "largest |s_t − s*_t| between GD's final softmax and the best "
+               "attention (0.7, 0.3, 0, 0)", "0", 0.0, 0.02, "≤ 0.02", "suggested",
+               "a designed example of the book, from the official code's unused λ head"),
+        Target("err_eq", "1 − corr(W(2000), W^fin + R·W^dir)", "small", 0.0, 0.01, "≤ 0.01",
+               "suggested", "a designed example of the book"),
+        Target("err_one_over_eq", "1-token SVM error / SVM-eq error at the end", "> 1", 10.0,
+               math.inf, "≥ 10×", "suggested", "a designed example of the book"),
+    ])
+def tf_lambda_head(lam: float = 0.25, steps: int = 2000, record_every: int = 20, device=None):
+    """The λ head :math:`f = v^\top h - \\lambda\\|h\\|^2` on one input with orthonormal
+    tokens and scores (1, 0.8, 0.2, −0.5): the best attention is (0.7, 0.3, 0, 0), so two
+    tokens stay selected. Normalised GD on W (query z = x_1), then the SVM equivalence of the
+    final selected sets, compared with the 1-token Att-SVM."""
+    ex = lambda_head_example(lam=lam, device=device)
+    settings = {**ex.settings, "steps": steps}
+    res = train(ex.data, head=M.LambdaHead(ex.init["lam"]), eps=EPS, record_every=record_every,
+                **settings)
+    s = torch.softmax(attention_logits(ex.data, res.W), -1)  # (1, T)
+    eq = svm_equivalence(ex.data, selected_sets(s), s)
+    W_eq = eq.fit(res.W)
+    W_one = att_svm(ex.data, alpha=s.argmax(-1), norm="fro").to(W_eq)
+    H = res.history["W"]  # (S, d, d)
+    corr = dict(corr_eq=_corr(H, W_eq), corr_dir=_corr(H, eq.W_dir.to(H)),
+                corr_one=_corr(H, W_one))
+    s_opt = torch.as_tensor(ex.known["s_opt"], dtype=s.dtype, device=s.device).reshape(s.shape)
+    err_eq, err_one = 1 - float(corr["corr_eq"][-1]), 1 - float(corr["corr_one"][-1])
+    num = dict(s_gap=float((s - s_opt).abs().max()), err_eq=err_eq,
+               err_dir=1 - float(corr["corr_dir"][-1]), err_one=err_one,
+               err_one_over_eq=err_one / max(err_eq, 1e-300),
+               selected=float(selected_sets(s).sum()))
+    return num, dict(steps=_np(res.history["step"]), s_final=s[0], s_opt=s_opt[0], **corr)
 
 
 # ============================================================================ sequences / causal
