@@ -244,6 +244,16 @@ def student_edition(nb):
     return out
 
 
+def _reference_names(src: str) -> set[str]:
+    """Names an ``al.check.*`` call reads outside its first argument (the answer)."""
+    names = set()
+    for node in ast.walk(_tree(src)):
+        if isinstance(node, ast.Call) and CHECK_CALL.match(ast.unparse(node)):
+            rest = [*node.args[1:], *(k.value for k in node.keywords)]
+            names |= {n.id for a in rest for n in ast.walk(a) if isinstance(n, ast.Name)}
+    return names
+
+
 def _exercise_labels(text: str) -> list:
     """Labels of the exercises a markdown text opens, in order (None for an unlabelled one)."""
     lines = text.splitlines()
@@ -269,6 +279,13 @@ def drift_problems(nb) -> list[str]:
             if not cells[i].source.lstrip().startswith("#"):
                 problems.append(f"cell {i}: a `solution` cell should start with a # comment "
                                 "saying what to compute (the student edition keeps it)")
+            if nxt is not None and "check" in tags(cells[nxt]):
+                ref = _reference_names(cells[nxt].source) & set(defined_names(cells[i].source))
+                if ref:
+                    problems.append(f"cell {i} defines {sorted(ref)}, which the check in cell "
+                                    f"{nxt} takes as reference data (not as the answer, its "
+                                    "first argument); the student edition sets it to None, so "
+                                    "define it in a cell before the solution")
         if "check" in t:
             calls = CHECK_CALL.findall(cells[i].source)
             if not calls:

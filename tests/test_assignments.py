@@ -111,6 +111,12 @@ def test_drift_clean_and_broken():
     assert "solution for 'ex-old', but no exercise has that label" in problems
     assert "cell 13 uses ['r'] from the solution cell 4" in problems
     assert "cell 11" not in problems
+    nb = synthetic()
+    nb.cells[4].source += "\nW = W.clone()"  # the solution redefines the check's reference W
+    assert asg.drift_problems(nb)[0] == (
+        "cell 4 defines ['W'], which the check in cell 5 takes as reference data (not as the "
+        "answer, its first argument); the student edition sets it to None, so define it in a "
+        "cell before the solution")
 
 
 def test_unclosed_solution_block():
