@@ -21,6 +21,7 @@ dimension); the SVMs are solved by :mod:`attnlib.svm` (one cvxpy solve per insta
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -878,3 +879,64 @@ def tf_causal(trials: int = 20, n: int = 2, T: int = 6, d: int = 16, steps: int 
                opt_share_causal=float((ac == opt_c).double().mean()),
                prob_causal_final=float(rc.history["max_prob"][:, -1].mean()))
     return num, dict(steps=_np(rc.history["step"]), **corr)
+
+
+# ----------------------------------------------------------------------------- causal explorer
+@functools.lru_cache(maxsize=4)
+def _causal_runs(n: int, T: int, d: int, steps: int, seed: int):
+    """Both layers (causal, bidirectional) on one data set, with their SVMs; cached."""
+    data = SQ.random_sequences(n, T, d, seed=seed, device="cpu")
+    out = {"data": data}
+    for name, causal in (("causal", True), ("bidirectional", False)):
+        res = SQ.train_sequence(data, causal=causal, lr=0.1, steps=steps, eps=EPS,
+                                record_every=20, seed=seed)
+        alpha = SQ.sequence_selected_tokens(data, res.W, causal)
+        W_mm = sequence_svm(data, alpha=alpha, causal=causal)
+        H = res.history["W"]
+        out[name] = dict(H=H, steps=_np(res.history["step"]), alpha=_np(alpha),
+                         corr=_np(_corr(H, W_mm)))
+    out["opt"] = {name: _np(SQ.sequence_optimal_tokens(data, causal=c))
+                  for name, c in (("causal", True), ("bidirectional", False))}
+    return out
+
+
+def causal_explorer(n: int = 2, T: int = 6, d: int = 16, steps: int = 2000, seed: int = 0,
+                    mode: str | None = None):
+    """Explorer (chapter 8): the attention matrix of a sequence self-attention layer while it
+    trains, causal or bidirectional, and its correlation with the matching sequence SVM.
+
+    Left: :math:`s_{ik\\cdot}` for every query k (rows) of sequence i, with the token each
+    query ends on (dot) and its optimal visible token (cross). Right: 1 − corr(W(k), SAtt-SVM
+    of the final selection), the current iteration marked. Built on
+    :class:`attnlib.widgets.Explorer` (live in Jupyter, a slider player on the website).
+    """
+    from ..plots import correlation_curves
+    from ..widgets import Control, Explorer
+
+    def draw(fig, attention, sequence, iterations):
+        runs = _causal_runs(n, T, d, steps, seed)
+        r, data = runs[attention], runs["data"]
+        k = int(np.searchsorted(r["steps"], int(iterations)))
+        W = r["H"][k]
+        s = _np(SQ.sequence_softmax(data.X, W, attention == "causal"))[int(sequence)]  # (T, T)
+        ax0, ax1 = fig.subplots(1, 2)
+        ax0.imshow(s, vmin=0, vmax=1, cmap="Blues")
+        q = np.arange(T)
+        ax0.plot(r["alpha"][int(sequence)], q, "o", color="tab:red", ms=5, label="final α_ik")
+        ax0.plot(runs["opt"][attention][int(sequence)], q, "x", color="k", ms=6,
+                 label="optimal visible token")
+        ax0.set_xlabel("token t")
+        ax0.set_ylabel("query k")
+        ax0.set_title(f"attention s_ik at step {int(r['steps'][k])}", fontsize=10)
+        ax0.legend(fontsize=7, loc="lower left")
+        correlation_curves(r["steps"], {f"{attention} GD vs its SVM": r["corr"]}, ax=ax1,
+                           one_minus=True, mark=int(iterations), legend="upper right")
+
+    controls = [Control("attention", ("causal", "bidirectional"), default="causal",
+                        static=("causal", "bidirectional")),
+                Control("sequence", tuple(range(n)), default=0),
+                Control("iterations", tuple(range(0, steps + 1, 100)), default=steps,
+                        continuous=True)]
+    return Explorer(draw, controls, name="causal", slider="iterations", figsize=(9.0, 3.6),
+                    caption="Move the iterations: each query's attention concentrates on "
+                            "its selected token, and W turns toward the sequence SVM.").show(mode)
