@@ -30,9 +30,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 __all__ = [
-    "BookFigure", "new_figure", "token_scatter", "rays", "trajectories", "token_plane",
-    "curves", "correlation_curves", "probability_curves", "norm_curves", "histogram",
-    "sweep_curves", "matrix_image",
+    "BookFigure", "new_figure", "title", "log_y", "token_scatter", "rays", "trajectories",
+    "token_plane", "curves", "correlation_curves", "probability_curves", "norm_curves",
+    "histogram", "sweep_curves", "matrix_image",
 ]
 
 #: Colours of the book: red = the (globally) optimal / target direction, blue = the other.
@@ -51,6 +51,32 @@ class BookFigure(Figure):
         buf = io.BytesIO()
         self.savefig(buf, format="png", bbox_inches="tight")
         return buf.getvalue()
+
+
+def title(ax, text, fontsize=10):
+    """An axes title at a fixed height (matplotlib's automatic placement measures every tick
+    label: a third of a redraw)."""
+    ax.set_title(text, fontsize=fontsize, y=1.0, pad=4)
+
+
+title_ = title  # for functions whose ``title`` argument shadows it
+
+
+def _power_of_ten(y, _pos=None):
+    if y <= 0:
+        return ""
+    e = np.log10(y)
+    return f"1e{int(round(e))}" if abs(e - round(e)) < 1e-9 else f"{y:g}"
+
+
+def log_y(ax):
+    """Log y axis without mathtext labels and minor ticks (both are slow to lay out)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10.0, numticks=7))
+    ax.yaxis.set_major_formatter(FuncFormatter(_power_of_ten))
+    ax.yaxis.set_minor_locator(NullLocator())
 
 
 def new_figure(nrows=1, ncols=1, *, figsize=None, **subplot_kw):
@@ -152,7 +178,7 @@ def token_scatter(X, scores=None, *, ax=None, optimal=None, selected=None, suppo
         ax.scatter(pts[:, 0], pts[:, 1], s=4 * size, facecolors="none", edgecolors="tab:orange",
                    linewidths=1.4, linestyles="--", zorder=2, label="support tokens")
     if colorbar and g is not None and sc is not None:
-        fig.colorbar(sc, ax=ax, shrink=0.8, label=r"score $\gamma$")
+        fig.colorbar(sc, ax=ax, shrink=0.8, label="score γ")
     ax.set_aspect("equal", adjustable="datalim")
     ax.axhline(0, color="0.85", lw=0.6, zorder=0)
     ax.axvline(0, color="0.85", lw=0.6, zorder=0)
@@ -268,7 +294,7 @@ def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels
     if directions is not None:
         rays(directions, ax=ax, labels=direction_labels, length=ray_length)
     if title:
-        ax.set_title(title, fontsize=10)
+        title_(ax, title)
     if legend and (direction_labels is not None or support is not None):
         ax.legend(fontsize=7, loc=legend if isinstance(legend, str) else "upper left")
     return fig
@@ -335,7 +361,7 @@ def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration", logy=False,
     if mark is not None:
         ax.axvline(float(mark), color="0.5", lw=0.8, ls=":")
     if logy:
-        ax.set_yscale("log")
+        log_y(ax)
     if logx:
         ax.set_xscale("symlog", linthresh=1.0)
     if ylim is not None:
@@ -343,7 +369,7 @@ def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration", logy=False,
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
-        ax.set_title(title, fontsize=10)
+        title_(ax, title)
     if legend:
         ax.legend(fontsize=8, loc=legend)
     ax.grid(alpha=0.3)
@@ -394,7 +420,7 @@ def histogram(values, *, ax=None, bins=30, logy=False, xlabel="value", density=F
         ax.hist(_np(v, "values").reshape(-1), bins=bins, range=range, alpha=0.55,
                 color=COLORS[j % len(COLORS)], label=label, density=density)
     if logy:
-        ax.set_yscale("log")
+        log_y(ax)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("density" if density else "count")
     if legend and any(k is not None for k in values):
@@ -444,7 +470,7 @@ def sweep_curves(x, values, *, ax=None, current=None, xlabel="d", ylabel="", tit
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
-        ax.set_title(title, fontsize=10)
+        title_(ax, title)
     if legend:
         ax.legend(fontsize=8, loc=legend)
     ax.grid(alpha=0.3)
@@ -462,7 +488,7 @@ def matrix_image(W, *, ax=None, title=None, colorbar=True):
     ax.set_xticks([])
     ax.set_yticks([])
     if title:
-        ax.set_title(title, fontsize=10)
+        title_(ax, title)
     if colorbar:
         fig.colorbar(im, ax=ax, shrink=0.8)
     return fig

@@ -581,7 +581,7 @@ def _token_plane_data(example: str, lr: float, normalized: bool, loss: str) -> d
         a = _np(a).astype(int)
         kind = "global" if (a == opt).all() else "local"
         sel_txt = ",".join(str(t + 1) for t in a)
-        labels.append(f"$p^{{mm}}$(α={sel_txt}), {kind}")
+        labels.append(f"pᵐᵐ(α={sel_txt}), {kind}")  # unicode: mathtext costs 50 ms a label
     P = _np(res.history["p"])[..., :2]  # (6, S, 2): the key plane (W = diag(1, 1, 0))
     return dict(X=_np(ex.data.X)[..., :2], gamma=_np(TK.scores(ex.data)), P=P,
                 steps=_np(res.history["step"]), prob=_np(res.history["max_prob"]),
@@ -729,8 +729,8 @@ def _draw_parameterisation(fig, example, param, iterations, lr, normalized):
         plots.trajectories(Wz, ax=ax0, color=color, arrow_every=max(1, k // 4),
                            label=f"{name}: W(k) z_i / ‖W(k)‖")
         plots.rays(d["z"] @ d[name][key].T, ax=ax0, colors=[color] * len(d["z"]), length=3 * R,
-                   labels=[f"{norm_name} SVM: W$^{{mm}}$ z_i"] + [None] * (len(d["z"]) - 1))
-    ax0.set_title("queries' directions W z_i (scaled)", fontsize=10)
+                   labels=[f"{norm_name} SVM: Wᵐᵐ z_i"] + [None] * (len(d["z"]) - 1))
+    plots.title(ax0, "queries' directions W z_i (scaled)")
     _square_view(ax0, np.concatenate([d["X"].reshape(-1, 2), np.zeros((1, 2))]), pad=0.4)
     ax0.legend(fontsize=7, loc="upper left")
     steps = d["steps"][:k]
@@ -841,8 +841,8 @@ def _draw_selection(fig, position, score, alpha):
         ax0.annotate(f"x{t + 1}", x, xytext=(-14, -12), textcoords="offset points", fontsize=8)
     _square_view(ax0, np.concatenate([d["X"][0], np.zeros((1, 2))]), pad=0.6)
     ax0.legend(fontsize=7, loc="upper right")
-    ax0.set_title(f"selection α={int(alpha)}: selected (black) and support (orange) tokens",
-                  fontsize=9)
+    plots.title(ax0, f"selection α={int(alpha)}: selected (black) and support (orange) tokens",
+                fontsize=9)
     ax1.axis("off")
     cells = []
     for r in d["rows"]:
@@ -859,8 +859,8 @@ def _draw_selection(fig, position, score, alpha):
     table.scale(1.0, 1.6)
     for j in range(6):
         table[int(alpha), j].set_facecolor("#fde9e7")
-    ax1.set_title("α is locally optimal when every support token scores below x_α",
-                  fontsize=9)
+    plots.title(ax1, "α is locally optimal when every support token scores below x_α",
+                fontsize=9)
 
 
 def selection(position: str = "(0, 0)", *, score: float = 0.0, alpha: int = 1,
@@ -960,17 +960,17 @@ def _draw_mirror(fig, lp, iterations, seed, normalized):
                labels=[f"ℓ{lp:g}-AttSVM", "ℓ2-AttSVM"])
     unit = rays / np.maximum(np.linalg.norm(rays, axis=1, keepdims=True), 1e-300)
     _square_view(ax0, np.concatenate([full, np.zeros((1, 2)), unit * L]))
-    ax0.set_xlabel(f"$W_{{{r0 + 1},{c0 + 1}}}$")
-    ax0.set_ylabel(f"$W_{{{r1 + 1},{c1 + 1}}}$")
+    ax0.set_xlabel(f"W[{r0 + 1},{c0 + 1}]")
+    ax0.set_ylabel(f"W[{r1 + 1},{c1 + 1}]")
     ax0.legend(fontsize=7, loc="upper left")
-    ax0.set_title("iterates on the SVM's two largest entries", fontsize=9)
+    plots.title(ax0, "iterates on the SVM's two largest entries", fontsize=9)
     # (b) sparsity: |W_ij| / max |W| of the iterate and of the lp-SVM solution
     Wk = d["H"][k - 1]
     rel = {f"W({int(iterations)})": np.abs(Wk) / max(np.abs(Wk).max(), 1e-300),
            f"ℓ{lp:g}-AttSVM": np.abs(d["svm_lp"]) / np.abs(d["svm_lp"]).max()}
     plots.histogram(rel, ax=ax1, bins=20, range=(0.0, 1.0), xlabel="|W_ij| / max |W|")
     ax1.set_ylim(0, 100)
-    ax1.set_title("entries: sparse for lp → 1", fontsize=10)
+    plots.title(ax1, "entries: sparse for lp → 1")
     # (c) the directional Bregman divergence to the lp-SVM and to the l2-SVM
     steps = d["steps"][:k]
     plots.curves(steps, {f"to ℓ{lp:g}-AttSVM": d["D_lp"][:k], "to ℓ2-AttSVM": d["D_2"][:k]},
