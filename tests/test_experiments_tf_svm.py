@@ -124,3 +124,13 @@ def test_official_nuclear_rank_is_noisy_upper_bound():
     official = tf_svm._official_nuclear_rank(data, alpha)
     accurate = torch.linalg.matrix_rank(att_svm(data, alpha=alpha, norm="nuc"), rtol=1e-6)
     assert (official >= accurate.numpy()).all()
+
+
+@pytest.mark.slow
+def test_causal_explorer_both_modes():
+    live = tf_svm.causal_explorer(n=1, T=3, d=4, steps=200, mode="live")
+    before = live.figure.axes[0].get_title()
+    live.update(iterations=100, attention="bidirectional")
+    assert live.figure.axes[0].get_title() != before  # the figure follows the controls
+    static = tf_svm.causal_explorer(n=1, T=3, d=4, steps=200, mode="static")
+    assert "<" in static._repr_html_()
