@@ -137,6 +137,7 @@ def test_run_all_and_report(dummy):
     assert isinstance(res["broken"], RuntimeError)
     assert list(experiments.run_all(["dummy", "broken"], paper="2306.13596",
                                     progress=False)) == ["broken"]
+    assert list(experiments.run_all(chapter="00_test", progress=False)) == ["dummy", "broken"]
     md = experiments.report_markdown(res)
     lines = md.splitlines()
     assert lines[0] == "| Paper | Experiments | Targets met | Run time |"

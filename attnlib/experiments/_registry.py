@@ -282,8 +282,8 @@ def paper_of(name: str) -> str:
     return m.group(0) if m else "other"
 
 
-def run_all(names=None, *, paper: str | None = None, progress: bool = True,
-            **run_kw) -> dict:
+def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
+            progress: bool = True, **run_kw) -> dict:
     """Run several experiments at their defaults (cached); never stops at a failure.
 
     Parameters
@@ -292,6 +292,8 @@ def run_all(names=None, *, paper: str | None = None, progress: bool = True,
         Default: every registered experiment (of ``paper`` if given).
     paper : str, optional
         Only the experiments of this arXiv id, e.g. ``"2306.13596"``.
+    chapter : str, optional
+        Only the experiments of this chapter (file stem), e.g. ``"05_w_vs_kq"``.
     progress : bool
         A tqdm bar over the experiments.
     **run_kw
@@ -302,7 +304,8 @@ def run_all(names=None, *, paper: str | None = None, progress: bool = True,
     dict name -> :class:`Result`, or the exception the experiment raised.
     """
     todo = [n for n in (_all_names() if names is None else names)
-            if paper is None or paper_of(n) == paper]
+            if (paper is None or paper_of(n) == paper)
+            and (chapter is None or get(n).chapter == chapter)]
     out = {}
     it = todo
     if progress and todo:
