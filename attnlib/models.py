@@ -305,7 +305,8 @@ def _off_diagonal(T, dtype, device):
     return _OFF_DIAG[key]
 
 
-def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, values=None):
+def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, values=None,
+                   pair_diff=None, extras=True):
     """Gradient of the risk with respect to the logits, and the forward quantities.
 
     .. math::
@@ -321,38 +322,43 @@ def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, va
     softmax (the normalised step only needs the direction). ``"log_scale"`` is :math:`K`
     (0 when not scaled).
 
-    ``values``: the token values :math:`g_{it}=v^\\top x_{it}` of a fixed linear head, if
-    precomputed (the trainer's fast path); ``h`` is then not returned.
+    ``values`` (and optionally ``pair_diff`` = :math:`g_{it}-g_{i\\tau}`): the token values
+    :math:`g_{it}=v^\\top x_{it}` of a fixed linear head, precomputed (the trainer's fast path);
+    ``"h"`` is then ``None``. ``extras=False`` skips ``"lprime"`` and ``"loss"``.
 
     Returns
     -------
-    dict with ``"da"`` (..., n, T), ``"log_scale"`` (...), ``"s"``, ``"h"``, ``"f"``,
-    ``"lprime"`` (..., n) and ``"loss"`` (...).
+    dict with ``"da"`` (..., n, T), ``"log_scale"`` (...), ``"s"``, ``"h"``, ``"f"``, ``"u"``
+    (..., n) and, with ``extras``, ``"lprime"`` (..., n) and ``"loss"`` (...).
     """
-    head = head or LinearHead()
     ls = log_softmax(a)
     s = torch.exp(ls)
     if values is None:
+        head = head or LinearHead()
         h = attend(X, s)
         f = head.value(h, v)
         g = torch.einsum("...ntd,...nd->...nt", X, head.grad(h, v))  # token values
     else:
         h, g = None, values
         f = (s * g).sum(-1)
+    if pair_diff is None:
+        pair_diff = g.unsqueeze(-1) - g.unsqueeze(-2)  # g_t - g_tau
     u = Y * f
-    lw = ls.unsqueeze(-1) + ls.unsqueeze(-2) + _off_diagonal(a.shape[-1], a.dtype, a.device)
-    lw = lw + loss_log_abs_derivative(u, loss)[..., None, None]  # (..., n, T, T)
+    la = loss_log_abs_derivative(u, loss)  # log|l'(u_i)|
+    lw = ls.unsqueeze(-1) + (ls + la.unsqueeze(-1)).unsqueeze(-2)  # (..., n, T, T)
+    lw = lw + _off_diagonal(a.shape[-1], a.dtype, a.device)
     if scaled:
-        K = -lw.flatten(-3).amax(-1)  # (...,)
-        K = torch.where(torch.isfinite(K), K, torch.zeros_like(K))
+        K = lw.flatten(-3).amax(-1).neg_().nan_to_num_(0.0, 0.0, 0.0)  # (...,)
         lw = lw + K[..., None, None, None]
     else:
         K = torch.zeros(a.shape[:-2], dtype=a.dtype, device=a.device)
-    diff = g.unsqueeze(-1) - g.unsqueeze(-2)  # g_t - g_tau
-    coef = (torch.exp(lw) * diff).sum(-1)  # (..., n, T)
-    da = (-Y / X.shape[-3]).unsqueeze(-1) * coef  # l' < 0 for every loss
-    return {"da": da, "log_scale": K, "s": s, "h": h, "f": f,
-            "lprime": loss_derivative(u, loss), "loss": loss_value(u, loss).mean(-1)}
+    coef = (torch.exp(lw) * pair_diff).sum(-1)  # (..., n, T)
+    da = coef * (-Y / X.shape[-3]).unsqueeze(-1)  # l' < 0 for every loss
+    out = {"da": da, "log_scale": K, "s": s, "h": h, "f": f, "u": u}
+    if extras:
+        out["lprime"] = loss_derivative(u, loss)
+        out["loss"] = loss_value(u, loss).mean(-1)
+    return out
 
 
 def grad_W(X, Y, z, W, v=None, head=None, loss="logistic"):

@@ -66,8 +66,8 @@ def _normalized_step(g: torch.Tensor, lr: float, q: float, eps: float, log_scale
         nrm = g.norm(dim=1) if q == 2.0 else torch.linalg.vector_norm(g, ord=q, dim=1)
         if eps > 0:
             nrm = nrm + torch.exp(math.log(eps) + log_scale)
-        nrm = torch.where(nrm > 0, nrm, torch.ones_like(nrm))
-        return (lr / nrm).unsqueeze(1) * g
+        nrm = nrm.clamp_min(torch.finfo(g.dtype).tiny)  # a zero row stays zero
+        return g * (lr / nrm).unsqueeze(1)
     m = g.abs().amax(dim=1)  # (B,)
     tiny = torch.finfo(g.dtype).tiny ** 0.5
     boost = torch.where(m < tiny, torch.full_like(m, 1.0 / tiny), torch.ones_like(m))
@@ -277,11 +277,12 @@ def _make_gradient(bd, fixed, head, loss, prompt, param, reg, scaled=True):
     X, Y, n = bd.X, bd.Y, bd.n
     z = bd.z
     trained = _TRAINED[param]
-    values = None
+    values = diff = None
     if isinstance(head, M.LinearHead) and "v" not in trained:  # fixed token values g = X v
         values = torch.einsum("bntd,bd->bnt", X, fixed["v"])
+        diff = values.unsqueeze(-1) - values.unsqueeze(-2)
 
-    def grads(P):
+    def grads(P, extras=False):
         if prompt:
             p = P["p"] if "p" in P else fixed["p"]
             Wc = fixed["W"]
@@ -291,7 +292,7 @@ def _make_gradient(bd, fixed, head, loss, prompt, param, reg, scaled=True):
             zq = z
         v = P["v"] if "v" in P else fixed.get("v")
         out = M.logit_gradient(X, Y, M.logits(X, Wc, zq), v, head, loss, scaled=scaled,
-                               values=values)
+                               values=values, pair_diff=diff, extras=extras)
         G, K = {}, {}
         if trained != ("v",):
             r = (out["da"].unsqueeze(-1) * X).sum(-2)  # sum_t dL/da_it x_it (scaled), (B,n,d)
@@ -311,7 +312,7 @@ def _make_gradient(bd, fixed, head, loss, prompt, param, reg, scaled=True):
                 else:
                     G["W"], K["W"] = GW, k
         if "v" in P:
-            la = M.loss_log_abs_derivative(Y * out["f"], loss)  # (B, n)
+            la = M.loss_log_abs_derivative(out["u"], loss)  # (B, n)
             kv = -la.amax(1) if scaled else torch.zeros_like(la[:, 0])
             w = (-Y / n) * torch.exp(la + kv.unsqueeze(1))  # l'_i Y_i / n, scaled
             G["v"], K["v"] = torch.einsum("bn,bnd->bd", w, out["h"]), kv
@@ -420,7 +421,7 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
             hist[k] = torch.empty(B, S, *t.shape[1:], device=dev, dtype=dt)
         if "K" in P:
             hist["W"] = torch.empty(B, S, bd.d, bd.d, device=dev, dtype=dt)
-        stopped = torch.full((B,), -1, dtype=torch.int64, device=dev)
+        frozen = torch.zeros(B, dtype=torch.int64, device=dev)  # steps with a zero update
         bar = None
         if progress:
             from tqdm.auto import tqdm
@@ -428,8 +429,9 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
             bar = tqdm(total=steps, desc=f"train {param} ({method})", leave=False)
         r_idx = 0
         for k in range(steps + 1):
-            G, Ks, out = grads(P)
-            if k == record[r_idx]:
+            rec = k == record[r_idx]
+            G, Ks, out = grads(P, extras=rec)
+            if rec:
                 hist["loss"][:, r_idx] = out["loss"]
                 mp = out["s"].amax(-1)
                 hist["max_prob"][:, r_idx] = mp.mean(-1)
@@ -455,16 +457,18 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
                     step = (lr * torch.exp(-Ks[name])).unsqueeze(1) * g
                 is_zero = (step == 0).all(1)
                 zero = is_zero if zero is None else zero & is_zero
-                step = step.view_as(P[name])
+                step = step.view(P[name].shape)
                 if mirror:
                     theta[name] = theta[name] - step
                     P[name] = inverse_mirror_map(theta[name], lp)
                 else:
                     P[name] = P[name] - step
-            stopped = torch.where((stopped < 0) & zero, torch.full_like(stopped, k), stopped)
+            frozen += zero  # a zero update freezes the trial for good: count, don't branch
         if bar is not None:
             bar.update(steps - bar.n)
             bar.close()
+
+    stopped = torch.where(frozen > 0, steps - frozen, torch.full_like(frozen, -1))
 
     def sq(t):
         return t[0] if (unbatched and t is not None) else t
@@ -558,7 +562,7 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
             new = project(new)
             resid = torch.sqrt(sum(((new[k] - P[k]).reshape(B, -1) ** 2).sum(1) for k in P))
             P = new
-        _, _, out = grads(P)
+        _, _, out = grads(P, extras=True)
 
     def shape(t):
         t = t.reshape(Bt, nR, *t.shape[1:])
@@ -622,6 +626,9 @@ class LpMirrorDescent(torch.optim.Optimizer):
                 if w.grad is None:
                     continue
                 g = w.grad
+                if lp == 2.0 and not group["normalized"]:
+                    w.add_(g, alpha=-lr)  # exactly torch.optim.SGD's update
+                    continue
                 if group["normalized"]:
                     step = _normalized_step(g.reshape(1, -1), lr, q, eps).view_as(g)
                 else:
