@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import hashlib
@@ -86,15 +87,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import data as D
 from . import plots
-from . import svm as SV
-from . import tokens as TK
+from .data import (
+    AttentionData,
+    mirror_random_data,
+    multi_input_example,
+    three_token_example,
+    visualization_example,
+)
 from .metrics import bregman_direction, correlation
 from .plots import BookFigure
+from .svm import att_svm, prompt_svm
+from .tokens import enumerate_selections, optimal_tokens, scores, selected_tokens, support_tokens
 from .train import train
 
 ENV_VAR = "ATTNLIB_EXPLORER"
+#: True while a live explorer redraws: long trainings then show a tqdm bar in its Output area
+_LIVE = contextvars.ContextVar("attnlib_live_explorer", default=False)
 MODES = ("live", "static")
 
 __all__ = [
@@ -355,8 +364,12 @@ class LiveExplorer:
         """Recompute (when needed) and redraw the figure for the current state."""
         self.status.value = "<i>computing...</i>"
         t0 = time.perf_counter()
-        with self.output:
-            self.explorer.draw_into(self.figure, self.state)
+        token = _LIVE.set(True)
+        try:
+            with self.output:
+                self.explorer.draw_into(self.figure, self.state)
+        finally:
+            _LIVE.reset(token)
         self.png = _png(self.figure)
         self.image.value = self.png
         self.seconds = time.perf_counter() - t0
@@ -545,11 +558,11 @@ def _with_static(controls, static):
 # -- token plane (chapters 1-4) ---------------------------------------------------------------
 #: Prompt-model examples of the max-margin paper: name -> (constructor, description).
 TOKEN_EXAMPLES = {
-    "e1-global": (lambda: D.three_token_example("global"),
+    "e1-global": (lambda: three_token_example("global"),
                   "one input, 3 tokens, scores (1, .9, .9): every run finds the optimal token"),
-    "e1-local": (lambda: D.three_token_example("local"),
+    "e1-local": (lambda: three_token_example("local"),
                  "one input, 3 tokens, scores (1, .9, 0): runs split between two selections"),
-    "e2": (D.multi_input_example, "3 inputs of 7 tokens, equal non-optimal scores"),
+    "e2": (multi_input_example, "3 inputs of 7 tokens, equal non-optimal scores"),
 }
 _TP_ITER = (0, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 125, 150, 175, 200, 300, 500, 1000)
 _TP_STATIC = (0, 5, 10, 20, 30, 40, 60, 80, 100, 150, 200)
@@ -564,18 +577,18 @@ def _token_plane_data(example: str, lr: float, normalized: bool, loss: str) -> d
     settings = {**ex.settings, "lr": lr, "normalized": normalized, "loss": loss,
                 "steps": _TP_ITER[-1], "record_every": _TP_RECORD}
     with _one_thread():
-        res = train(ex.data, **settings, init=ex.init)  # 6 runs = 6 trials
-        sel = TK.enumerate_selections(ex.data, param="p", W=W) if ex.data.T ** ex.data.n <= 27 \
+        res = train(ex.data, **settings, init=ex.init, progress=_LIVE.get())  # 6 runs = trials
+        sel = enumerate_selections(ex.data, param="p", W=W) if ex.data.T ** ex.data.n <= 27 \
             else None
         alphas = sel.alpha[sel.locally_optimal] if sel is not None else \
-            TK.optimal_tokens(ex.data)[None]
+            optimal_tokens(ex.data)[None]
         dirs, support = [], []
         for a in alphas:
-            p_mm = SV.prompt_svm(ex.data, alpha=a, W=W)
+            p_mm = prompt_svm(ex.data, alpha=a, W=W)
             dirs.append(_np(p_mm)[:2])
             z = p_mm.expand(ex.data.n, -1)  # the prompt model: every query is p
-            support.append(_np(TK.support_tokens(ex.data.X, W, a, z=z)).astype(bool))
-    opt = _np(TK.optimal_tokens(ex.data)).astype(int)
+            support.append(_np(support_tokens(ex.data.X, W, a, z=z)).astype(bool))
+    opt = _np(optimal_tokens(ex.data)).astype(int)
     labels = []
     for a in alphas:
         a = _np(a).astype(int)
@@ -583,7 +596,7 @@ def _token_plane_data(example: str, lr: float, normalized: bool, loss: str) -> d
         sel_txt = ",".join(str(t + 1) for t in a)
         labels.append(f"pᵐᵐ(α={sel_txt}), {kind}")  # unicode: mathtext costs 50 ms a label
     P = _np(res.history["p"])[..., :2]  # (6, S, 2): the key plane (W = diag(1, 1, 0))
-    return dict(X=_np(ex.data.X)[..., :2], gamma=_np(TK.scores(ex.data)), P=P,
+    return dict(X=_np(ex.data.X)[..., :2], gamma=_np(scores(ex.data)), P=P,
                 steps=_np(res.history["step"]), prob=_np(res.history["max_prob"]),
                 dirs=np.array(dirs), labels=labels, support=support[0],
                 cos=np.stack([_cos(P, u) for u in dirs]),  # (k, 6, S)
@@ -691,24 +704,25 @@ def _corr(A, B):
 @functools.lru_cache(maxsize=16)
 def _param_data(version: int, lr: float, normalized: bool) -> dict:
     """Train W and (K, Q) on the 2-D example and solve both SVMs of each final selection."""
-    ex = D.visualization_example(version)
+    ex = visualization_example(version)
     data, eps = ex.data, ex.settings["eps"]
     kw = dict(lr=lr, normalized=normalized, steps=_PM_ITER[-1], eps=eps,
               record_every=_PM_RECORD, loss="logistic")
     out = {}
     with _one_thread():
+        kw["progress"] = _LIVE.get()
         runs = {"W": train(data, "W", init={"W": ex.init["W"]}, **kw),
                 "KQ": train(data, "KQ", init={"K": ex.init["K"], "Q": ex.init["Q"]},
                                reg=ex.known["reg_KQ"], **kw)}
         for name, res in runs.items():
-            alpha = TK.selected_tokens(data, res.W)
+            alpha = selected_tokens(data, res.W)
             H = _np(res.history["W"])  # (S, d, d)
-            fro = _np(SV.att_svm(data, alpha=alpha, norm="fro"))
-            nuc = _np(SV.att_svm(data, alpha=alpha, norm="nuc"))
+            fro = _np(att_svm(data, alpha=alpha, norm="fro"))
+            nuc = _np(att_svm(data, alpha=alpha, norm="nuc"))
             out[name] = dict(H=H, fro=fro, nuc=nuc, alpha=_np(alpha).astype(int),
                              corr_fro=_corr(H, fro), corr_nuc=_corr(H, nuc),
                              prob=_np(res.history["max_prob"]))
-    out.update(X=_np(data.X), z=_np(data.z), gamma=_np(TK.scores(data)),
+    out.update(X=_np(data.X), z=_np(data.z), gamma=_np(scores(data)),
                steps=_np(runs["W"].history["step"]))
     return out
 
@@ -804,22 +818,22 @@ def _selection_data(position: str, score: float) -> dict:
     x3 = SELECTION_POSITIONS[position]
     X = torch.tensor([[[-0.1, 1.0, 1.0], [1.0, 0.0, 0.9], [x3[0], x3[1], score]]],
                      dtype=torch.float64)
-    data = D.AttentionData(X, torch.ones(1, dtype=torch.float64),
+    data = AttentionData(X, torch.ones(1, dtype=torch.float64),
                            v=torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64))
     W = torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64))
     with _one_thread():
-        sel = TK.enumerate_selections(data, param="p", W=W)
+        sel = enumerate_selections(data, param="p", W=W)
         rows = []
         for a, feas, loc, glob in zip(sel.alpha, sel.feasible, sel.locally_optimal,
                                       sel.globally_optimal):
             row = dict(alpha=int(a[0]), feasible=bool(feas), local=bool(loc),
                        globally=bool(glob), p=None, support=None)
             if feas:
-                p_mm = SV.prompt_svm(data, alpha=a, W=W)
+                p_mm = prompt_svm(data, alpha=a, W=W)
                 row["p"] = _np(p_mm)[:2]
-                row["support"] = _np(TK.support_tokens(X, W, a, z=p_mm[None])).astype(bool)
+                row["support"] = _np(support_tokens(X, W, a, z=p_mm[None])).astype(bool)
             rows.append(row)
-    return dict(X=_np(X)[..., :2], gamma=_np(TK.scores(data)), rows=rows)
+    return dict(X=_np(X)[..., :2], gamma=_np(scores(data)), rows=rows)
 
 
 def _draw_selection(fig, position, score, alpha):
@@ -916,7 +930,7 @@ def _att_svm_robust(data, alpha, norm):
     """Att-SVM with Clarabel, else SCS (Clarabel can fail on lp close to 1), else NaN."""
     for solver in ("CLARABEL", "SCS"):
         try:
-            return _np(SV.att_svm(data, alpha=alpha, norm=norm, solver=solver))
+            return _np(att_svm(data, alpha=alpha, norm=norm, solver=solver))
         except RuntimeError:
             continue
     return np.full((data.d, data.d), np.nan)
@@ -925,14 +939,15 @@ def _att_svm_robust(data, alpha, norm):
 @functools.lru_cache(maxsize=48)
 def _mirror_data(lp: float, seed: int, normalized: bool) -> dict:
     """lp mirror descent from W(0) = 0 on the paper's synthetic data; the lp- and l2-SVMs."""
-    ex = D.mirror_random_data(seed)
+    ex = mirror_random_data(seed)
     data = ex.data
     method = "gd" if lp == 2.0 else "md"
     with _one_thread():
         res = train(data, "W", method=method, lp=lp, lr=0.1, normalized=normalized,
                        steps=_MD_ITER[-1], eps=2.220446049250313e-16, record_every=_MD_RECORD,
+                       progress=_LIVE.get(),
                        init={"W": torch.zeros(data.d, data.d, dtype=data.dtype)})
-        alpha = TK.selected_tokens(data, res.W)
+        alpha = selected_tokens(data, res.W)
         svm_lp = _att_svm_robust(data, alpha, float(lp) if lp != 2.0 else "fro")
         svm_2 = _att_svm_robust(data, alpha, "fro")
     H = _np(res.history["W"])  # (S, d, d)
