@@ -106,12 +106,22 @@ def _norm_key(norm, matrix=True):
 
 
 # ----------------------------------------------------------------------------- the solver core
-class _Compiled(NamedTuple):
-    prob: cp.Problem
-    load: object  # (A, b, C, c) -> None: put the numbers into the Parameters
-    read: object  # (A, C) -> (w (D,), lam (m,))
-    status_infeasible: tuple
-    clarabel: dict  # extra Clarabel settings for this problem
+class _Rows(NamedTuple):
+    """One instance: min ||w|| s.t. A w >= b, C w = c, w of ``shape``; W = M U^T if U given."""
+
+    A: np.ndarray
+    b: np.ndarray
+    C: np.ndarray | None
+    c: np.ndarray | None
+    shape: tuple
+    U: np.ndarray | None = None
+
+
+class _Piece(NamedTuple):
+    objective: cp.Expression  # to minimise
+    constraints: list
+    load: object  # (rows: _Rows) -> None: put the numbers into the Parameters
+    read: object  # (rows: _Rows) -> (w (D,), lam (m,))
 
 
 def _dual_vars(m, m_eq):
@@ -129,68 +139,82 @@ def _values(lam, mu):
             mu.value if mu is not None else np.zeros(0))
 
 
-@functools.lru_cache(maxsize=64)
-def _compiled(m: int, m_eq: int, shape: tuple, norm) -> _Compiled:
-    """The cvxpy problem for ``m`` inequality and ``m_eq`` equality rows, variable ``shape``.
-
-    Built once per (shape, norm) and cached; its data are Parameters (DPP), so every later
-    solve only substitutes numbers.
-    """
+def _piece(m: int, m_eq: int, shape: tuple, norm) -> _Piece:
+    """The cvxpy objective and constraints of one instance, with Parameters for its data."""
     D = math.prod(shape)
     if norm == "fro":  # dual QP: max b'lam + c'mu - 1/2 ||A'lam + C'mu||^2, w = A'lam + C'mu
         lam, mu, b, c, obj = _dual_vars(m, m_eq)
-        k = min(m + m_eq, D)
-        F = cp.Parameter((k, m + m_eq), name="F")  # ||F y|| = ||[A; C]' y||: [A; C]' = QF
-        y = cp.hstack([v for v in (lam, mu) if v is not None])
-        prob = cp.Problem(cp.Maximize(obj - 0.5 * cp.sum_squares(F @ y)))
+        F = cp.Parameter((min(m + m_eq, D), m + m_eq), name="F")  # [A; C]' = Q F, so
+        y = cp.hstack([v for v in (lam, mu) if v is not None])  # ||F y|| = ||[A; C]' y||
 
-        def load(A, b_, C, c_):
-            F.value = np.linalg.qr((np.vstack([A, C]) if m_eq else A).T, mode="r")
+        def load(r):
+            F.value = np.linalg.qr((np.vstack([r.A, r.C]) if m_eq else r.A).T, mode="r")
             if m:
-                b.value = b_
+                b.value = r.b
             if m_eq:
-                c.value = c_
+                c.value = r.c
 
-        def read(A, C):
+        def read(r):
             lv, mv = _values(lam, mu)
-            return A.T @ lv + (C.T @ mv if m_eq else 0), lv
+            return r.A.T @ lv + (r.C.T @ mv if m_eq else 0), lv
 
-        return _Compiled(prob, load, read, ("unbounded", "unbounded_inaccurate"), {})
+        return _Piece(0.5 * cp.sum_squares(F @ y) - obj, [], load, read)
     A = cp.Parameter((m, D), name="A") if m else None
     C = cp.Parameter((m_eq, D), name="C") if m_eq else None
 
-    def load(A_, b_, C_, c_):
+    def load(r):
         if m:
-            A.value, b.value = A_, b_
+            A.value, b.value = r.A, r.b
         if m_eq:
-            C.value, c.value = C_, c_
+            C.value, c.value = r.C, r.c
 
     if norm == "nuc":  # dual SDP: max b'lam + c'mu  s.t. ||mat(A'lam + C'mu)||_2 <= 1
         rows, cols = shape
         lam, mu, b, c, obj = _dual_vars(m, m_eq)
-        g = (A.T @ lam if m else 0) + (C.T @ mu if m_eq else 0)
-        G = cp.reshape(g, shape, order="C")
+        G = cp.reshape((A.T @ lam if m else 0) + (C.T @ mu if m_eq else 0), shape, order="C")
         lmi = cp.bmat([[np.eye(rows), G], [G.T, np.eye(cols)]]) >> 0
-        prob = cp.Problem(cp.Maximize(obj), [lmi])
 
-        def read(A_, C_):
+        def read(r):
             W = -2.0 * lmi.dual_value[:rows, rows:]  # primal W from the LMI's multiplier
             return W.reshape(-1), _values(lam, mu)[0]
 
-        # the LMI's scaling block is dense: faer's supernodal LDL is ~2x faster from ~24 rows
-        extra = dict(direct_solve_method="faer") if rows + cols >= 24 else {}
-        return _Compiled(prob, load, read, ("unbounded", "unbounded_inaccurate"), extra)
+        return _Piece(-obj, [lmi], load, read)
     # entrywise lp: the primal  min ||w||_p  s.t.  Aw >= b, Cw = c
     b = cp.Parameter(m, name="b") if m else None
     c = cp.Parameter(m_eq, name="c") if m_eq else None
     w = cp.Variable(D, name="w")
     cons = ([A @ w >= b] if m else []) + ([C @ w == c] if m_eq else [])
-    prob = cp.Problem(cp.Minimize(cp.pnorm(w, norm)), cons)
 
-    def read(A_, C_):
+    def read(r):
         return w.value, (cons[0].dual_value if m else np.zeros(0))
 
-    return _Compiled(prob, load, read, ("infeasible", "infeasible_inaccurate"), {})
+    return _Piece(cp.pnorm(w, norm), cons, load, read)
+
+
+class _Compiled(NamedTuple):
+    prob: cp.Problem
+    pieces: list
+    status_infeasible: tuple
+    clarabel: dict  # extra Clarabel settings for this problem
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(m: int, m_eq: int, shape: tuple, norm, k: int = 1) -> _Compiled:
+    """``k`` independent instances of one shape as one cvxpy problem (their sum).
+
+    Built once per (shape, norm, k) and cached; its data are Parameters (DPP), so every later
+    solve only substitutes numbers.
+    """
+    pieces = [_piece(m, m_eq, shape, norm) for _ in range(k)]
+    prob = cp.Problem(cp.Minimize(sum(p.objective for p in pieces)),
+                      [con for p in pieces for con in p.constraints])
+    if norm in ("fro", "nuc"):  # dual problems: an infeasible SVM has an unbounded dual
+        infeasible = ("unbounded", "unbounded_inaccurate")
+    else:
+        infeasible = ("infeasible", "infeasible_inaccurate")
+    # a nuclear LMI's scaling block is dense: faer's supernodal LDL is ~2x faster from ~24 rows
+    extra = dict(direct_solve_method="faer") if norm == "nuc" and sum(shape) >= 24 else {}
+    return _Compiled(prob, pieces, infeasible, extra)
 
 
 # Clarabel's defaults stop at a 1e-8 duality gap, which leaves ~1e-5 errors in W when a
@@ -199,6 +223,7 @@ def _compiled(m: int, m_eq: int, shape: tuple, norm) -> _Compiled:
 _CLARABEL_OPTS = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8,
                       reduced_tol_gap_abs=1e-8, reduced_tol_gap_rel=1e-8, reduced_tol_feas=1e-8,
                       reduced_tol_ktratio=1e-6)
+_CHUNK = 8  # instances solved together as one problem (Frobenius and nuclear)
 
 
 def _run(prob, solver, opts):
@@ -209,36 +234,85 @@ def _run(prob, solver, opts):
     return prob.status
 
 
-def _solve(A, b, shape, norm, solver, C=None, c=None):
-    """Solve :math:`\\min\\|w\\|` s.t. :math:`Aw \\ge b`, :math:`Cw = c` (numpy float64 data).
-
-    Returns ``(w reshaped to shape, lam (m,))``; raises :class:`_Infeasible`.
-    """
-    m = A.shape[0]
-    m_eq = 0 if C is None else C.shape[0]
-    prob = _compiled(m, m_eq, tuple(shape), norm)
-    prob.load(A, b, C, c)
+def _solve_compiled(comp: _Compiled, items: list, solver: str) -> list:
+    """Solve the instances ``items`` (a list of _Rows) with one compiled problem."""
+    for piece, r in zip(comp.pieces, items):
+        piece.load(r)
     strict = str(solver).upper() == "CLARABEL"
     try:
-        status = _run(prob.prob, solver, {**_CLARABEL_OPTS, **prob.clarabel} if strict else {})
+        status = _run(comp.prob, solver, {**_CLARABEL_OPTS, **comp.clarabel} if strict else {})
     except cp.error.SolverError:
         status = "solver_error"
-    if strict and status not in ("optimal", "optimal_inaccurate", *prob.status_infeasible):
+    if strict and status not in ("optimal", "optimal_inaccurate", *comp.status_infeasible):
         strict = False  # retry at the solver's default accuracy
         try:
-            status = _run(prob.prob, solver, {})
+            status = _run(comp.prob, solver, {})
         except cp.error.SolverError as err:
             raise RuntimeError(f"solver {solver} failed on this SVM ({err}); try another "
                                "solver= ('CLARABEL', 'SCS')") from err
-    if status in prob.status_infeasible:
+    if status in comp.status_infeasible:
         raise _Infeasible(status)
     if status not in ("optimal", "optimal_inaccurate"):
         raise RuntimeError(f"solver {solver} returned status {status!r} for this SVM")
     if status == "optimal_inaccurate" and not strict:
         warnings.warn(f"solver {solver} reports an inaccurate solution", RuntimeWarning,
-                      stacklevel=3)
-    w, lam = prob.read(A, C)
-    return np.asarray(w, dtype=np.float64).reshape(shape), np.asarray(lam, dtype=np.float64)
+                      stacklevel=4)
+    out = []
+    for piece, r in zip(comp.pieces, items):
+        w, lam = piece.read(r)
+        w = np.asarray(w, dtype=np.float64).reshape(r.shape)
+        out.append((w if r.U is None else w @ r.U.T, np.asarray(lam, dtype=np.float64)))
+    return out
+
+
+def _solve_all(items: list, norm, solver: str, progress=False, desc="SVM") -> list:
+    """Solve every instance; returns [(W, lam)]. Raises _Infeasible with ``.index`` set.
+
+    Instances of one shape share a compiled problem. Frobenius and nuclear instances are
+    solved ``_CHUNK`` at a time as one problem (fewer solver calls); a chunk that comes back
+    infeasible is re-solved one by one to name the infeasible instance.
+    """
+    out = [None] * len(items)
+    groups = {}
+    for j, r in enumerate(items):
+        key = (len(r.b), 0 if r.C is None else len(r.C), tuple(r.shape))
+        groups.setdefault(key, []).append(j)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(items), desc=desc)
+    for (m, m_eq, shape), idx in groups.items():
+        k = _CHUNK if norm in ("fro", "nuc") and len(idx) >= _CHUNK else 1
+        chunks = [idx[i:i + k] for i in range(0, len(idx) - len(idx) % k, k)]
+        chunks += [[j] for j in idx[len(idx) - len(idx) % k:]]
+        for ch in chunks:
+            try:
+                sols = _solve_compiled(_compiled(m, m_eq, shape, norm, len(ch)),
+                                       [items[j] for j in ch], solver)
+            except _Infeasible as err:
+                if len(ch) == 1:
+                    err.index = ch[0]
+                    raise
+                sols = []
+                for j in ch:  # find which instance is infeasible
+                    try:
+                        sols.append(_solve_all([items[j]], norm, solver)[0])
+                    except _Infeasible as one:
+                        one.index = j
+                        raise
+            for j, sol in zip(ch, sols):
+                out[j] = sol
+            if bar is not None:
+                bar.update(len(ch))
+    if bar is not None:
+        bar.close()
+    return out
+
+
+def _solve(A, b, shape, norm, solver, C=None, c=None):
+    """Solve one :math:`\\min\\|w\\|` s.t. :math:`Aw \\ge b`, :math:`Cw = c`; (w, lam)."""
+    return _solve_all([_Rows(A, b, C, c, tuple(shape))], norm, solver)[0]
 
 
 def _row_basis(z: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
@@ -248,32 +322,24 @@ def _row_basis(z: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
     return U[:, :r]
 
 
-def _pair_rows(D: np.ndarray, z: np.ndarray, U) -> np.ndarray:
-    """Constraint rows vec(D_it (U^T z_i)^T): D (n,T,d) token differences, z (n,d) queries."""
-    zq = z if U is None else z @ U  # (n, r)
-    n, T, d = D.shape
-    return np.einsum("ntj,nk->ntjk", D, zq).reshape(n * T, d * zq.shape[-1])
+def _matrix_rows(D, z, active, norm, eq=None) -> _Rows:
+    """Rows of a W-problem: D (n,T,d) differences x_sel - x_t, z (n,d) queries, active (n,T).
 
-
-def _matrix_problem(D, z, active, norm, solver, eq=None):
-    """Solve a W-problem; D (n,T,d) differences whose rows are active where ``active``.
-
-    Inactive rows become the harmless ``0 >= -1`` (fixed shapes, strictly feasible).
-    ``eq`` = (D_eq (k,d), z_eq (k,d), rhs (k,)) adds equality rows. Returns W (d,d), lam (n,T).
+    Row (i,t) is vec(D_it (U^T z_i)^T) with U a basis of span{z_i} ("fro", "nuc"; identity
+    for lp); inactive rows become the harmless ``0 >= -1`` (fixed shapes, strictly
+    feasible). ``eq`` = (D_eq (k,d), z_eq (k,d), rhs (k,)) adds equality rows.
     """
     n, T, d = D.shape
     U = _row_basis(z) if norm in ("fro", "nuc") else None
-    A = _pair_rows(D, z, U) * active.reshape(-1, 1)
+    zq = z if U is None else z @ U  # (n, r)
+    A = np.einsum("ntj,nk->ntjk", D, zq).reshape(n * T, -1) * active.reshape(-1, 1)
     b = np.where(active.reshape(-1), 1.0, -1.0)
     C = c = None
     if eq is not None and len(eq[0]):
-        zq = eq[1] if U is None else eq[1] @ U
-        C = np.einsum("kj,kl->kjl", eq[0], zq).reshape(len(eq[0]), -1)
+        zq_eq = eq[1] if U is None else eq[1] @ U
+        C = np.einsum("kj,kl->kjl", eq[0], zq_eq).reshape(len(eq[0]), -1)
         c = eq[2]
-    r = d if U is None else U.shape[1]
-    M, lam = _solve(A, b, (d, r), norm, solver, C, c)
-    W = M if U is None else M @ U.T
-    return W, lam.reshape(n, T) * active
+    return _Rows(A, b, C, c, (d, zq.shape[-1]), U)
 
 
 def _output(x: np.ndarray, like: torch.Tensor, device, dtype) -> torch.Tensor:
@@ -281,14 +347,6 @@ def _output(x: np.ndarray, like: torch.Tensor, device, dtype) -> torch.Tensor:
     dt = (like.dtype if like.is_floating_point() else torch.float64) if dtype is None \
         else resolve_dtype(dtype)
     return torch.as_tensor(x, dtype=torch.float64).to(device=dev, dtype=dt)
-
-
-def _progress(it, progress, desc):
-    if not progress:
-        return it
-    from tqdm.auto import tqdm
-
-    return tqdm(it, desc=desc)
 
 
 # ----------------------------------------------------------------------------- Att-SVM
@@ -369,20 +427,22 @@ def att_svm(data_or_X, z=None, alpha=None, norm="fro", mask=None, *, return_dual
     zs = z.detach().cpu().to(torch.float64).expand(*shp, n, d).numpy().reshape(-1, n, d)
     al = alpha.cpu().numpy().reshape(-1, n)
     ac = active.cpu().numpy().reshape(-1, n, T)
-    Ws, lams = [], []
-    for b in _progress(range(len(Xs)), progress, "Att-SVM"):  # one solve per instance
+    items = []
+    for b in range(len(Xs)):  # the rows of each instance, as one array
         D = Xs[b][np.arange(n), al[b]][:, None, :] - Xs[b]  # (n, T, d): x_{i alpha_i} - x_it
-        try:
-            W, lam = _matrix_problem(D, zs[b], ac[b], key, solver)
-        except _Infeasible:
-            trial = f" (trial {b})" if shp else ""
-            raise InfeasibleError(
-                f"Att-SVM ({norm}) is infeasible for the selection alpha={al[b].tolist()}"
-                f"{trial}: no W gives each selected token a logit margin >= 1 over the other "
-                f"{'visible ' if m is not None else ''}tokens of its input. {_ATT_FEASIBLE} "
-                f"(here n={n}, T={T}, d={d}).") from None
-        Ws.append(W)
-        lams.append(lam)
+        items.append(_matrix_rows(D, zs[b], ac[b], key))
+    try:
+        sols = _solve_all(items, key, solver, progress, "Att-SVM")
+    except _Infeasible as err:
+        b = err.index
+        trial = f" (trial {b})" if shp else ""
+        raise InfeasibleError(
+            f"Att-SVM ({norm}) is infeasible for the selection alpha={al[b].tolist()}"
+            f"{trial}: no W gives each selected token a logit margin >= 1 over the other "
+            f"{'visible ' if m is not None else ''}tokens of its input. {_ATT_FEASIBLE} "
+            f"(here n={n}, T={T}, d={d}).") from None
+    Ws = [W for W, _ in sols]
+    lams = [lam.reshape(n, T) * ac[b] for b, (_, lam) in enumerate(sols)]
     W = _output(np.stack(Ws).reshape(*shp, d, d), X, device, dtype)
     if not return_dual:
         return W
@@ -487,11 +547,10 @@ def _fixed_W(W, d, X):
     return W
 
 
-def _vector_svm(rows, rhs, active, norm, solver):
+def _vector_rows(rows, rhs, active) -> _Rows:
     """min ||w|| s.t. rows w >= rhs on active rows. rows (m,d), rhs (m,), active (m,) bool."""
-    A = rows * active[:, None]
-    b = np.where(active, rhs, -1.0)
-    return _solve(A, b, (rows.shape[1],), norm, solver)
+    return _Rows(rows * active[:, None], np.where(active, rhs, -1.0), None, None,
+                 (rows.shape[1],))
 
 
 def _prompt(data_or_X, alpha, W, norm, mask, rhs_fn, what, solver, progress, device, dtype,
@@ -520,22 +579,24 @@ def _prompt(data_or_X, alpha, W, norm, mask, rhs_fn, what, solver, progress, dev
     active.scatter_(-1, alpha.cpu().unsqueeze(-1), False)
     al = alpha.cpu().numpy().reshape(-1, n)
     ac = active.numpy().reshape(-1, n, T)
-    ps, lams = [], []
-    for b in _progress(range(len(K)), progress, what):  # one solve per instance
+    items = []
+    for b in range(len(K)):  # the rows of each instance, as one array
         D = K[b][np.arange(n), al[b]][:, None, :] - K[b]  # (n, T, d)
-        rhs = np.repeat(rhs_fn(b), T)  # (n*T,)
-        try:
-            p, lam = _vector_svm(D.reshape(n * T, d), rhs, ac[b].reshape(-1), key, solver)
-        except _Infeasible:
-            trial = f" (trial {b})" if shp else ""
-            raise InfeasibleError(
-                f"{what} ({norm}) is infeasible for the selection alpha={al[b].tolist()}"
-                f"{trial}: no single prompt p gives each selected key the required margin "
-                f"over the other keys of its input. For keys in general position it is "
-                f"feasible for every selection when d >= n(T-1) (here n={n}, T={T}, d={d}; "
-                f"Att-SVM with queries z_i is feasible when d >= max(T-1, n)).") from None
-        ps.append(p)
-        lams.append(lam.reshape(n, T))
+        items.append(_vector_rows(D.reshape(n * T, d), np.repeat(rhs_fn(b), T),
+                                  ac[b].reshape(-1)))
+    try:
+        sols = _solve_all(items, key, solver, progress, what)
+    except _Infeasible as err:
+        b = err.index
+        trial = f" (trial {b})" if shp else ""
+        raise InfeasibleError(
+            f"{what} ({norm}) is infeasible for the selection alpha={al[b].tolist()}"
+            f"{trial}: no single prompt p gives each selected key the required margin "
+            f"over the other keys of its input. For keys in general position it is "
+            f"feasible for every selection when d >= n(T-1) (here n={n}, T={T}, d={d}; "
+            f"Att-SVM with queries z_i is feasible when d >= max(T-1, n)).") from None
+    ps = [p for p, _ in sols]
+    lams = [lam.reshape(n, T) for _, lam in sols]
     p = _output(np.stack(ps).reshape(*shp, d), X, device, dtype)
     if not return_dual:
         return p
@@ -631,19 +692,20 @@ def head_svm(data_or_X, Y=None, alpha=None, norm="fro", *, return_dual=False,
     sel = torch.gather(Xs, -2, alpha[..., None, None].expand(*shp, n, 1, d)).squeeze(-2)
     rows = (Y.expand(*shp, n).unsqueeze(-1) * sel).numpy().reshape(-1, n, d)  # Y_i x_{i a_i}
     al = alpha.numpy().reshape(-1, n)
-    vs, lams = [], []
-    for b in _progress(range(len(rows)), progress, "v-SVM"):  # one solve per instance
-        try:
-            v, lam = _vector_svm(rows[b], np.ones(n), np.ones(n, dtype=bool), key, solver)
-        except _Infeasible:
-            trial = f" (trial {b})" if shp else ""
-            raise InfeasibleError(
-                f"v-SVM ({norm}) is infeasible for the selection alpha={al[b].tolist()}"
-                f"{trial}: the selected tokens are not linearly separable by their labels "
-                f"through the origin. For tokens in general position it is feasible when "
-                f"d >= n (here n={n}, d={d}).") from None
-        vs.append(v)
-        lams.append(lam)
+    items = [_vector_rows(rows[b], np.ones(n), np.ones(n, dtype=bool))
+             for b in range(len(rows))]
+    try:
+        sols = _solve_all(items, key, solver, progress, "v-SVM")
+    except _Infeasible as err:
+        b = err.index
+        trial = f" (trial {b})" if shp else ""
+        raise InfeasibleError(
+            f"v-SVM ({norm}) is infeasible for the selection alpha={al[b].tolist()}"
+            f"{trial}: the selected tokens are not linearly separable by their labels "
+            f"through the origin. For tokens in general position it is feasible when "
+            f"d >= n (here n={n}, d={d}).") from None
+    vs = [v for v, _ in sols]
+    lams = [lam for _, lam in sols]
     v = _output(np.stack(vs).reshape(*shp, d), X, device, dtype)
     if not return_dual:
         return v
@@ -806,8 +868,8 @@ def svm_equivalence(data_or_X, O, s, norm="fro", *, z=None, solver="CLARABEL",
     zs = z.detach().cpu().to(torch.float64).expand(*shp, n, d).numpy().reshape(-1, n, d)
     On = Om.numpy().reshape(-1, n, T)
     Sn = S.numpy().reshape(-1, n, T)
-    fins, dirs = [], []
-    for b in _progress(range(len(Xs)), progress, "SVM equivalence"):  # one solve per instance
+    items, fins = [], []
+    for b in range(len(Xs)):  # the rows of each instance, as one array
         Ob = On[b]
         if Ob.all():
             raise ValueError(f"O: selects every token{f' of trial {b}' if shp else ''}; "
@@ -817,17 +879,17 @@ def svm_equivalence(data_or_X, O, s, norm="fro", *, z=None, solver="CLARABEL",
         ii, tt = np.nonzero(Ob & (np.arange(T) != ref[:, None]))  # equality pairs (i, t)
         D_eq = Xs[b][ii, tt] - Xs[b][ii, ref[ii]]  # (k, d): x_it - x_{i r_i}
         rhs = np.log(Sn[b][ii, tt] / Sn[b][ii, ref[ii]])  # log(s_it / s_{i r_i})
-        try:
-            W_dir, _ = _matrix_problem(D, zs[b], ~Ob, key, solver,
-                                       eq=(D_eq, zs[b][ii], np.zeros(len(ii))))
-        except _Infeasible:
-            raise InfeasibleError(
-                f"the directional SVM ({norm}) is infeasible for the selected sets "
-                f"O={Ob.astype(int).tolist()}{f' (trial {b})' if shp else ''}: no W puts every "
-                f"selected token at least 1 above the masked ones with equal logits inside "
-                f"each set. {_ATT_FEASIBLE} (here n={n}, T={T}, d={d}).") from None
+        items.append(_matrix_rows(D, zs[b], ~Ob, key, eq=(D_eq, zs[b][ii], np.zeros(len(ii)))))
         fins.append(_finite_part(D_eq, zs[b][ii], rhs, d, key, solver))
-        dirs.append(W_dir)
+    try:
+        dirs = [W for W, _ in _solve_all(items, key, solver, progress, "SVM equivalence")]
+    except _Infeasible as err:
+        b = err.index
+        raise InfeasibleError(
+            f"the directional SVM ({norm}) is infeasible for the selected sets "
+            f"O={On[b].astype(int).tolist()}{f' (trial {b})' if shp else ''}: no W puts every "
+            f"selected token at least 1 above the masked ones with equal logits inside "
+            f"each set. {_ATT_FEASIBLE} (here n={n}, T={T}, d={d}).") from None
     return Equivalence(_output(np.stack(fins).reshape(*shp, d, d), X, device, dtype),
                        _output(np.stack(dirs).reshape(*shp, d, d), X, device, dtype))
 

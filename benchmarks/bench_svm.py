@@ -80,6 +80,24 @@ def run(instances: int = 50, sizes=SIZES, norms=NORMS, seed: int = 0) -> list[di
     return rows
 
 
+def single_solve(n: int = 6, T: int = 8, d: int = 10, repeats: int = 20,
+                 norms=("fro", "nuc", 1.5), seed: int = 0) -> list[dict]:
+    """One ``att_svm`` solve: the first call of a shape (compiles) and the median warm call."""
+    data = random_data(n, T, d, trials=repeats + 1, seed=seed, device="cpu")
+    rows = []
+    for norm in norms:
+        svm._compiled.cache_clear()
+        times = []
+        for b in range(repeats + 1):
+            one = data.trial(b)
+            t0 = time.perf_counter()
+            svm.att_svm(one, norm=norm)
+            times.append(time.perf_counter() - t0)
+        rows.append(dict(bench="svm-single", n=n, T=T, d=d, norm=str(norm),
+                         first_ms=1e3 * times[0], median_ms=1e3 * float(np.median(times[1:]))))
+    return rows
+
+
 def table(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = ("| (n,T,d) | norm | instances | loop (ms/solve) | att_svm (ms/solve) | ratio "
@@ -90,6 +108,17 @@ def table(rows: list[dict]) -> str:
     return "\n".join([head, *lines])
 
 
+def single_table(rows: list[dict]) -> str:
+    """The single-solve rows as a Markdown table."""
+    head = ("| (n,T,d) | norm | first call, compiles (ms) | warm solve, median (ms) |\n"
+            "|---|---|---|---|")
+    lines = [f"| ({r['n']},{r['T']},{r['d']}) | {r['norm']} | {r['first_ms']:.0f} | "
+             f"{r['median_ms']:.1f} |" for r in rows]
+    return "\n".join([head, *lines])
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
+    print(single_table(single_solve()))
+    print()
     print(table(run()))

@@ -180,6 +180,29 @@ def test_batched_equals_looped_and_one_vectorized_constraint():
                    .prob.constraints) == count
 
 
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_chunked_batch_equals_single_solves(norm):
+    data = random_data(4, 5, 6, trials=10, seed=8, device="cpu")  # one chunk of 8 + 2 singles
+    Wb, lamb = svm.att_svm(data, norm=norm, return_dual=True)
+    for b in (0, 5, 9):
+        W1, lam1 = svm.att_svm(data.trial(b), norm=norm, return_dual=True)
+        tol = 1e-6 if norm == "fro" else 1e-5  # an SDP's W is ~1e-6 accurate
+        torch.testing.assert_close(Wb[b], W1, atol=tol, rtol=0)
+        torch.testing.assert_close(lamb[b], lam1, atol=10 * tol, rtol=0)
+
+
+def test_infeasible_trial_in_a_chunk_is_named():
+    X = torch.nn.functional.normalize(
+        torch.randn(10, 1, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0)),
+        dim=-1)
+    X[5, 0] = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])  # token 2 between the others
+    z = torch.tensor([[[1.0, 0.0]]], dtype=torch.float64).expand(10, 1, 2)
+    alpha = torch.ones(10, 1, dtype=torch.long)  # on the unit circle every token is separable
+    alpha[5] = 1  # the middle token of trial 5 is not
+    with pytest.raises(InfeasibleError, match=r"alpha=\[1\] \(trial 5\)"):
+        svm.att_svm(X, z=z, alpha=alpha, norm="fro")
+
+
 def test_result_follows_input_dtype_and_device_arguments():
     data = random_data(3, 4, 5, seed=0, device="cpu")
     W = svm.att_svm(data.X.float(), z=data.z.float(), alpha=optimal_tokens(data))
