@@ -76,7 +76,8 @@ class Feedback:
 
     def _repr_markdown_(self) -> str:
         mark = "✅ **Correct**" if self.ok else "❌ **Not yet**"
-        return f"{mark} ({self.title}): {self.message}"
+        esc = lambda t: "".join("\\" + c if c in "\\*_`[]<>#|" else c for c in t)
+        return f"{mark} ({esc(self.title)}): {esc(self.message)}"
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -152,8 +153,8 @@ def check_svm_direction(W, data, alpha=None, norm="fro", *, exact=False, min_cor
     r"""Check that ``W`` is the Att-SVM solution (``exact``) or its direction.
 
     The Att-SVM of a selection :math:`\alpha` (chapter 2; with ``norm="nuc"`` the Att-SVM⋆
-    of the (K, Q) parameterisation, with ``norm=lp`` the :math:`\ell_p`-AttSVM of mirror
-    descent) is
+    of the (K, Q) parameterisation, chapter 5; with ``norm=lp`` the :math:`\ell_p`-AttSVM of
+    mirror descent, chapter 9) is
 
     .. math::
         W^{mm}_\alpha = \arg\min_W \|W\| \quad\text{s.t.}\quad

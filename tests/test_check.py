@@ -32,6 +32,8 @@ def test_feedback_is_truthy_and_prints(toy):
     assert fb and fb.ok
     assert str(fb).startswith("✓ correct")
     assert "✅" in fb._repr_markdown_()
+    md = check.Feedback(False, "rank", "x_i * y_i")._repr_markdown_()
+    assert md == "❌ **Not yet** (rank): x\\_i \\* y\\_i"  # no accidental emphasis
     bad = check.check_svm_direction(-W_MM, toy, alpha=[0])
     assert not bad
     assert str(bad).startswith("✗ not yet")
