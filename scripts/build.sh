@@ -26,6 +26,9 @@ if [ "$(cat _build/.attnlib-source-hash 2>/dev/null)" != "$src_hash" ]; then
 fi
 
 t0=$(date +%s)
+# Notebooks without a cached execution run in parallel first (one per CPU core); the build
+# then reads them from the cache.  If this step fails, the build executes them itself.
+python scripts/prerun.py || echo "[build] parallel pre-execution failed: the build executes the notebooks"
 set +e
 jupyter-book build . -W -n --keep-going "$@" 2>&1 | tee _build/build.log
 rc=${PIPESTATUS[0]}

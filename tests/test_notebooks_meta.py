@@ -94,3 +94,20 @@ def test_first_cell_installs_attnlib_in_colab(path):
         "the Colab cell must run only in Colab ('google.colab' in sys.modules)"
     assert re.search(r"pip install\b.*" + re.escape(REPO_URL), src), \
         f"the Colab cell must pip-install attnlib from {REPO_URL} (repository.url of _config.yml)"
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.\-]+)==(\S+)", line.strip())
+        if m:
+            pins[m.group(1).lower()] = m.group(2)
+    return pins
+
+
+def test_binder_runs_the_notebooks_with_the_pinned_versions():
+    """binder/requirements.txt (installed by the Binder button) agrees with requirements.txt."""
+    book, binder = _pins(ROOT / "requirements.txt"), _pins(ROOT / "binder" / "requirements.txt")
+    assert {"torch", "numpy", "cvxpy", "matplotlib", "ipywidgets"} <= set(binder)
+    differ = {k: (v, book.get(k)) for k, v in binder.items() if book.get(k) != v}
+    assert not differ, f"binder pins differ from requirements.txt (binder, book): {differ}"

@@ -1,0 +1,94 @@
+"""Execute the book's notebooks in parallel into the build's execution cache.
+
+The build (myst-nb, ``execute_notebooks: cache``) executes notebooks one after another. This
+script, run by scripts/build.sh just before ``jupyter-book build``, executes the notebooks of
+_toc.yml that have no cached result yet in parallel (one process per CPU core) exactly as
+myst-nb would (same reader, timeout, working directory and environment, e.g.
+ATTNLIB_EXPLORER=static), and stores the results in the same jupyter-cache the way myst-nb
+does, from this one process (jupyter-cache's own parallel executor races on its database).
+The build then finds them cached. A notebook that fails here is simply not cached: the build
+executes it again and reports the failing cell as usual.
+
+Usage: python scripts/prerun.py   (exits 0 unless the cache cannot be used at all)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import nbformat
+import yaml
+from jupyter_cache import get_cache
+from jupyter_cache.base import CacheBundleIn
+from jupyter_cache.executors.utils import single_nb_execution
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toc_notebooks() -> list[Path]:
+    """The .ipynb files listed in _toc.yml (MyST-markdown notebooks run in the build)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for e in entries or []:
+            if "file" in e:
+                files.append(e["file"])
+            walk(e.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return [ROOT / f"{f}.ipynb" for f in files if (ROOT / f"{f}.ipynb").is_file()]
+
+
+def execute(path: str, timeout: int, allow_errors: bool):
+    """Execute one notebook in its folder; return (path, notebook or None, seconds, error)."""
+    nb = nbformat.read(path, as_version=4)
+    result = single_nb_execution(nb, cwd=str(Path(path).parent), timeout=timeout,
+                                 allow_errors=allow_errors, meta_override=True)
+    if result.err is not None:
+        return path, None, result.time, f"{type(result.err).__name__}"
+    return path, nb, result.time, None
+
+
+def main() -> int:
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]
+    if config.get("execute_notebooks") != "cache" or config.get("run_in_temp"):
+        print("[prerun] execution mode is not 'cache' in the notebooks' folder: skipped")
+        return 0
+    cache = get_cache(str(ROOT / config["cache"]))
+    records = {str(nb): cache.add_nb_to_project(str(nb)) for nb in toc_notebooks()}
+    todo = [r.uri for r in cache.list_unexecuted(filter_uris=[r.uri for r in records.values()])]
+    workers = min(len(todo), os.cpu_count() or 1)
+    if workers < 2:
+        print(f"[prerun] {len(todo)} notebook(s) to execute: left to the build")
+        return 0
+    t0 = time.time()
+    print(f"[prerun] executing {len(todo)} notebook(s), {workers} at a time", flush=True)
+    failed = []
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        jobs = [pool.submit(execute, uri, config.get("timeout", 30),
+                            config.get("allow_errors", False)) for uri in todo]
+        for job in as_completed(jobs):
+            uri, nb, seconds, error = job.result()
+            name = Path(uri).name
+            if error:
+                failed.append(name)
+                print(f"[prerun] {name}: {error} after {seconds:.0f} s (left to the build)",
+                      flush=True)
+                continue
+            cache.cache_notebook_bundle(
+                CacheBundleIn(nb, uri, data={"execution_seconds": seconds}),
+                check_validity=False, overwrite=True)
+            print(f"[prerun] {name}: executed in {seconds:.0f} s, cached", flush=True)
+    print(f"[prerun] done in {time.time() - t0:.0f} s; {len(failed)} failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
