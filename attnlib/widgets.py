@@ -534,6 +534,19 @@ def _one_thread():
         torch.set_num_threads(n)
 
 
+def _progress() -> bool:
+    """Show training progress: only in a live redraw inside a Jupyter kernel (the bar goes to
+    the explorer's Output area; elsewhere it would be noise on stderr)."""
+    if not _LIVE.get():
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
 def _np(a):
     if hasattr(a, "detach"):
         a = a.detach().cpu().numpy()
@@ -577,7 +590,7 @@ def _token_plane_data(example: str, lr: float, normalized: bool, loss: str) -> d
     settings = {**ex.settings, "lr": lr, "normalized": normalized, "loss": loss,
                 "steps": _TP_ITER[-1], "record_every": _TP_RECORD}
     with _one_thread():
-        res = train(ex.data, **settings, init=ex.init, progress=_LIVE.get())  # 6 runs = trials
+        res = train(ex.data, **settings, init=ex.init, progress=_progress())  # 6 runs = trials
         sel = enumerate_selections(ex.data, param="p", W=W) if ex.data.T ** ex.data.n <= 27 \
             else None
         alphas = sel.alpha[sel.locally_optimal] if sel is not None else \
@@ -710,7 +723,7 @@ def _param_data(version: int, lr: float, normalized: bool) -> dict:
               record_every=_PM_RECORD, loss="logistic")
     out = {}
     with _one_thread():
-        kw["progress"] = _LIVE.get()
+        kw["progress"] = _progress()
         runs = {"W": train(data, "W", init={"W": ex.init["W"]}, **kw),
                 "KQ": train(data, "KQ", init={"K": ex.init["K"], "Q": ex.init["Q"]},
                                reg=ex.known["reg_KQ"], **kw)}
@@ -945,7 +958,7 @@ def _mirror_data(lp: float, seed: int, normalized: bool) -> dict:
     with _one_thread():
         res = train(data, "W", method=method, lp=lp, lr=0.1, normalized=normalized,
                        steps=_MD_ITER[-1], eps=2.220446049250313e-16, record_every=_MD_RECORD,
-                       progress=_LIVE.get(),
+                       progress=_progress(),
                        init={"W": torch.zeros(data.d, data.d, dtype=data.dtype)})
         alpha = selected_tokens(data, res.W)
         svm_lp = _att_svm_robust(data, alpha, float(lp) if lp != 2.0 else "fro")
@@ -1054,7 +1067,8 @@ def _sweep_arrays(result, settings):
 
 
 def sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell: str | None = None,
-          d: int | None = None, static: dict | None = None, mode: str | None = None,
+          d: int | None = None, ylabel: str = "mean rank (feasible instances)",
+          reference: bool | None = None, static: dict | None = None, mode: str | None = None,
           **settings):
     r"""Explorer: precomputed sweep curves over (n, T, d), the current point marked.
 
@@ -1074,13 +1088,27 @@ def sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell: str | 
     curves : dict {label: array name}, optional
         Default ``{"Frobenius": "fro_mean", "nuclear": "nuc_mean"}``.
     aside : str or None
-        Array shown for every cell on the right.
+        Array shown for every cell on the right (None: no right panel).
     cell : str, optional
         Initial ``"n=.., T=.."`` (a dropdown; panels on the static site).
     d : int, optional
         Initial size d (the static slider).
+    ylabel : str
+        Label of the left panel's y axis.
+    reference : bool, optional
+        Draw :math:`\min(n, d)` (the bound on the rank); default: when ``curves`` has
+        ``fro_mean``.
     static, mode
         As in :func:`token_plane`.
+    **settings
+        Settings of the experiment when ``result`` is a name. Prefer passing the Result your
+        chapter computed: ``res = al.experiments.run("tf_svm_rank", trials=20)`` then
+        ``al.widgets.sweep(res)``; the default settings run the paper's full grid (minutes).
+
+    Examples
+    --------
+    ``sweep(res_global, curves={"global": "global", "local, not global": "local_only"},
+    aside=None, ylabel="fraction of runs")`` for ``tf_global_fraction``.
     """
     arrays = _sweep_arrays(result, settings)
     curves = curves or {"Frobenius": "fro_mean", "nuclear": "nuc_mean"}
@@ -1096,25 +1124,25 @@ def sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell: str | 
         a = np.asarray(arrays[key], dtype=float)
         return a if a.ndim == 1 else a[j]
 
+    if reference is None:
+        reference = "fro_mean" in curves.values()
+
     def draw(fig, cell, d):
         j = names.index(cell)
         n = cells[j][0]
-        ax0, ax1 = fig.subplots(1, 2)
+        axes = fig.subplots(1, 2 if aside else 1, squeeze=False)[0]
         vals = {lab: row(key, j) for lab, key in curves.items()}
         styles = {lab: "--" if k else "-" for k, lab in enumerate(vals)}
-        plots.sweep_curves(ds, vals, ax=ax0, current=d, styles=styles, xlabel="d",
-                           ylabel="mean", title=cell, legend="lower right")
-        if "rank" in str(result) or "fro_mean" in curves.values():
-            ax0.plot(ds, np.minimum(n, ds), ":", color="0.5", label="min(n, d)")
-            ax0.legend(fontsize=8, loc="lower right")
-            ax0.set_ylabel("mean rank (feasible instances)")
+        plots.sweep_curves(ds, vals, ax=axes[0], current=d, styles=styles, xlabel="d",
+                           ylabel=ylabel, title=cell, legend="lower right")
+        if reference:
+            axes[0].plot(ds, np.minimum(n, ds), ":", color="0.5", label="min(n, d)")
+            axes[0].legend(fontsize=8, loc="lower right")
         if aside:
             other = {nm: row(aside, i) for i, nm in enumerate(names)}
-            plots.sweep_curves(ds, other, ax=ax1, current=(cell, d), xlabel="d",
+            plots.sweep_curves(ds, other, ax=axes[1], current=(cell, d), xlabel="d",
                                ylabel=aside.replace("_", " "), title=f"{aside} for every (n, T)",
                                legend="upper right")
-        else:
-            ax1.axis("off")
 
     controls = [Control("cell", names, default=cell or names[0], label="(n, T)"),
                 Control("d", ds, default=d if d is not None else ds[len(ds) // 2],

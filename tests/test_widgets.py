@@ -169,7 +169,7 @@ def test_token_plane_live_follows_its_controls():
 
 
 def test_token_plane_static_plays_the_iterations():
-    st = widgets.token_plane("e1-global", mode="static", static={"iterations": (0, 100, 200)})
+    st = widgets.token_plane("e1-local", mode="static", static={"iterations": (0, 100, 200)})
     assert len(st.panels) == 1 and st.panels[0].frames == 3
     assert "iterations" in st.html and st.html.count("data:image/png;base64,") == 3
     with pytest.raises(ValueError, match="static"):
@@ -242,6 +242,9 @@ def test_sweep_explorer_marks_the_current_point():
     assert len(st.panels) == 2 and st.panels[0].frames == 3
     with pytest.raises(ValueError, match="no array"):
         widgets.sweep(arr, curves={"x": "missing"})
+    one = dict(ds=np.array([2, 4]), cells=np.array([[6, 8]]), glob=np.array([[0.1, 0.4]]))
+    fig = widgets.sweep(one, curves={"global": "glob"}, aside=None, mode="live").figure
+    assert len(fig.axes) == 1 and fig.axes[0].get_title() == "n=6, T=8"
 
 
 @pytest.mark.parametrize("make", [
