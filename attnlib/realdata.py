@@ -1,0 +1,423 @@
+"""Offline real data for the mirror-descent chapter: handwritten digits as patch tokens.
+
+The data are scikit-learn's bundled 8×8 digits (``sklearn.datasets.load_digits``: 1,797
+images, shipped inside the scikit-learn wheel, nothing downloaded). Each image becomes a
+sequence of T = 16 tokens: its non-overlapping 2×2 patches (4 pixel values in [0, 1]) with a
+one-hot position appended, so d = 20. The task is binary, Y = +1 for the digits 5-9 and
+Y = -1 for 0-4, which keeps the model inside the theory of the book.
+
+The model is the book's one-layer attention classifier with a linear head,
+
+.. math::
+
+    f(X_i) = v^\\top X_i^\\top \\operatorname{softmax}(X_i W z_i),
+    \\qquad z_i = \\tfrac1T \\textstyle\\sum_t x_{it},
+
+trained on the logistic loss. :class:`AttentionClassifier` holds B independent copies
+(``W`` (B,d,d), ``v`` (B,d)), one per seed, so several initialisations train as one tensor
+computation; every optimizer used here (ℓp mirror descent, SGD, Adam) acts entrywise, so the
+copies do not interact. :func:`fit` trains full batch and records the validation and test
+metrics at checkpoints; :func:`select` picks the learning rate and the checkpoint from the
+validation split only; :func:`compare` runs the whole comparison of chapter 10.
+
+See chapter 10, "Mirror descent on real data".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = ["DigitSplits", "digits_tokens", "split_indices", "AttentionClassifier", "fit",
+           "select", "compare", "attention_entropy", "weight_sparsity", "OPTIMIZERS"]
+
+OPTIMIZERS = ("md", "gd", "adam")
+
+
+@dataclass(frozen=True)
+class DigitSplits:
+    """Digits as token sequences, with a train/validation/test split.
+
+    Attributes
+    ----------
+    X : Tensor (N, T, d)
+        All images as tokens (2×2 patches + one-hot position).
+    Y : Tensor (N,)
+        Labels in {-1, +1} (+1 for the digits 5-9).
+    z : Tensor (N, d)
+        Query tokens (the mean token of each image, or the CLS token).
+    digit : Tensor (N,)
+        The original digit 0-9.
+    index : dict of str to Tensor
+        Integer indices of the ``"train"``, ``"val"`` and ``"test"`` samples (disjoint).
+    """
+
+    X: torch.Tensor
+    Y: torch.Tensor
+    z: torch.Tensor
+    digit: torch.Tensor
+    index: dict = field(default_factory=dict)
+
+    @property
+    def T(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[2]
+
+    def part(self, name: str):
+        """``(X, Y, z)`` of one split: ``"train"``, ``"val"`` or ``"test"``."""
+        if name not in self.index:
+            raise ValueError(f"name must be one of {sorted(self.index)}, got {name!r}")
+        i = self.index[name]
+        return self.X[i], self.Y[i], self.z[i]
+
+
+def split_indices(labels, fractions=(0.5, 0.25, 0.25), seed=0) -> dict:
+    """Stratified train/validation/test indices (disjoint, covering every sample).
+
+    Parameters
+    ----------
+    labels : array-like (N,)
+        Class of each sample; every class is split in the same proportions.
+    fractions : tuple of 3 floats
+        Shares of train, validation and test; positive, summing to 1.
+    seed : int
+        Seed of the permutation (a ``torch.Generator`` on CPU).
+    """
+    if len(fractions) != 3 or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-9:
+        raise ValueError(f"fractions must be 3 positive numbers summing to 1, got {fractions}")
+    labels = torch.as_tensor(labels).cpu()
+    gen = torch.Generator().manual_seed(int(seed))
+    parts = {"train": [], "val": [], "test": []}
+    for c in torch.unique(labels):
+        idx = torch.nonzero(labels == c).flatten()
+        idx = idx[torch.randperm(len(idx), generator=gen)]
+        n_tr = round(fractions[0] * len(idx))
+        n_va = round(fractions[1] * len(idx))
+        parts["train"].append(idx[:n_tr])
+        parts["val"].append(idx[n_tr:n_tr + n_va])
+        parts["test"].append(idx[n_tr + n_va:])
+    return {k: torch.sort(torch.cat(v)).values for k, v in parts.items()}
+
+
+def digits_tokens(patch: int = 2, query: str = "mean", fractions=(0.5, 0.25, 0.25),
+                  split_seed: int = 0, device=None, dtype=torch.float32) -> DigitSplits:
+    """scikit-learn's digits as patch tokens, split into train/validation/test.
+
+    Parameters
+    ----------
+    patch : int
+        Side of the square patches (2 or 4); ``T = (8/patch)^2`` tokens of ``patch^2`` pixels,
+        plus a one-hot position, so ``d = patch^2 + T``.
+    query : {"mean", "cls"}
+        ``"mean"``: z_i is the mean token of image i (exercises all of W). ``"cls"``: a constant
+        CLS token with its own indicator coordinate is prepended (T+1 tokens, d+1 features)
+        and z_i is that token, the [CLS] read-out of the paper's IMDb model.
+    fractions, split_seed
+        Passed to :func:`split_indices` (stratified by digit).
+    """
+    if patch not in (2, 4):
+        raise ValueError(f"patch must be 2 or 4, got {patch!r}")
+    if query not in ("mean", "cls"):
+        raise ValueError(f"query must be 'mean' or 'cls', got {query!r}")
+    from sklearn.datasets import load_digits  # bundled with scikit-learn: no download
+
+    raw = load_digits()
+    img = torch.as_tensor(raw.images, dtype=dtype) / 16.0  # (N, 8, 8) in [0, 1]
+    N, k = img.shape[0], 8 // patch
+    pix = img.reshape(N, k, patch, k, patch).permute(0, 1, 3, 2, 4).reshape(N, k * k, -1)
+    T = k * k
+    pos = torch.eye(T, dtype=dtype).expand(N, T, T)
+    X = torch.cat([pix, pos], dim=-1)  # (N, T, patch^2 + T)
+    if query == "cls":
+        X = torch.cat([torch.zeros(N, T, 1, dtype=dtype), X], dim=-1)
+        cls = torch.zeros(N, 1, X.shape[-1], dtype=dtype)
+        cls[..., 0] = 1.0
+        X = torch.cat([cls, X], dim=1)
+        z = X[:, 0]
+    else:
+        z = X.mean(dim=1)
+    digit = torch.as_tensor(raw.target)
+    Y = torch.where(digit >= 5, 1.0, -1.0).to(dtype)
+    index = split_indices(digit, fractions, split_seed)
+    dev = torch.device(device) if device is not None else None
+    return DigitSplits(X=X.to(dev), Y=Y.to(dev), z=z.to(dev), digit=digit.to(dev),
+                       index={k: v.to(dev) for k, v in index.items()})
+
+
+class AttentionClassifier(torch.nn.Module):
+    r"""Independent one-layer attention classifiers: G groups × S seeds, one tensor each.
+
+    .. math::
+
+        f_b(X_i) = \sum_t s_{bit}\, v_b^\top x_{it},
+        \qquad s_{bi} = \operatorname{softmax}(X_i W_b z_i)
+
+    The B = G·S models are stacked as ``W`` (B, d, d) and ``v`` (B, d) for the forward pass;
+    each group is its own pair of parameters, so an optimizer can give every group its own
+    learning rate (:meth:`param_groups`) while all of them train in one computation.
+
+    Parameters
+    ----------
+    d : int
+        Token dimension.
+    seeds : sequence of int
+        Seed s draws ``W`` entrywise from N(0, init_scale²) and ``v`` from N(0, 1/d) with its
+        own ``torch.Generator``, so a model does not depend on the others in the batch; every
+        group starts from the same S initialisations (a paired comparison).
+    init_scale : float
+        Standard deviation of W's entries at initialisation.
+    groups : int
+        Number of groups G (e.g. one per learning rate of a grid).
+    """
+
+    def __init__(self, d: int, seeds=(0, 1, 2, 3, 4), init_scale: float = 0.1,
+                 device=None, dtype=torch.float32, groups: int = 1):
+        super().__init__()
+        if d < 1:
+            raise ValueError(f"d must be a positive integer, got {d!r}")
+        if groups < 1:
+            raise ValueError(f"groups must be a positive integer, got {groups!r}")
+        seeds = [int(s) for s in seeds]
+        if not seeds:
+            raise ValueError("seeds must name at least one seed")
+        Ws, vs = [], []
+        for s in seeds:  # initialisation only, once per seed: not a hot path
+            g = torch.Generator().manual_seed(s)
+            Ws.append(init_scale * torch.randn(d, d, generator=g, dtype=torch.float64))
+            vs.append(torch.randn(d, generator=g, dtype=torch.float64) / math.sqrt(d))
+        W0 = torch.stack(Ws).to(device=device, dtype=dtype)  # (S, d, d)
+        v0 = torch.stack(vs).to(device=device, dtype=dtype)  # (S, d)
+        self.seeds = tuple(seeds)
+        self.Ws = torch.nn.ParameterList([torch.nn.Parameter(W0.clone()) for _ in range(groups)])
+        self.vs = torch.nn.ParameterList([torch.nn.Parameter(v0.clone()) for _ in range(groups)])
+
+    @property
+    def W(self):
+        """All attention matrices, (B, d, d) with B = groups · seeds."""
+        return torch.cat(list(self.Ws))
+
+    @property
+    def v(self):
+        """All heads, (B, d)."""
+        return torch.cat(list(self.vs))
+
+    def param_groups(self, lrs) -> list[dict]:
+        """Optimizer parameter groups: group g trains with learning rate ``lrs[g]``."""
+        if len(lrs) != len(self.Ws):
+            raise ValueError(f"lrs must give one learning rate per group ({len(self.Ws)}), "
+                             f"got {len(lrs)}")
+        return [{"params": [W, v], "lr": float(lr)} for W, v, lr in zip(self.Ws, self.vs, lrs)]
+
+    def logits(self, X, z):
+        """Attention logits ``x_it^T W_b z_i`` laid out (N, T, B) (one bmm over samples)."""
+        Wz = torch.einsum("bde,ne->ndb", self.W, z)  # (N, d, B)
+        return torch.bmm(X, Wz)  # (N, T, B)
+
+    def attention(self, X, z):
+        """Softmax attention ``s`` (B, N, T) of every model on every sample."""
+        return torch.softmax(self.logits(X, z), dim=1).permute(2, 0, 1)
+
+    def forward(self, X, z):
+        """Outputs ``f`` (B, N)."""
+        values = X @ self.v.T  # (N, T, B)
+        s = torch.softmax(self.logits(X, z), dim=1)  # (N, T, B)
+        return (s * values).sum(1).T
+
+
+def _loss_acc(model, X, Y, z):
+    """Mean logistic loss and accuracy of each model: two (B,) tensors."""
+    f = model(X, z)  # (B, N)
+    loss = torch.nn.functional.softplus(-Y * f).mean(-1)
+    acc = ((f > 0) == (Y > 0)).to(f.dtype).mean(-1)
+    return loss, acc
+
+
+def _make_optimizer(name: str, groups: list[dict], lp: float):
+    if name == "md":
+        from .train import LpMirrorDescent
+
+        return LpMirrorDescent(groups, lr=groups[0]["lr"], lp=lp)
+    if name == "gd":
+        return torch.optim.SGD(groups, lr=groups[0]["lr"])
+    if name == "adam":
+        return torch.optim.Adam(groups, lr=groups[0]["lr"])
+    raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
+
+
+def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
+        steps: int = 600, eval_every: int = 20, seeds=(0, 1, 2, 3, 4),
+        init_scale: float = 0.1, progress: bool = False) -> dict:
+    """Train one classifier per (learning rate, seed), full batch, all in one computation.
+
+    Parameters
+    ----------
+    data : DigitSplits
+    optimizer : {"md", "gd", "adam"}
+        ``"md"``: :class:`attnlib.train.LpMirrorDescent` (unnormalized, exponent ``lp``, as in
+        the paper's real-data runs); ``"gd"``: SGD; ``"adam"``: Adam. All act entrywise, so
+        the L·S models train independently.
+    lrs : sequence of float
+        The learning-rate grid (L values); one parameter group each.
+    lp, steps, eval_every
+        Mirror-descent exponent (``"md"`` only), full-batch steps, checkpoint spacing.
+    seeds, init_scale
+        See :class:`AttentionClassifier`.
+
+    Returns
+    -------
+    dict
+        ``"step"`` (C,); ``"train_loss"``, ``"val_loss"``, ``"val_acc"``, ``"test_acc"``
+        (L, C, S); ``"W"`` (L, C, S, d, d) and ``"v"`` (L, C, S, d) at every checkpoint.
+        Test accuracy is recorded for reporting; :func:`select` never reads it.
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    if steps < 1 or eval_every < 1:
+        raise ValueError(f"steps and eval_every must be positive, got {steps}, {eval_every}")
+    lrs = [float(lr) for lr in lrs]
+    if not lrs or min(lrs) <= 0:
+        raise ValueError(f"lrs must be positive learning rates, got {lrs}")
+    from tqdm.auto import tqdm
+
+    L, S = len(lrs), len(tuple(seeds))
+    model = AttentionClassifier(data.d, seeds, init_scale, data.X.device, data.X.dtype,
+                                groups=L)
+    opt = _make_optimizer(optimizer, model.param_groups(lrs), lp)
+    tr, va, te = data.part("train"), data.part("val"), data.part("test")
+    rec = {k: [] for k in ("train_loss", "val_loss", "val_acc", "test_acc", "W", "v")}
+    steps_seen = []
+
+    def record(k):
+        with torch.no_grad():
+            steps_seen.append(k)
+            rec["train_loss"].append(_loss_acc(model, *tr)[0])
+            vl, vacc = _loss_acc(model, *va)
+            rec["val_loss"].append(vl)
+            rec["val_acc"].append(vacc)
+            rec["test_acc"].append(_loss_acc(model, *te)[1])
+            rec["W"].append(model.W.detach().clone())
+            rec["v"].append(model.v.detach().clone())
+
+    record(0)
+    for k in tqdm(range(1, steps + 1), disable=not progress, desc=optimizer):
+        opt.zero_grad(set_to_none=True)
+        loss = _loss_acc(model, *tr)[0].sum()  # sum over models: independent gradients
+        loss.backward()
+        opt.step()
+        if k % eval_every == 0 or k == steps:
+            record(k)
+    out = {"step": torch.tensor(steps_seen)}
+    for key, val in rec.items():
+        x = torch.stack(val)  # (C, L*S, ...)
+        out[key] = x.reshape(x.shape[0], L, S, *x.shape[2:]).transpose(0, 1)  # (L, C, S, ...)
+    return out
+
+
+def select(val_acc, val_loss) -> tuple[int, torch.Tensor]:
+    """Model selection on the validation split only.
+
+    For every run (learning rate ``l``, seed ``b``) the checkpoint with the highest validation
+    accuracy is kept (ties broken by the lower validation loss); the learning rate is the one
+    whose kept checkpoints have the highest mean validation accuracy over seeds (ties: lower
+    mean validation loss). Test metrics are not arguments, so they cannot influence it.
+
+    Parameters
+    ----------
+    val_acc, val_loss : Tensor (L, C, B)
+        Validation accuracy and loss of L learning rates at C checkpoints for B seeds.
+
+    Returns
+    -------
+    (int, Tensor (B,))
+        The chosen learning-rate index and, for each seed, the chosen checkpoint.
+    """
+    val_acc, val_loss = torch.as_tensor(val_acc), torch.as_tensor(val_loss)
+    if val_acc.ndim != 3 or val_acc.shape != val_loss.shape:
+        raise ValueError(f"val_acc and val_loss must both be (L, C, B), got "
+                         f"{tuple(val_acc.shape)} and {tuple(val_loss.shape)}")
+    loss = torch.nan_to_num(val_loss, nan=math.inf)
+    acc = torch.nan_to_num(val_acc, nan=-1.0)
+    # lexicographic: accuracy first, then lower loss (loss squashed into [0, 1))
+    key = acc - 1e-6 * (1 - torch.exp(-loss))  # (L, C, B)
+    best = key.argmax(dim=1)  # (L, B)
+    kept_acc = acc.gather(1, best[:, None]).squeeze(1)  # (L, B)
+    kept_loss = loss.gather(1, best[:, None]).squeeze(1)
+    lr_key = kept_acc.mean(-1) - 1e-6 * (1 - torch.exp(-kept_loss.mean(-1)))
+    li = int(lr_key.argmax())
+    return li, best[li]
+
+
+def attention_entropy(W, X, z):
+    """Mean attention entropy (B,) and mean top-1 attention mass (B,) over the samples.
+
+    .. math:: H_i = -\\sum_t s_{it} \\log s_{it}
+
+    Parameters
+    ----------
+    W : Tensor (B, d, d)
+    X, z : Tensor (N, T, d), (N, d)
+    """
+    logs = torch.log_softmax(torch.bmm(X, torch.einsum("bde,ne->ndb", W, z)), dim=1)  # (N,T,B)
+    s = logs.exp()
+    return -(s * logs).sum(1).mean(0), s.amax(1).mean(0)
+
+
+def weight_sparsity(W, rel: float = 1e-3):
+    """Fraction of entries with |W_ij| < rel · max|W| and the ratio ||W||_1/||W||_F, per model.
+
+    Parameters
+    ----------
+    W : Tensor (B, d, d)
+    """
+    A = W.abs().flatten(1)  # (B, d*d)
+    frac = (A < rel * A.amax(-1, keepdim=True)).to(W.dtype).mean(-1)
+    return frac, A.sum(-1) / A.pow(2).sum(-1).sqrt()
+
+
+def compare(data: DigitSplits | None = None, lp: float = 1.1, steps: int = 600,
+            eval_every: int = 20, seeds=(0, 1, 2, 3, 4), lrs: dict | None = None,
+            init_scale: float = 0.1, progress: bool = False) -> dict:
+    """ℓp mirror descent vs gradient descent vs Adam on the digits (chapter 10).
+
+    Each optimizer trains one model per (learning rate of its grid, seed); :func:`select`
+    chooses the learning rate and each seed's checkpoint on the validation split; the test
+    split is read only at the chosen checkpoints.
+
+    Returns
+    -------
+    dict of str to dict
+        Per optimizer: ``"lr"`` (chosen), and per seed (B,) at the chosen checkpoint:
+        ``"step"``, ``"val_acc"``, ``"test_acc"``, ``"sparsity"`` (fraction of
+        |W_ij| < 1e-3·max|W|), ``"l1_over_fro"``, ``"entropy"`` and ``"top1"`` (attention on
+        the test images); also ``"final_test_acc"`` (last step), ``"W"`` (B, d, d) and the
+        curves ``"curve_step"`` (C,), ``"curve_val_acc"``, ``"curve_train_loss"`` (C, B).
+    """
+    data = digits_tokens() if data is None else data
+    lrs = dict(DEFAULT_LRS if lrs is None else lrs)
+    if set(lrs) != set(OPTIMIZERS):
+        raise ValueError(f"lrs must give a grid for each of {OPTIMIZERS}, got {sorted(lrs)}")
+    Xte, _, zte = data.part("test")
+    b = torch.arange(len(tuple(seeds)))
+    out = {}
+    for name in OPTIMIZERS:
+        run = fit(data, name, lrs[name], lp, steps, eval_every, seeds, init_scale, progress)
+        li, ck = select(run["val_acc"], run["val_loss"])
+        W = run["W"][li, ck, b]  # (B, d, d)
+        frac, ratio = weight_sparsity(W)
+        ent, top1 = attention_entropy(W, Xte, zte)
+        out[name] = dict(lr=float(lrs[name][li]), step=run["step"][ck],
+                         val_acc=run["val_acc"][li, ck, b], test_acc=run["test_acc"][li, ck, b],
+                         final_test_acc=run["test_acc"][li, -1], sparsity=frac,
+                         l1_over_fro=ratio, entropy=ent, top1=top1, W=W,
+                         curve_step=run["step"], curve_val_acc=run["val_acc"][li],
+                         curve_train_loss=run["train_loss"][li])
+    return out
+
+
+DEFAULT_LRS = {"md": (0.03, 0.1, 0.3, 1.0), "gd": (0.1, 0.3, 1.0, 3.0),
+               "adam": (0.003, 0.01, 0.03, 0.1)}

@@ -1,0 +1,139 @@
+"""Tests for attnlib.realdata: digits as patch tokens, the batched classifier, selection."""
+
+import pytest
+import torch
+
+from attnlib import realdata as rd
+
+
+@pytest.fixture(scope="module")
+def data():
+    return rd.digits_tokens()
+
+
+def test_tokens_shapes_and_labels(data):
+    assert data.X.shape == (1797, 16, 20) and data.z.shape == (1797, 20)
+    assert set(data.Y.unique().tolist()) == {-1.0, 1.0}
+    assert torch.equal(data.Y > 0, data.digit >= 5)
+    # pixels in [0, 1], then a one-hot position
+    assert data.X[..., :4].min() >= 0 and data.X[..., :4].max() <= 1
+    assert torch.equal(data.X[0, :, 4:], torch.eye(16, dtype=data.X.dtype))
+    assert torch.allclose(data.z, data.X.mean(1))
+    # patch t of image 0 holds pixels (2r..2r+1, 2c..2c+1) with t = 4r + c
+    from sklearn.datasets import load_digits
+
+    img = torch.as_tensor(load_digits().images[0]) / 16
+    assert torch.allclose(data.X[0, 5, :4].double(), img[2:4, 2:4].reshape(-1))
+
+
+def test_cls_query():
+    d = rd.digits_tokens(query="cls")
+    assert d.X.shape == (1797, 17, 21)
+    assert torch.equal(d.z, d.X[:, 0]) and (d.z[:, 0] == 1).all() and (d.z[:, 1:] == 0).all()
+
+
+def test_split_disjoint_stratified_deterministic(data):
+    idx = data.index
+    allidx = torch.cat([idx["train"], idx["val"], idx["test"]])
+    assert len(allidx) == 1797 and len(allidx.unique()) == 1797
+    for c in range(10):  # every digit split ~50/25/25
+        n = int((data.digit == c).sum())
+        assert abs(int((data.digit[idx["train"]] == c).sum()) - n / 2) <= 1
+    again = rd.split_indices(data.digit, seed=0)
+    other = rd.split_indices(data.digit, seed=1)
+    assert all(torch.equal(again[k], idx[k]) for k in idx)
+    assert not torch.equal(other["test"], idx["test"])
+
+
+def test_models_depend_only_on_their_seed(data):
+    a = rd.AttentionClassifier(20, seeds=(0, 1))
+    b = rd.AttentionClassifier(20, seeds=(1,))
+    c = rd.AttentionClassifier(20, seeds=(0, 1), groups=3)
+    assert torch.equal(a.W[1], b.W[0]) and torch.equal(a.v[1], b.v[0])
+    assert not torch.equal(a.W[0], a.W[1])
+    assert c.W.shape == (6, 20, 20) and torch.equal(c.W[2:4], a.W)
+
+
+def test_batched_forward_equals_one_model_at_a_time(data):
+    X, Y, z = data.part("val")
+    m = rd.AttentionClassifier(20, seeds=(3, 4, 5))
+    f = m(X, z)  # (3, N)
+    s = m.attention(X, z)
+    assert torch.allclose(s.sum(-1), torch.ones_like(s[..., 0]))
+    for b in range(3):  # oracle: the book's formula, one model, plain einsum
+        a = torch.einsum("ntd,de,ne->nt", X, m.W[b], z)
+        fb = (torch.softmax(a, -1) * (X @ m.v[b])).sum(-1)
+        assert torch.allclose(f[b], fb, atol=1e-5)
+
+
+@pytest.mark.parametrize("opt,lrs", [("md", (1.0,)), ("gd", (3.0,)), ("adam", (0.03,))])
+def test_a_few_steps_reduce_the_loss(data, opt, lrs):
+    r = rd.fit(data, opt, lrs, steps=10, eval_every=5, seeds=(0, 1))
+    assert r["train_loss"].shape == (1, 3, 2) and r["W"].shape == (1, 3, 2, 20, 20)
+    assert (r["train_loss"][0, -1] < r["train_loss"][0, 0] - 1e-4).all()
+    assert torch.isfinite(r["val_acc"]).all()
+
+
+def test_learning_rate_groups_are_independent(data):
+    both = rd.fit(data, "md", (0.1, 0.3), steps=10, eval_every=5, seeds=(0,))
+    one = rd.fit(data, "md", (0.3,), steps=10, eval_every=5, seeds=(0,))
+    assert torch.allclose(both["W"][1], one["W"][0], atol=1e-6)
+    assert not torch.allclose(both["W"][0, -1], one["W"][0, -1])
+
+
+def test_fit_is_deterministic(data):
+    a = rd.fit(data, "adam", (0.01,), steps=5, eval_every=5, seeds=(2,))
+    b = rd.fit(data, "adam", (0.01,), steps=5, eval_every=5, seeds=(2,))
+    assert torch.equal(a["W"], b["W"])
+
+
+def test_select_uses_accuracy_then_loss():
+    acc = torch.tensor([[[0.5, 0.6], [0.7, 0.6]], [[0.9, 0.8], [0.9, 0.8]]])  # (L=2, C=2, B=2)
+    loss = torch.tensor([[[0.5, 0.5], [0.4, 0.4]], [[0.3, 0.2], [0.1, 0.3]]])
+    li, ck = rd.select(acc, loss)
+    assert li == 1 and ck.tolist() == [1, 0]  # ties: lower validation loss wins
+    with pytest.raises(ValueError, match="val_acc"):
+        rd.select(acc[0], loss[0])
+
+
+def test_selection_never_reads_the_test_split(data):
+    """Flipping every test label changes test accuracy, never the choices."""
+    flipped = rd.DigitSplits(data.X, data.Y.clone(), data.z, data.digit, data.index)
+    flipped.Y[data.index["test"]] *= -1
+    kw = dict(steps=10, eval_every=5, seeds=(0, 1),
+              lrs={"md": (0.1, 1.0), "gd": (0.3, 3.0), "adam": (0.003, 0.03)})
+    a, b = rd.compare(data, **kw), rd.compare(flipped, **kw)
+    for k in rd.OPTIMIZERS:
+        assert a[k]["lr"] == b[k]["lr"] and torch.equal(a[k]["step"], b[k]["step"])
+        assert torch.allclose(a[k]["test_acc"] + b[k]["test_acc"], torch.ones(2))
+        assert torch.equal(a[k]["val_acc"], b[k]["val_acc"])
+
+
+def test_metrics():
+    W = torch.zeros(2, 3, 3)
+    W[0] = torch.eye(3)
+    W[1] = 1.0
+    frac, ratio = rd.weight_sparsity(W)
+    assert torch.allclose(frac, torch.tensor([6 / 9, 0.0]))
+    assert torch.allclose(ratio, torch.tensor([3 / 3**0.5, 9 / 3.0]))
+    X = torch.randn(5, 4, 3)
+    ent, top1 = rd.attention_entropy(torch.zeros(1, 3, 3), X, X.mean(1))
+    assert torch.allclose(ent, torch.log(torch.tensor([4.0]))) and torch.allclose(top1,
+                                                                                torch.tensor([0.25]))
+
+
+def test_bad_input(data):
+    with pytest.raises(ValueError, match="patch"):
+        rd.digits_tokens(patch=3)
+    with pytest.raises(ValueError, match="query"):
+        rd.digits_tokens(query="first")
+    with pytest.raises(ValueError, match="fractions"):
+        rd.split_indices(data.digit, fractions=(0.5, 0.5, 0.5))
+    with pytest.raises(ValueError, match="optimizer"):
+        rd.fit(data, "sgd")
+    with pytest.raises(ValueError, match="lrs"):
+        rd.fit(data, "gd", lrs=(-1.0,))
+    with pytest.raises(ValueError, match="name"):
+        data.part("training")
+    with pytest.raises(ValueError, match="lrs"):
+        rd.compare(data, lrs={"md": (0.1,)})
