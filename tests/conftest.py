@@ -6,6 +6,10 @@ import torch
 import attnlib.data as D
 
 HAS_CUDA = torch.cuda.is_available()
+
+# The tests' tensors are tiny: one intra-op thread avoids synchronisation costs that made small
+# steps ~50x slower with 2 threads on a loaded 2-core machine (al.train does the same itself).
+torch.set_num_threads(1)
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 
