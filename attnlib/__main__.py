@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 import time
 from pathlib import Path
@@ -75,7 +76,8 @@ def cmd_list(out=None) -> int:
     rows = [("name", "paper figure", "chapter", "default scale", "targets")]
     for name in experiments.names():
         e = experiments.get(name)
-        rows.append((name, e.paper, e.chapter, e.scale or "-", str(len(e.targets))))
+        paper = e.paper if len(e.paper) <= 44 else e.paper[:43] + "…"
+        rows.append((name, paper, e.chapter, e.scale or "-", str(len(e.targets))))
     if len(rows) == 1:
         print("no experiments are registered yet", file=out)
         return 0
@@ -179,4 +181,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # e.g. `python -m attnlib list | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
