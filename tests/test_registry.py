@@ -12,9 +12,10 @@ from attnlib.experiments import Target, _registry
 CALLS = []
 
 
-def _dummy(trials=3, steps=10, seed=0, device="cpu", scale=1.0):
+def _dummy(trials=3, steps=10, seed=0, device="cpu", scale=1.0, progress=True):
     """A tiny experiment: ``mean`` of ``trials`` draws of N(steps * scale, 0) and its seed."""
-    CALLS.append(dict(trials=trials, steps=steps, seed=seed, device=device, scale=scale))
+    CALLS.append(dict(trials=trials, steps=steps, seed=seed, device=device, scale=scale,
+                      progress=progress))
     rng = np.random.default_rng(seed)
     x = steps * scale + 0 * rng.standard_normal(trials)
     return {"mean": float(x.mean()), "seed": seed}, {"x": x, "t": np.arange(trials)}
@@ -52,7 +53,8 @@ def dummy(monkeypatch, tmp_path):
 def test_register_and_list(dummy):
     assert dummy in experiments.names()
     e = experiments.get(dummy)
-    assert e.defaults == dict(trials=3, steps=10, seed=0, device="cpu", scale=1.0)
+    assert e.defaults == dict(trials=3, steps=10, seed=0, device="cpu", scale=1.0,
+                              progress=True)
     assert e.scale == "trials=3, steps=10"
     with pytest.raises(ValueError, match="registered twice"):
         experiments.experiment("dummy", paper="", chapter="", title="")(lambda: ({}, {}))
@@ -71,6 +73,7 @@ def test_run_checks_targets_and_caches(dummy, tmp_path):
     np.testing.assert_array_equal(again.arrays["x"], res.arrays["x"])
     fresh = experiments.run(dummy, cache=False)
     assert not fresh.cached and len(CALLS) == 2
+    assert experiments.run(dummy, progress=False).cached  # progress is not part of the key
     other = experiments.run(dummy, steps=20)  # other settings: another cache entry, target missed
     assert len(CALLS) == 3 and not other.passed
     assert "✗ mean equals steps" in other.summary() and "steps=20" in other.summary()
@@ -132,7 +135,8 @@ def test_run_all_and_report(dummy):
                            title="broken")(broken)
     assert experiments.paper_of("broken") == "2306.13596"
     assert experiments.paper_of("dummy") == "other"
-    res = experiments.run_all(["dummy", "broken"], progress=False)
+    res = experiments.run_all(["dummy", "broken"], progress=False, cache=False)
+    assert CALLS[-1]["progress"] is False  # run_all passes its progress to the experiment
     assert isinstance(res["dummy"], experiments.Result)
     assert isinstance(res["broken"], RuntimeError)
     assert list(experiments.run_all(["dummy", "broken"], paper="2306.13596",

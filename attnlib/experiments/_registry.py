@@ -220,11 +220,15 @@ def cache_dir() -> Path:
     return Path(os.environ.get("ATTNLIB_CACHE", Path.home() / ".cache" / "attnlib"))
 
 
+NOT_IN_KEY = frozenset({"progress"})  # settings that do not change a result
+
+
 def run(name: str, *, cache: bool = True, **settings) -> Result:
     """Run experiment ``name`` with its defaults overridden by ``settings``.
 
     The result is cached on disk under :func:`cache_dir` keyed by (name, settings, attnlib's
-    source hash); ``cache=False`` recomputes. Unknown settings raise ValueError.
+    source hash); settings that do not change the result (``progress``) are not part of the
+    key. ``cache=False`` recomputes. Unknown settings raise ValueError.
     """
     exp = get(name)
     defaults = exp.defaults
@@ -233,7 +237,8 @@ def run(name: str, *, cache: bool = True, **settings) -> Result:
         raise ValueError(f"experiment {name!r} has no setting(s) {sorted(unknown)}; "
                          f"expected some of {sorted(defaults)}")
     params = {**defaults, **settings}
-    key = hashlib.sha256(json.dumps([name, _jsonable(params), source_hash()],
+    same = {k: v for k, v in params.items() if k not in NOT_IN_KEY}  # settings that matter
+    key = hashlib.sha256(json.dumps([name, _jsonable(same), source_hash()],
                                     sort_keys=True, default=str).encode()).hexdigest()[:20]
     folder = cache_dir() / key
     if cache and (folder / f"{name}.json").exists():
@@ -313,8 +318,11 @@ def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
 
         it = tqdm(todo, desc="experiments")
     for n in it:
+        kw = dict(run_kw)
+        if "progress" in get(n).defaults:  # the experiment's own bars follow ``progress``
+            kw.setdefault("progress", progress)
         try:
-            out[n] = run(n, **run_kw)
+            out[n] = run(n, **kw)
         except Exception as e:  # noqa: BLE001 - the report shows the failure in its row
             out[n] = e
     return out
