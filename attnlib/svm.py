@@ -20,7 +20,8 @@ How each norm is solved:
   :math:`\\|\\mathrm{mat}(A^\\top\\lambda + C^\\top\\mu)\\|_2 \\le 1`, :math:`\\lambda \\ge 0`;
   :math:`W` is read off the dual of its linear matrix inequality (4-8x faster than the
   primal SDP);
-* a float ``lp > 1`` -- :math:`\\min \\|W\\|_p` (entrywise, mirror descent's norm).
+* a float ``lp > 1`` -- :math:`\\min \\sum_{jk} |W_{jk}|^p` (the entrywise
+  :math:`\\|W\\|_p` of mirror descent, same minimiser) with one vectorized power cone.
 
 The constraints of the W-problems see :math:`W` only through :math:`W z_i`, so for the
 unitarily invariant norms (Frobenius, nuclear) :math:`W = M U^\\top` with :math:`U` an
@@ -179,16 +180,19 @@ def _piece(m: int, m_eq: int, shape: tuple, norm) -> _Piece:
             return W.reshape(-1), _values(lam, mu)[0]
 
         return _Piece(-obj, [lmi], load, read)
-    # entrywise lp: the primal  min ||w||_p  s.t.  Aw >= b, Cw = c
+    # entrywise lp: the primal  min sum_j |w_j|^p  s.t.  Aw >= b, Cw = c, with one vectorized
+    # power cone t_j^(1/p) >= |w_j| (Clarabel's native cone; cp.pnorm's rational SOC tree
+    # compiles slower and fails near p = 1)
     b = cp.Parameter(m, name="b") if m else None
     c = cp.Parameter(m_eq, name="c") if m_eq else None
-    w = cp.Variable(D, name="w")
+    w, t = cp.Variable(D, name="w"), cp.Variable(D, name="t")
     cons = ([A @ w >= b] if m else []) + ([C @ w == c] if m_eq else [])
+    cons.append(cp.constraints.PowCone3D(t, np.ones(D), w, 1.0 / norm))
 
     def read(r):
         return w.value, (cons[0].dual_value if m else np.zeros(0))
 
-    return _Piece(cp.pnorm(w, norm), cons, load, read)
+    return _Piece(cp.sum(t), cons, load, read)
 
 
 class _Compiled(NamedTuple):
@@ -386,8 +390,9 @@ def att_svm(data_or_X, z=None, alpha=None, norm="fro", mask=None, *, return_dual
         Also return the multipliers :math:`\\lambda_{it} \\ge 0` of the margin constraints,
         (n,T) or (B,n,T), 0 at selected and invisible tokens; :math:`\\lambda_{it} > 0` marks a
         support vector. For "fro" they satisfy :math:`W = \\sum_{it}\\lambda_{it}
-        (x_{i\\alpha_i} - x_{it}) z_i^\\top`; for "nuc" / lp they are the multipliers of
-        :math:`\\min\\|W\\|` itself (:math:`\\sum_{it}\\lambda_{it} = \\|W\\|`).
+        (x_{i\\alpha_i} - x_{it}) z_i^\\top`; for "nuc" those of :math:`\\min\\|W\\|_*`
+        (:math:`\\sum_{it}\\lambda_{it} = \\|W\\|_*`), for lp those of
+        :math:`\\min\\sum_{jk}|W_{jk}|^p` (:math:`\\sum_{it}\\lambda_{it} = p\\|W\\|_p^p`).
     solver : str
         cvxpy solver (default "CLARABEL").
     progress : bool
