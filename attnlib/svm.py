@@ -558,9 +558,12 @@ def _vector_rows(rows, rhs, active) -> _Rows:
                  (rows.shape[1],))
 
 
-def _prompt(data_or_X, alpha, W, norm, mask, rhs_fn, what, solver, progress, device, dtype,
+def _prompt(data_or_X, alpha, W, norm, mask, rhs, what, solver, progress, device, dtype,
             return_dual):
-    """The p-SVM family: keys k_it = W^T x_it, rows (k_{i alpha_i} - k_it), rhs per input."""
+    """The p-SVM family: keys k_it = W^T x_it, rows (k_{i alpha_i} - k_it).
+
+    ``rhs`` (B', n): the margin required of each input (default 1 everywhere).
+    """
     key = _norm_key(norm, matrix=False)
     X, _ = _tokens(data_or_X, need_z=False)
     if alpha is None:
@@ -587,7 +590,8 @@ def _prompt(data_or_X, alpha, W, norm, mask, rhs_fn, what, solver, progress, dev
     items = []
     for b in range(len(K)):  # the rows of each instance, as one array
         D = K[b][np.arange(n), al[b]][:, None, :] - K[b]  # (n, T, d)
-        items.append(_vector_rows(D.reshape(n * T, d), np.repeat(rhs_fn(b), T),
+        need = np.ones(n) if rhs is None else rhs[b]  # (n,)
+        items.append(_vector_rows(D.reshape(n * T, d), np.repeat(need, T),
                                   ac[b].reshape(-1)))
     try:
         sols = _solve_all(items, key, solver, progress, what)
@@ -637,13 +641,8 @@ def prompt_svm(data_or_X, alpha=None, W=None, norm="fro", mask=None, *, return_d
 
     See chapter 2, *The Att-SVM and gradient descent*.
     """
-    return _prompt(data_or_X, alpha, W, norm, mask, lambda b: np.ones(_n(data_or_X)),
-                   "p-SVM", solver, progress, device, dtype, return_dual)
-
-
-def _n(data_or_X):
-    X, _ = _tokens(data_or_X, need_z=False)
-    return X.shape[-3]
+    return _prompt(data_or_X, alpha, W, norm, mask, None, "p-SVM", solver, progress, device,
+                   dtype, return_dual)
 
 
 @_one_blas_thread
@@ -771,8 +770,7 @@ def relaxed_prompt_svm(data, alpha=None, W=None, v_mm=None, norm="fro", *, tol=1
     a = alpha.cpu().expand(*shp, n)
     sel = torch.gather(Xs, -2, a[..., None, None].expand(*shp, n, 1, d)).squeeze(-2)
     vmarg = Y * (sel @ v_mm.unsqueeze(-1)).squeeze(-1).expand(*shp, n)  # (..., n)
-    support = (vmarg <= 1 + tol).numpy().reshape(-1, n)
-    rhs = lambda b: support[b].astype(np.float64)  # 1 for support inputs, 0 otherwise
+    rhs = (vmarg <= 1 + tol).double().numpy().reshape(-1, n)  # 1: v-support input, else 0
     return _prompt(data, alpha, W, norm, None, rhs, "relaxed p-SVM", solver, progress, device,
                    dtype, return_dual)
 
