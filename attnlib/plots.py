@@ -261,7 +261,7 @@ def trajectories(P, *, ax=None, color="0.35", arrow_every=None, highlight=None, 
 
 def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels=None,
                 support=None, selected=None, highlight=None, ax=None, title=None,
-                legend="upper left", colorbar=True, ray_length=None):
+                legend="upper left", colorbar=True, ray_length=None, annotate=None):
     """The book's main picture: tokens, max-margin rays and GD trajectories in one plane.
 
     Parameters
@@ -282,6 +282,8 @@ def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels
         Draw a colour bar of the scores.
     ray_length : float, optional
         Length of the rays (default: to the data limits).
+    annotate : bool, optional
+        Write each token's score beside it (default: when there are at most 8 tokens).
 
     Returns
     -------
@@ -290,7 +292,10 @@ def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels
     fig, ax = _axes(ax)
     if paths is not None:
         trajectories(paths, ax=ax, highlight=highlight)
-    token_scatter(X, scores, ax=ax, support=support, selected=selected, colorbar=colorbar)
+    if annotate is None:
+        annotate = _np(X, "X").size // 2 <= 8
+    token_scatter(X, scores, ax=ax, support=support, selected=selected, colorbar=colorbar,
+                  annotate=annotate)
     if directions is not None:
         rays(directions, ax=ax, labels=direction_labels, length=ray_length)
     if title:

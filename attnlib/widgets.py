@@ -23,13 +23,22 @@ declared list. ``.figure`` (live) is the current matplotlib figure, ``.update(**
 
 Explorers of the book (see each docstring):
 
-============================  ===========================================================
-:func:`token_plane`           chapters 1-4: tokens, scores, GD paths of ``p``, SVM rays
-:func:`parameterisation`      chapter 5: ``W`` vs ``(K, Q)``, Frobenius vs nuclear
-:func:`selection`             chapter 3: which selections are locally optimal
-:func:`mirror_descent`        chapter 9: the exponent ``lp``, sparsity, Bregman curve
-:func:`sweep`                 chapter 6: precomputed sweep curves over ``(n, T, d)``
-============================  ===========================================================
+=====================================================  ==========================================
+``token_plane(example="e1-global", *, init="all",      chapters 1-3: tokens, scores, GD paths of
+iterations=200, lr=0.1, normalized=True,               ``p``, max-margin rays, support tokens;
+loss="logistic")``                                     examples "e1-global", "e1-local", "e2"
+``parameterisation(example=2, *, param="both",         chapter 5: ``W`` vs ``(K, Q)``, Frobenius
+iterations=1000, lr=0.1, normalized=True)``            vs nuclear SVM, correlation curves
+``selection(position="(0, 0)", *, score=0.0,           chapter 3: which selections are locally
+alpha=1)``                                             optimal, their SVMs and support tokens
+``mirror_descent(lp=1.75, *, iterations=1500, seed=1,  chapter 9: the exponent ``lp`` in [1.1, 3],
+normalized=True)``                                     sparsity histogram, Bregman curve
+``sweep(result="tf_svm_rank", *, curves=None,          chapter 6: precomputed sweep curves over
+aside="infeasible", cell=None, d=None, ...)``          ``(n, T, d)``, the current point marked
+=====================================================  ==========================================
+
+Every one also takes ``static={control: values}`` (the settings rendered on the site: the
+slider's values, and one panel per combination of the others) and ``mode``.
 
 Making a new explorer
 ---------------------
@@ -51,13 +60,16 @@ Design
   finite list of values with a default (``static=`` picks the subset rendered on the site).
   Live and static call the same ``draw``, so they show the same figure.
 * Training is expensive, drawing is cheap: explorers cache their data (``functools.lru_cache``)
-  keyed by the settings that need a recomputation, and train all initialisations (or all
-  values of a control) as the trials dimension of ONE batched :func:`attnlib.train` call. A
-  slider over iterations or over initialisations only redraws.
+  keyed by the settings that need a recomputation; all initialisations are the trials
+  dimension of ONE batched :func:`attnlib.train` call (``token_plane``: six runs at once), the
+  trajectory is recorded once up to the largest iteration, and a slider over iterations or
+  over runs only redraws. A setting that changes the training (step size, loss, ``lp``)
+  retrains once per value, then comes from the cache.
 * Live: ``ipywidgets`` controls, the figure shown as an ``ipywidgets.Image`` (PNG bytes; no
   flicker, works with any matplotlib backend), a status line that says "computing..." before a
-  recomputation and the redraw time after, an ``Output`` area for progress bars; sliders whose
-  change retrains use ``continuous_update=False``.
+  recomputation and the redraw time after, an ``Output`` area for progress bars (training
+  progress appears there); sliders redraw on release (``continuous_update=False``), so drags
+  do not queue redraws.
 * Static: ``FuncAnimation(fig, ...).to_jshtml()``, then made deterministic and offline: the
   random 32-hex ids are replaced by ids derived from the explorer's name and a counter, the
   font-awesome stylesheet link (a network request) is removed and the button icons become
@@ -154,7 +166,8 @@ class Control:
         The values rendered on the static site (default: all values for a slider control,
         only the default for the others).
     continuous : bool
-        Live mode: redraw while a slider is dragged (for cheap controls), else on release.
+        Live mode: redraw while a slider is dragged, else on release (the default: a redraw
+        takes 0.2-0.3 s, so redraws while dragging would queue up and lag).
     """
 
     name: str
@@ -602,16 +615,17 @@ def _token_plane_data(example: str, lr: float, normalized: bool, loss: str) -> d
             z = p_mm.expand(ex.data.n, -1)  # the prompt model: every query is p
             support.append(_np(support_tokens(ex.data.X, W, a, z=z)).astype(bool))
     opt = _np(optimal_tokens(ex.data)).astype(int)
-    labels = []
+    labels, short = [], []
     for a in alphas:
         a = _np(a).astype(int)
         kind = "global" if (a == opt).all() else "local"
         sel_txt = ",".join(str(t + 1) for t in a)
-        labels.append(f"pᵐᵐ(α={sel_txt}), {kind}")  # unicode: mathtext costs 50 ms a label
+        short.append(f"pᵐᵐ(α={sel_txt})")  # unicode: mathtext costs 50 ms a label
+        labels.append(f"{short[-1]}, {kind}")
     P = _np(res.history["p"])[..., :2]  # (6, S, 2): the key plane (W = diag(1, 1, 0))
     return dict(X=_np(ex.data.X)[..., :2], gamma=_np(scores(ex.data)), P=P,
                 steps=_np(res.history["step"]), prob=_np(res.history["max_prob"]),
-                dirs=np.array(dirs), labels=labels, support=support[0],
+                dirs=np.array(dirs), labels=labels, short=short, support=support[0],
                 cos=np.stack([_cos(P, u) for u in dirs]),  # (k, 6, S)
                 target=np.stack([_cos(P[:, -1], u) for u in dirs]).argmax(0),  # (6,)
                 inits=_np(ex.init["p"])[:, :2], info=TOKEN_EXAMPLES[example][1])
@@ -641,11 +655,11 @@ def _draw_token_plane(fig, example, init, iterations, lr, normalized, loss):
     steps = d["steps"][:k]
     # each run against the ray it ends closest to: 1 - cos on a log axis
     corr, colors = {}, {}
-    for j, lab in enumerate(d["labels"]):
+    for j, lab in enumerate(d["short"]):
         mine = [b for b in runs if d["target"][b] == j]
         if mine:
-            corr[lab.split(",")[0]] = d["cos"][j, mine, :k]
-            colors[lab.split(",")[0]] = plots.COLORS[j]  # the colour of its ray
+            corr[lab] = d["cos"][j, mine, :k]
+            colors[lab] = plots.COLORS[j]  # the colour of its ray
     plots.correlation_curves(steps, corr, ax=ax1, one_minus=True, band="lines", colors=colors,
                              title="each run vs. the ray it approaches", legend="lower left")
     plots.probability_curves(steps, {"largest softmax prob.": d["prob"][list(runs), :k]},
@@ -690,8 +704,7 @@ def token_plane(example: str = "e1-global", *, init="all", iterations: int = 200
     controls = [
         Control("example", tuple(TOKEN_EXAMPLES), default=example),
         Control("init", ("all", 1, 2, 3, 4, 5, 6), default=init, label="run"),
-        Control("iterations", _TP_ITER, default=iterations, static=_TP_STATIC,
-                continuous=True),
+        Control("iterations", _TP_ITER, default=iterations, static=_TP_STATIC),
         Control("lr", (0.01, 0.03, 0.1, 0.3, 1.0), default=lr, label="step size"),
         Control("normalized", (True, False), default=normalized),
         Control("loss", ("logistic", "exp", "correlation"), default=loss),
@@ -806,7 +819,7 @@ def parameterisation(example: int = 2, *, param: str = "both", iterations: int =
     controls = [
         Control("example", (1, 2), default=example),
         Control("param", ("both", "W", "KQ"), default=param, label="trained"),
-        Control("iterations", _PM_ITER, default=iterations, continuous=True),
+        Control("iterations", _PM_ITER, default=iterations),
         Control("lr", (0.01, 0.1, 0.5), default=lr, label="step size"),
         Control("normalized", (True, False), default=normalized),
     ]
@@ -1042,7 +1055,7 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
     controls = [
         Control("lp", tuple(sorted(set(_MD_LP) | set(_MD_LP_STATIC))), default=lp,
                 static=_MD_LP_STATIC, label="exponent lp", continuous=False),
-        Control("iterations", _MD_ITER, default=iterations, continuous=True),
+        Control("iterations", _MD_ITER, default=iterations),
         Control("seed", (1, 2, 3), default=seed, label="data seed"),
         Control("normalized", (True, False), default=normalized),
     ]
@@ -1145,8 +1158,7 @@ def sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell: str | 
                                legend="upper right")
 
     controls = [Control("cell", names, default=cell or names[0], label="(n, T)"),
-                Control("d", ds, default=d if d is not None else ds[len(ds) // 2],
-                        continuous=True)]
+                Control("d", ds, default=d if d is not None else ds[len(ds) // 2])]
     if len(names) > 1 and (static is None or "cell" not in static):
         static = {**(static or {}), "cell": names}
     ex = Explorer(draw, _with_static(controls, static), name="sweep", slider="d",

@@ -58,7 +58,8 @@ def bench(name, repeat):
     live, first_w, first_c = _timed(lambda: make(mode="live", **kw))
     walls, cpus = [], []
     for j in range(repeat):
-        _, w, c = _timed(lambda: live.update(**cheap[j % len(cheap)]))
+        change = cheap[j % len(cheap)]
+        _, w, c = _timed(lambda change=change: live.update(**change))
         walls.append(w)
         cpus.append(c)
     row = dict(name=name, first_wall=first_w, first_cpu=first_c,

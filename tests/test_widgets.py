@@ -172,6 +172,11 @@ def test_token_plane_static_plays_the_iterations():
     st = widgets.token_plane("e1-local", mode="static", static={"iterations": (0, 100, 200)})
     assert len(st.panels) == 1 and st.panels[0].frames == 3
     assert "iterations" in st.html and st.html.count("data:image/png;base64,") == 3
+    # the multi-input example: one ray, the global selection, which every run approaches
+    fig = widgets.token_plane("e2", mode="live").figure
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][-1] == \
+        "pᵐᵐ(α=1,1,1), global"
+    assert all(ln.get_ydata()[-1] < 0.01 for ln in fig.axes[1].get_lines())  # 1 - cos at 200
     with pytest.raises(ValueError, match="static"):
         widgets.token_plane(static={"speed": (1,)})
     with pytest.raises(ValueError, match="example"):
