@@ -60,10 +60,12 @@ def _rank(W: torch.Tensor, rtol: float) -> torch.Tensor:
 
 
 def _solve_each(data, alpha, norm, progress=False, desc="SVM"):
-    """Att-SVM per trial, infeasible ones kept: W (B,d,d) with NaN there, feasible (B,)."""
+    """Att-SVM per trial, infeasible ones kept: W (B,d,d) with NaN there, feasible (B,) and
+    failed (B,): instances where the solver gave up (neither solved nor proved infeasible)."""
     B, d = data.B, data.d
     W = torch.full((B, d, d), math.nan, dtype=torch.float64)
     ok = torch.zeros(B, dtype=torch.bool)
+    failed = torch.zeros(B, dtype=torch.bool)
     it = range(B)
     if progress:
         from tqdm.auto import tqdm
@@ -74,7 +76,9 @@ def _solve_each(data, alpha, norm, progress=False, desc="SVM"):
             ok[b] = True
         except InfeasibleError:
             pass
-    return W, ok
+        except RuntimeError:  # numerical failure of the solver: counted apart
+            failed[b] = True
+    return W, ok, failed
 
 
 def _locally_optimal(data, W_mm, alpha, tol=1e-4):
@@ -187,8 +191,8 @@ def tf_visualization(steps: int = 2000, layouts: int = 10, seed: int = 0, device
     lK = train(ld, "KQ", init={"K": K0, "Q": torch.zeros_like(K0)}, reg=EPS,
                **{**kw, "record_every": steps})
     laW, laK = selected_tokens(ld, lW.W), selected_tokens(ld, lK.W)
-    lWf, okW = _solve_each(ld, laW, "fro")
-    lWn, okK = _solve_each(ld, laK, "nuc")
+    lWf, okW, _ = _solve_each(ld, laW, "fro")
+    lWn, okK, _ = _solve_each(ld, laK, "nuc")
     cW, cK = _corr(lW.W.cpu(), lWf), _corr(lK.W.cpu(), lWn)
     qc = torch.cat([_query_cos(lW.W.cpu(), lWf, ld.z.cpu()).flatten(),
                     _query_cos(lK.W.cpu(), lWn, ld.z.cpu()).flatten()])
@@ -318,9 +322,12 @@ def _official_nuclear_rank(data, alpha, tol: float = 1e-7) -> np.ndarray:
         keep = np.arange(T)[None, :] != a[b][:, None]
         rows = np.einsum("itj,ik->itjk", D, z[b])[keep].reshape(-1, d * d)  # <R, W> >= 1
         W = cp.Variable((d, d))
-        cp.Problem(cp.Minimize(cp.normNuc(W)), [rows @ cp.vec(W, order="C") >= 1]).solve(
-            solver="SCS")
-        ranks[b] = np.linalg.matrix_rank(W.value, tol=tol)
+        try:
+            cp.Problem(cp.Minimize(cp.normNuc(W)), [rows @ cp.vec(W, order="C") >= 1]).solve(
+                solver="SCS")
+        except cp.error.SolverError:
+            pass
+        ranks[b] = np.nan if W.value is None else np.linalg.matrix_rank(W.value, tol=tol)
     return ranks
 
 
@@ -398,18 +405,22 @@ def tf_svm_rank(trials: int = 100, ds: tuple = (1, 2, 3, 4, 5, 10, 15, 20),
     fro_mean, nuc_mean = np.full(shape, np.nan), np.full(shape, np.nan)
     infeas, art_fro, art_nuc = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     margin_err, offspan, excess, fro_dev, nuc_gap = 0.0, 0.0, -math.inf, 0.0, -math.inf
-    official = {}
+    official, failures = {}, 0
     grid = [(r, j) for r in range(len(cells)) for j in range(len(ds))]
     for r, j in tqdm(grid, desc="SVM rank grid", disable=not progress):
         (n, T), d = cells[r], ds[j]
         data = random_data(n, T, d, trials=trials, seed=seed + 1000 * (r * len(ds) + j),
                            device="cpu")
         opt = optimal_tokens(data)
-        Wf, ok = _solve_each(data, opt, "fro")
+        Wf, ok, fail = _solve_each(data, opt, "fro")
         Wn = torch.full_like(Wf, math.nan)
         for b in torch.nonzero(ok).flatten().tolist():  # feasibility is the same for both
-            Wn[b] = att_svm(data.trial(b), alpha=opt[b], norm="nuc")
-        infeas[r, j] = float((~ok).double().mean())
+            try:
+                Wn[b] = att_svm(data.trial(b), alpha=opt[b], norm="nuc")
+            except RuntimeError:  # the solver gave up: leave this instance out, count it
+                ok[b], fail[b] = False, True
+        failures += int(fail.sum())
+        infeas[r, j] = float((~ok & ~fail).double().sum() / max(1, int((~fail).sum())))
         cap = min(n, d)
         if ok.any():
             F, N = Wf[ok], Wn[ok]
@@ -428,20 +439,22 @@ def tf_svm_rank(trials: int = 100, ds: tuple = (1, 2, 3, 4, 5, 10, 15, 20),
             if T == 5 and n in (5, 10, 15) and d in (n, 20) and official_trials > 0:
                 sub = data.trial(0).__class__(X[:official_trials], data.Y[ok][:official_trials],
                                               z[:official_trials], data.v[ok][:official_trials])
-                official[(n, d)] = float(_official_nuclear_rank(sub, a[:official_trials]).mean())
+                official[(n, d)] = float(np.nanmean(_official_nuclear_rank(sub,
+                                                                           a[:official_trials])))
             nuc_gap = max(nuc_gap, float((rn - rf).max()))
         # the official notebook's artefact: an infeasible instance counts as rank 1
-        art_fro[r, j] = (np.nansum(_np(_rank(Wf[ok], rtol)).astype(float)) + (~ok).sum().item()) \
-            / trials
-        art_nuc[r, j] = (np.nansum(_np(_rank(Wn[ok], rtol)).astype(float)) + (~ok).sum().item()) \
-            / trials
+        infeasible = (~ok & ~fail).sum().item()
+        decided = max(1, int((~fail).sum()))
+        art_fro[r, j] = (np.nansum(_np(_rank(Wf[ok], rtol)).astype(float)) + infeasible) / decided
+        art_nuc[r, j] = (np.nansum(_np(_rank(Wn[ok], rtol)).astype(float)) + infeasible) / decided
 
     def cell(n, T, d, arr):
         if (n, T) in cells and d in ds:
             return float(arr[cells.index((n, T)), ds.index(d)])
         return math.nan
 
-    num = dict(margin_err_max=margin_err, offspan_max=offspan, rank_excess_max=excess,
+    num = dict(solver_failures=float(failures),
+               margin_err_max=margin_err, offspan_max=offspan, rank_excess_max=excess,
                fro_rank_dev_max=fro_dev, nuc_minus_fro_max=nuc_gap,
                artefact_n15_d3=cell(15, 5, 3, art_fro))
     for n, d in ((5, 5), (10, 10), (15, 15), (5, 20), (10, 20), (15, 20)):
@@ -499,14 +512,19 @@ def tf_feasibility(trials: int = 100, at: tuple = FEAS_AT, below: tuple = FEAS_B
 
     cells = tuple(tuple(c) for c in at) + tuple(tuple(c) for c in below)
     f_opt, f_rand = np.full(len(cells), np.nan), np.full(len(cells), np.nan)
+    failures = 0  # solver failures: neither solved nor proved infeasible, left out
     for r, (n, T, d) in enumerate(tqdm(cells, desc="feasibility", disable=not progress)):
         data = random_data(n, T, d, trials=trials, seed=seed + 7919 * (r + 1), device="cpu")
-        f_opt[r] = float(_solve_each(data, optimal_tokens(data), "fro")[1].double().mean())
+        _, ok, fail = _solve_each(data, optimal_tokens(data), "fro")
+        failures += int(fail.sum())
+        f_opt[r] = float(ok.double().sum() / max(1, int((~fail).sum())))
         if r < len(at):
             g = torch.Generator().manual_seed(seed + r)
             alpha = torch.randint(0, T, (trials, n), generator=g)
-            f_rand[r] = float(_solve_each(data, alpha, "fro")[1].double().mean())
-    num = dict(feasible_opt_at=float(f_opt[:len(at)].min()),
+            _, ok, fail = _solve_each(data, alpha, "fro")
+            failures += int(fail.sum())
+            f_rand[r] = float(ok.double().sum() / max(1, int((~fail).sum())))
+    num = dict(solver_failures=float(failures), feasible_opt_at=float(f_opt[:len(at)].min()),
                feasible_random_at=float(f_rand[:len(at)].min()))
     for r, (n, T, d) in enumerate(cells[len(at):], start=len(at)):
         num[f"infeasible_n{n}_T{T}_d{d}"] = 1.0 - float(f_opt[r])
@@ -566,7 +584,7 @@ def tf_global_fraction(trials: int = 50, ds: tuple = (2, 4, 6, 8, 10, 15, 20), n
         data = random_data(n, T, d, trials=trials, seed=seed + 100_003 * j, device=device)
         res = train(data, "W", lr=0.1, steps=steps, eps=EPS, record_every=steps, seed=seed + j)
         alpha = selected_tokens(data, res.W)
-        Wmm, ok = _solve_each(data, alpha, "fro")
+        Wmm, ok, _ = _solve_each(data, alpha, "fro")  # a solver failure counts as "other"
         conv = ok.clone()
         if ok.any():
             sub = data.trial(0).__class__(data.X[ok], data.Y[ok], data.z[ok], data.v[ok])
@@ -701,7 +719,7 @@ def tf_multi_token(accepted: int = 500, ds: tuple = (4, 6, 8, 10), n: int = 3, T
                 try:  # filter 3: both SVMs feasible
                     eq = svm_equivalence(one, selected_sets(sb), sb)
                     W1 = att_svm(one, alpha=sb.argmax(-1), norm="fro")
-                except InfeasibleError:
+                except (InfeasibleError, RuntimeError):  # as the official loop: any failure
                     continue
                 kept.append((one, V[live[b]], W0[live[b]], eq, W1, sb, res.W[b],
                              (res.history["W"][b], res.history["step"]) if record else None))
