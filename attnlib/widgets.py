@@ -1080,7 +1080,7 @@ def _sweep_arrays(result, settings):
 
 
 def sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell: str | None = None,
-          d: int | None = None, ylabel: str = "mean rank (feasible instances)",
+          d: int | None = None, ylabel: str | None = None, logy: bool = False,
           reference: bool | None = None, static: dict | None = None, mode: str | None = None,
           **settings):
     r"""Explorer: precomputed sweep curves over (n, T, d), the current point marked.
@@ -1106,8 +1106,10 @@ def sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell: str | 
         Initial ``"n=.., T=.."`` (a dropdown; panels on the static site).
     d : int, optional
         Initial size d (the static slider).
-    ylabel : str
-        Label of the left panel's y axis.
+    ylabel : str, optional
+        Label of the left panel's y axis (default: the rank's for the rank sweep, else none).
+    logy : bool
+        Log scale on the left panel (e.g. for ``1 - corr`` curves).
     reference : bool, optional
         Draw :math:`\min(n, d)` (the bound on the rank); default: when ``curves`` has
         ``fro_mean``.
@@ -1139,6 +1141,8 @@ def sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell: str | 
 
     if reference is None:
         reference = "fro_mean" in curves.values()
+    if ylabel is None:
+        ylabel = "mean rank (feasible instances)" if reference else ""
 
     def draw(fig, cell, d):
         j = names.index(cell)
@@ -1148,6 +1152,8 @@ def sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell: str | 
         styles = {lab: "--" if k else "-" for k, lab in enumerate(vals)}
         plots.sweep_curves(ds, vals, ax=axes[0], current=d, styles=styles, xlabel="d",
                            ylabel=ylabel, title=cell, legend="lower right")
+        if logy:
+            plots.log_y(axes[0])
         if reference:
             axes[0].plot(ds, np.minimum(n, ds), ":", color="0.5", label="min(n, d)")
             axes[0].legend(fontsize=8, loc="lower right")
