@@ -347,9 +347,10 @@ def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, va
     la = loss_log_abs_derivative(u, loss)  # log|l'(u_i)|
     lw = ls.unsqueeze(-1) + (ls + la.unsqueeze(-1)).unsqueeze(-2)  # (..., n, T, T)
     lw = lw + _off_diagonal(a.shape[-1], a.dtype, a.device)
-    if scaled:
-        K = lw.flatten(-3).amax(-1).neg_().nan_to_num_(0.0, 0.0, 0.0)  # (...,)
-        lw = lw + K[..., None, None, None]
+    if scaled and a.shape[-1] > 1:
+        top = lw.flatten(-3).amax(-1)  # (...,): the largest pair weight, finite for T > 1
+        lw = lw - top[..., None, None, None]
+        K = -top
     else:
         K = torch.zeros(a.shape[:-2], dtype=a.dtype, device=a.device)
     coef = (torch.exp(lw) * pair_diff).sum(-1)  # (..., n, T)

@@ -273,34 +273,50 @@ def _make_gradient(bd, fixed, head, loss, prompt, param, reg, scaled=True):
 
     The closure returns ``(G, K, out)``: per trained tensor a (possibly scaled) gradient and its
     log scale (B,), the true gradient being ``G * exp(-K)``; and the forward quantities.
+
+    Logits are linear in the trained matrix: :math:`a_{it} = \\langle W, x_{it} z_i^\\top\\rangle`
+    (and :math:`a_{it} = (W^\\top x_{it})^\\top p` for the prompt). For tiny problems the pair
+    features are built once, so logits and gradient are one batched matmul each (fewer ops;
+    beyond that size it is memory-bound and the factored form is faster).
     """
-    X, Y, n = bd.X, bd.Y, bd.n
+    X, Y, n, T, d = bd.X, bd.Y, bd.n, bd.T, bd.d
+    B = X.shape[0]
     z = bd.z
     trained = _TRAINED[param]
     values = diff = None
     if isinstance(head, M.LinearHead) and "v" not in trained:  # fixed token values g = X v
         values = torch.einsum("bntd,bd->bnt", X, fixed["v"])
         diff = values.unsqueeze(-1) - values.unsqueeze(-2)
+    feats = keys = None
+    if prompt:  # keys W^T x_it, (B, nT, d)
+        keys = (X @ fixed["W"].unsqueeze(1)).reshape(B, n * T, d)
+    elif B * n * T * d * d <= 3e4:  # tiny: x_it z_i^T flattened row-major, (B, nT, d*d)
+        feats = (X.unsqueeze(-1) * z.unsqueeze(-2).unsqueeze(-2)).reshape(B, n * T, d * d)
 
     def grads(P, extras=False):
         if prompt:
-            p = P["p"] if "p" in P else fixed["p"]
             Wc = fixed["W"]
-            zq = p.unsqueeze(1).expand(-1, n, -1)  # (B, n, d)
+            p = P["p"] if "p" in P else fixed["p"]
+            a = (keys @ p.unsqueeze(-1)).view(B, n, T)
         else:
             Wc = P["K"] @ P["Q"].mT if "K" in P else (P["W"] if "W" in P else fixed["W"])
-            zq = z
+            a = ((feats @ Wc.reshape(B, d * d, 1)).view(B, n, T) if feats is not None
+                 else M.logits(X, Wc, z))
         v = P["v"] if "v" in P else fixed.get("v")
-        out = M.logit_gradient(X, Y, M.logits(X, Wc, zq), v, head, loss, scaled=scaled,
-                               values=values, pair_diff=diff, extras=extras)
+        out = M.logit_gradient(X, Y, a, v, head, loss, scaled=scaled, values=values,
+                               pair_diff=diff, extras=extras)
         G, K = {}, {}
         if trained != ("v",):
-            r = (out["da"].unsqueeze(-1) * X).sum(-2)  # sum_t dL/da_it x_it (scaled), (B,n,d)
+            da = out["da"].reshape(B, n * T, 1)
             k = out["log_scale"]
             if prompt:
-                G["p"], K["p"] = torch.einsum("bde,bd->be", Wc, r.sum(1)), k
+                G["p"], K["p"] = (keys.mT @ da).view(B, d), k
             else:
-                GW = r.mT @ zq  # (B, d, d)
+                if feats is not None:
+                    GW = (feats.mT @ da).view(B, d, d)
+                else:
+                    r = (out["da"].unsqueeze(-1) * X).sum(-2)  # sum_t dL/da_it x_it, (B,n,d)
+                    GW = r.mT @ z
                 if "K" in P:
                     GK, GQ = GW @ P["Q"], GW.mT @ P["K"]
                     if reg > 0:  # true scale, then add the penalty's gradient
