@@ -94,3 +94,31 @@ def test_cosine_helper():
     P = torch.tensor([[[1.0, 0.0], [1.0, 1.0]]], dtype=torch.float64)
     c = mm._cos(P, torch.tensor([2.0, 0.0], dtype=torch.float64))
     assert c[0].tolist() == pytest.approx([1.0, 2 ** -0.5])
+
+
+def test_ray_losses_against_a_direct_computation():
+    from attnlib.data import three_token_example
+
+    ex = three_token_example("global", device="cpu")
+    u = torch.tensor([[-0.1, 1.0, 0.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
+    risk, s = mm.ray_losses(ex, u, [0.0, 3.0])
+    X = ex.data.X[0]  # (T, d)
+    for j in range(2):
+        p = 3.0 * u[j] / u[j].norm()
+        a = X @ torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64)) @ p
+        w = torch.exp(a) / torch.exp(a).sum()
+        f = (w * X[:, 2]).sum()  # v = (0, 0, 1), Y = +1
+        assert risk[j, 1] == pytest.approx(float(torch.log1p(torch.exp(-f))), rel=1e-12)
+        assert s[j, 1, 0].tolist() == pytest.approx(w.tolist(), rel=1e-12)
+    assert risk[0, 0] == risk[1, 0]  # p = 0: uniform attention on both rays
+
+
+def test_explorers_live(results):
+    sm = mm.softmax_explorer(mode="live")
+    png = sm.png
+    sm.update(norm=16.0, angle=0)
+    assert sm.png != png
+    je = mm.joint_explorer(results["mm_e3_joint"], mode="live")
+    png = je.png
+    je.update(example="tight", iterations=20)
+    assert je.png != png
