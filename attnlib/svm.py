@@ -87,7 +87,12 @@ class InfeasibleError(ValueError):
 
 
 class _Infeasible(Exception):
-    """Internal signal from :func:`_solve`; turned into an :class:`InfeasibleError` message."""
+    """Internal signal: instance ``index`` is infeasible (the public functions turn it into an
+    :class:`InfeasibleError` that names the selection)."""
+
+    def __init__(self, index=None):
+        super().__init__(index)
+        self.index = index
 
 
 # ----------------------------------------------------------------------------- norms
@@ -242,23 +247,28 @@ def _solve_compiled(comp: _Compiled, items: list, solver: str) -> list:
     """Solve the instances ``items`` (a list of _Rows) with one compiled problem."""
     for piece, r in zip(comp.pieces, items):
         piece.load(r)
-    strict = str(solver).upper() == "CLARABEL"
-    try:
-        status = _run(comp.prob, solver, {**_CLARABEL_OPTS, **comp.clarabel} if strict else {})
-    except cp.error.SolverError:
-        status = "solver_error"
-    if strict and status not in ("optimal", "optimal_inaccurate", *comp.status_infeasible):
-        strict = False  # retry at the solver's default accuracy
+    clarabel = str(solver).upper() == "CLARABEL"
+    # 1. accurate, reusing the solver object of the last solve (cvxpy's warm_start updates
+    #    its data); 2. the same from a fresh solver (a reused one occasionally fails after an
+    #    earlier instance); 3. the solver's default accuracy, fresh.
+    tight = {**_CLARABEL_OPTS, **comp.clarabel} if clarabel else {}
+    attempts = [(tight, True, True), (tight, False, True)] if clarabel else []
+    attempts.append((comp.clarabel, False, False))
+    error, accurate = None, False
+    for opts, warm, tight_enough in attempts:
+        accurate = tight_enough  # "almost solved" under tight settings still means 1e-8
         try:
-            status = _run(comp.prob, solver, {})
+            status = _run(comp.prob, solver, {**opts, "warm_start": warm})
         except cp.error.SolverError as err:
-            raise RuntimeError(f"solver {solver} failed on this SVM ({err}); try another "
-                               "solver= ('CLARABEL', 'SCS')") from err
+            status, error = "solver_error", err
+        if status in ("optimal", "optimal_inaccurate", *comp.status_infeasible):
+            break
+    else:
+        raise RuntimeError(f"solver {solver} failed on this SVM (status {status!r}); try "
+                           "another solver= ('CLARABEL', 'SCS')") from error
     if status in comp.status_infeasible:
-        raise _Infeasible(status)
-    if status not in ("optimal", "optimal_inaccurate"):
-        raise RuntimeError(f"solver {solver} returned status {status!r} for this SVM")
-    if status == "optimal_inaccurate" and not strict:
+        raise _Infeasible()
+    if status == "optimal_inaccurate" and not accurate:
         warnings.warn(f"solver {solver} reports an inaccurate solution", RuntimeWarning,
                       stacklevel=4)
     out = []
@@ -294,17 +304,18 @@ def _solve_all(items: list, norm, solver: str, progress=False, desc="SVM") -> li
             try:
                 sols = _solve_compiled(_compiled(m, m_eq, shape, norm, len(ch)),
                                        [items[j] for j in ch], solver)
-            except _Infeasible as err:
-                if len(ch) == 1:
-                    err.index = ch[0]
+            except (_Infeasible, RuntimeError) as err:
+                if len(ch) > 1:  # solve one by one: name the infeasible instance
+                    sols = []
+                    for j in ch:
+                        try:
+                            sols.append(_solve_all([items[j]], norm, solver)[0])
+                        except _Infeasible:
+                            raise _Infeasible(j) from None
+                elif isinstance(err, _Infeasible) or _infeasible(items[ch[0]], norm, solver):
+                    raise _Infeasible(ch[0]) from None
+                else:
                     raise
-                sols = []
-                for j in ch:  # find which instance is infeasible
-                    try:
-                        sols.append(_solve_all([items[j]], norm, solver)[0])
-                    except _Infeasible as one:
-                        one.index = j
-                        raise
             for j, sol in zip(ch, sols):
                 out[j] = sol
             if bar is not None:
@@ -312,6 +323,19 @@ def _solve_all(items: list, norm, solver: str, progress=False, desc="SVM") -> li
     if bar is not None:
         bar.close()
     return out
+
+
+def _infeasible(r: _Rows, norm, solver) -> bool:
+    """After a solver failure: is the instance infeasible? (Feasibility does not depend on
+    the norm, and the Frobenius dual QP detects it reliably.)"""
+    if norm == "fro":
+        return False
+    try:
+        _solve_compiled(_compiled(len(r.b), 0 if r.C is None else len(r.C), tuple(r.shape),
+                                  "fro"), [r], solver)
+    except _Infeasible:
+        return True
+    return False
 
 
 def _solve(A, b, shape, norm, solver, C=None, c=None):
