@@ -423,16 +423,15 @@ _ICONS = {"minus": "&minus;", "fast-backward": "|&#9664;&#9664;", "step-backward
           "step-forward": "&#9654;|", "fast-forward": "&#9654;&#9654;|", "plus": "+"}
 
 
-def _sanitize(html: str, uid: str) -> str:
-    """Offline and deterministic: no font-awesome link, text icons, fixed ids."""
+def _sanitize(html: str, uid: str, alt: str = "explorer figure") -> str:
+    """Offline and deterministic: no font-awesome link, text icons, fixed ids, an alt text."""
     html = re.sub(r"<link[^>]*font-awesome[^>]*>", "", html, flags=re.S)
     html = re.sub(r'<i class="fa fa-([a-z -]+)"></i>', lambda m: _ICONS.get(m.group(1), "?"),
                   html)
-    ids = set(re.findall(r"[0-9a-f]{32}", html))
-    for old in ids:
+    for old in set(re.findall(r'id="_anim_img([0-9a-f]{32})"', html)):  # the player's uuid4
         html = html.replace(old, uid)
-    html = html.replace('<img id="_anim_img', '<img style="max-width:100%" id="_anim_img')
-    return html
+    return html.replace('<img id="_anim_img', f'<img alt="{_html.escape(alt)}" '
+                        'style="max-width:100%" id="_anim_img')
 
 
 @dataclass
@@ -485,7 +484,8 @@ class StaticExplorer:
                                  repeat=False, cache_frame_data=False)
             raw = anim.to_jshtml(default_mode="once")
             key = f"{ex.name}|{panel.label}|{uid0}|{j}".encode()
-            panel.html = _sanitize(raw, hashlib.sha1(key).hexdigest()[:32])
+            alt = f"{ex.name} explorer" + (f", {panel.label}" if panel.label else "")
+            panel.html = _sanitize(raw, hashlib.sha1(key).hexdigest()[:32], alt)
             panel.frames = len(frames)
         self.t_render = time.perf_counter() - self.t_render
         self.html = self._assemble()

@@ -125,7 +125,9 @@ def test_static_html_is_offline_and_deterministic():
     assert "https://" not in st.html and 'class="fa' not in st.html
     ids = set(re.findall(r"_anim_img([0-9a-f]{32})", st.html))
     assert len(ids) == 2  # one id per player, derived from name + counter (no uuid4)
-    assert widgets._sanitize('<img id="_anim_img' + "ab" * 16 + '">', "c" * 32).count("c" * 32)
+    one = widgets._sanitize('<img id="_anim_img' + "ab" * 16 + '"> anim' + "ab" * 16, "c" * 32)
+    assert one.count("c" * 32) == 2 and "ab" * 16 not in one and 'alt="explorer figure"' in one
+    assert 'alt="toy explorer, phase = 0.5"' in st.html
 
 
 def test_static_frames_differ_between_slider_values():
