@@ -100,7 +100,7 @@ def as_tensor(x, name: str, dtype=None, device=None) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- the data class
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AttentionData:
     """Attention data :math:`(X_i, Y_i, z_i)_{i\\le n}` with a linear head :math:`v`.
 
@@ -246,7 +246,7 @@ class AttentionData:
                 f"dtype={self.dtype}, device={self.device})")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Example:
     """A hand-made example of a paper: its data plus the settings the paper trains it with.
 
