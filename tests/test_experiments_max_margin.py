@@ -83,6 +83,14 @@ def test_e1_full_scale_basins():
     assert math.isnan(res.numbers["boundary_c"])
 
 
+def test_more_trials_keep_the_official_runs_first():
+    assert mm._inits(6) == list(mm._INITS) and mm._inits(2) == [1.0, 0.5]
+    assert mm._inits(9)[:6] == list(mm._INITS) and len(mm._inits(9)) == 9
+    res = E.run("mm_e1_basins", cache=False, trials=8, sweep=0, steps=20)
+    assert res.arrays["paths"].shape[:2] == (2, 8)
+    assert "local_split_ok" in res.numbers
+
+
 def test_bad_settings():
     with pytest.raises(ValueError, match="trials"):
         E.run("mm_e2_multi_input", cache=False, trials=0)
