@@ -48,8 +48,8 @@ from attnlib.train import LpMirrorDescent, inverse_mirror_map, mirror_map, train
 
 from ._registry import Target, experiment
 
-__all__ = ["PAPER", "PAPER_IMDB", "imdb_table", "lp_norm", "plot_convergence", "plot_bias",
-           "plot_unnormalized", "plot_joint", "plot_digits"]
+__all__ = ["PAPER", "PAPER_IMDB", "imdb_table", "digits_table", "plot_attention", "lp_norm",
+           "plot_convergence", "plot_bias", "plot_unnormalized", "plot_joint", "plot_digits"]
 
 PAPER = "2410.14581"
 _BUDGET = {1.75: 1500, 2.0: 2000, 3.0: 20000}  # the official iteration budgets per p
@@ -255,19 +255,21 @@ def convergence(trials: int = 100, seed: int = 1, lps: tuple = (1.75, 2.0, 3.0),
         dual = lp_norm(Wk, lp).pow(lp - 1)  # (B, S) = ||Theta(k)||_q
         bound = dual[:, :1] + lr * ks
         viol = max(viol, float(((dual - bound) / bound).max()))
-        min_prob = min(min_prob, float(run.history["min_max_prob"][:, -1].min()))
+        tag = {1.75: "p175", 2.0: "p2", 3.0: "p3"}.get(lp, f"p{lp:g}")
+        numbers[f"min_max_prob_{tag}"] = float(run.history["min_max_prob"][:, -1].min())
+        min_prob = min(min_prob, numbers[f"min_max_prob_{tag}"])
         alpha = selected_tokens(data, run.W)  # (B, n)
         Wmm = _svms(data, alpha, lps, fallbacks)  # (Q, B, d, d)
         D = directional_bregman(Wmm[:, :, None], Wk[None], lp)  # (Q, B, S)
         margins = min(margins, float(token_margins(data, Wmm[j], alpha).masked_fill(
             torch.nn.functional.one_hot(alpha, data.T).bool(), math.inf).amin()))
         local.append(_local(data, Wmm[j], alpha))
+        numbers[f"local_opt_frac_{tag}"] = float(local[-1].double().mean())
         mean = D[j].mean(0)  # (S,)
         cks = [int(np.searchsorted(ks.cpu().numpy(), f * K)) for f in (.05, .1, .25, .5, 1.)]
         monotone &= bool((mean[cks].diff() < 0).all())
-        key = {1.75: "ddir_p175", 2.0: "ddir_p2", 3.0: "ddir_p3"}.get(lp, f"ddir_p{lp:g}")
-        numbers[key] = float(D[j, :, -1].mean())
-        numbers[key + "_median"] = float(D[j, :, -1].median())
+        numbers[f"ddir_{tag}"] = float(D[j, :, -1].mean())
+        numbers[f"ddir_{tag}_median"] = float(D[j, :, -1].median())
         if lp == 3.0:
             ratio = dual[:, -1] / bound[:, -1]
             numbers["norm_ratio_p3"] = float(ratio.median())
@@ -282,7 +284,7 @@ def convergence(trials: int = 100, seed: int = 1, lps: tuple = (1.75, 2.0, 3.0),
                        f"dual_{j}": dual, f"bound_{j}": bound})
     local = torch.cat(local)
     numbers.update(norm_violation=viol, min_max_prob=min_prob, svm_min_margin=margins,
-                   local_opt_frac=float(local.float().mean()), ddir_monotone=int(monotone),
+                   local_opt_frac=float(local.double().mean()), ddir_monotone=int(monotone),
                    svm_scs_fallbacks=len(fallbacks))
     if order is not None:
         numbers["order_175"] = order
@@ -533,16 +535,17 @@ def digits(lp: float = 1.1, steps: int = 600, eval_every: int = 20, seeds: int =
     for k, r in out.items():
         for m in ("test_acc", "val_acc", "final_test_acc", "sparsity", "l1_over_fro", "entropy",
                   "top1"):
-            numbers[f"{k}_{m}"] = float(r[m].float().mean())
-            numbers[f"{k}_{m}_std"] = float(r[m].float().std()) if seeds > 1 else 0.0
+            numbers[f"{k}_{m}"] = float(r[m].double().mean())
+            numbers[f"{k}_{m}_std"] = float(r[m].double().std()) if seeds > 1 else 0.0
         numbers[f"{k}_lr"] = r["lr"]
-        numbers[f"{k}_step"] = float(r["step"].float().mean())
+        numbers[f"{k}_step"] = float(r["step"].double().mean())
         arrays.update({f"{k}_{m}": r[m] for m in ("test_acc", "sparsity", "entropy", "top1",
                                                     "step")})
         A = r["W"].abs()
         arrays[f"rel_abs_{k}"] = (A / A.amax((-2, -1), keepdim=True)).flatten()
         arrays[f"W_{k}"] = r["W"]
         arrays[f"curve_val_acc_{k}"] = r["curve_val_acc"]
+        arrays[f"curve_test_acc_{k}"] = r["curve_test_acc"]
         arrays["curve_step"] = r["curve_step"]
     md, gd = out["md"], out["gd"]
     numbers.update(
@@ -551,6 +554,57 @@ def digits(lp: float = 1.1, steps: int = 600, eval_every: int = 20, seeds: int =
         entropy_lower=int(md["entropy"].mean() < gd["entropy"].mean()),
         acc_diff=100 * float(md["test_acc"].mean() - gd["test_acc"].mean()))
     return numbers, arrays
+
+
+_NAMES = {"md": "ℓ{lp:g}-MD", "gd": "GD", "adam": "Adam"}
+
+
+def digits_table(res) -> str:
+    """The digits comparison as Markdown: mean ± std over seeds (chapter 10)."""
+    n = res.numbers
+    S = res.params["seeds"]
+    lines = ["| optimizer | lr (chosen on val.) | test acc. (%) | last-step test acc. (%) | "
+             "near-zero W entries (%) | ‖W‖₁/‖W‖_F | attention entropy | top-1 attention |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def ms(key, scale=1.0, fmt=".1f"):
+        return f"{scale * n[key]:{fmt}} ± {scale * n[key + '_std']:{fmt}}"
+
+    for k in ("md", "gd", "adam"):
+        name = _NAMES[k].format(lp=res.params["lp"])
+        lines.append(f"| {name} | {n[k + '_lr']:g} | {ms(k + '_test_acc', 100)} | "
+                     f"{ms(k + '_final_test_acc', 100)} | {ms(k + '_sparsity', 100)} | "
+                     f"{ms(k + '_l1_over_fro', 1, '.2f')} | {ms(k + '_entropy', 1, '.2f')} | "
+                     f"{ms(k + '_top1', 1, '.2f')} |")
+    lines.append(f"\nMean ± standard deviation over {S} seeds (different initialisations).")
+    return "\n".join(lines)
+
+
+def plot_attention(res, images: int = 4):
+    """Test digits and the attention of each optimizer's seed-0 model on its 16 patches."""
+    from attnlib import realdata
+
+    data = realdata.digits_tokens(split_seed=res.params["split_seed"])
+    Xte, _, zte = data.part("test")
+    X, z = Xte[:images], zte[:images]
+    keys = ("md", "gd", "adam")
+    fig, axes = _plots.new_figure(images, 1 + len(keys), figsize=(2.0 * (1 + len(keys)),
+                                                                  2.0 * images))
+    axes = np.atleast_2d(axes)
+    for i in range(images):
+        pix = X[i, :, :4].reshape(4, 4, 2, 2).permute(0, 2, 1, 3).reshape(8, 8)
+        axes[i, 0].imshow(pix.numpy(), cmap="gray_r")
+        for c, k in enumerate(keys, start=1):
+            W = torch.as_tensor(res.arrays[f"W_{k}"][:1], dtype=X.dtype)  # (1, d, d)
+            s = torch.softmax(torch.einsum("td,de,e->t", X[i], W[0], z[i]), -1)
+            axes[i, c].imshow(s.reshape(4, 4).numpy(), cmap="viridis", vmin=0, vmax=1)
+            if i == 0:
+                axes[i, c].set_title(_NAMES[k].format(lp=res.params["lp"]), fontsize=9)
+    axes[0, 0].set_title("test image", fontsize=9)
+    for ax in axes.ravel():
+        ax.set_xticks([])
+        ax.set_yticks([])
+    return fig
 
 
 # ----------------------------------------------------------------------------- the paper's IMDb
