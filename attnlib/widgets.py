@@ -79,7 +79,6 @@ Design
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import contextvars
 import dataclasses
@@ -456,8 +455,6 @@ class StaticExplorer:
     """
 
     def __init__(self, explorer: Explorer):
-        from matplotlib.animation import FuncAnimation
-
         ex = self.explorer = explorer
         slider = ex.slider
         frames = [dict(zip(slider, combo)) for combo in
@@ -469,39 +466,37 @@ class StaticExplorer:
         for combo in combos:
             vals = dict(zip(others, combo))
             self.panels.append(_Panel(ex.label(vals, panel_names) if panel_names else "", vals))
-        n_frames = len(frames) * len(self.panels)
-        shown = slider + panel_names
-        self.dpi = self._fit_dpi(frames, n_frames, shown)
-        self.t_render = time.perf_counter()
-        uid0 = next(Explorer._counter)
+        self._frames, self._shown = frames, slider + panel_names
+        self._uid = next(Explorer._counter)
+        t0 = time.perf_counter()
+        self.dpi = float(ex.static_dpi)
+        self._render()
+        if self.nbytes > ex.max_bytes:  # too big: once more at the resolution that fits
+            self.dpi = max(36.0, round(self.dpi * math.sqrt(ex.max_bytes / self.nbytes) * 0.92,
+                                       1))
+            self._render()
+        self.t_render = time.perf_counter() - t0
+
+    def _render(self):
+        """Render every panel's player at ``self.dpi``; set ``html`` and ``nbytes``."""
+        from matplotlib.animation import FuncAnimation
+
+        ex = self.explorer
         for j, panel in enumerate(self.panels):
             fig = BookFigure(figsize=ex.figsize, dpi=self.dpi)
 
             def update(fr, panel=panel, fig=fig):
-                ex.draw_into(fig, {**panel.values, **fr}, shown)
+                ex.draw_into(fig, {**panel.values, **fr}, self._shown)
 
-            anim = FuncAnimation(fig, update, frames=frames, interval=1000.0 / ex.fps,
+            anim = FuncAnimation(fig, update, frames=self._frames, interval=1000.0 / ex.fps,
                                  repeat=False, cache_frame_data=False)
             raw = anim.to_jshtml(default_mode="once")
-            key = f"{ex.name}|{panel.label}|{uid0}|{j}".encode()
+            key = f"{ex.name}|{panel.label}|{self._uid}|{j}".encode()
             alt = f"{ex.name} explorer" + (f", {panel.label}" if panel.label else "")
             panel.html = _sanitize(raw, hashlib.sha1(key).hexdigest()[:32], alt)
-            panel.frames = len(frames)
-        self.t_render = time.perf_counter() - self.t_render
+            panel.frames = len(self._frames)
         self.html = self._assemble()
         self.nbytes = len(self.html.encode())
-
-    def _fit_dpi(self, frames, n_frames, shown) -> float:
-        """Largest dpi <= static_dpi whose estimated total size fits max_bytes."""
-        ex = self.explorer
-        dpi = float(ex.static_dpi)
-        fig = BookFigure(figsize=ex.figsize, dpi=dpi)
-        ex.draw_into(fig, {**self.panels[0].values, **frames[-1]}, shown)
-        one = len(base64.b64encode(_png(fig))) * 1.05
-        est = one * n_frames + 12_000 * len(self.panels)
-        if est > ex.max_bytes:
-            dpi = max(36.0, dpi * math.sqrt(ex.max_bytes / est) * 0.92)
-        return round(dpi, 1)
 
     def _assemble(self) -> str:
         ex = self.explorer
@@ -591,7 +586,7 @@ TOKEN_EXAMPLES = {
     "e2": (multi_input_example, "3 inputs of 7 tokens, equal non-optimal scores"),
 }
 _TP_ITER = (0, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 125, 150, 175, 200, 300, 500, 1000)
-_TP_STATIC = (0, 5, 10, 20, 30, 40, 60, 80, 100, 150, 200)
+_TP_STATIC = (0, 10, 20, 40, 60, 100, 150, 200)  # 8 frames: a chapter's build budget
 _TP_RECORD = 5
 
 
@@ -819,7 +814,8 @@ def parameterisation(example: int = 2, *, param: str = "both", iterations: int =
     controls = [
         Control("example", (1, 2), default=example),
         Control("param", ("both", "W", "KQ"), default=param, label="trained"),
-        Control("iterations", _PM_ITER, default=iterations),
+        Control("iterations", _PM_ITER, default=iterations,
+                static=(0, 20, 50, 100, 200, 500, 1000)),
         Control("lr", (0.01, 0.1, 0.5), default=lr, label="step size"),
         Control("normalized", (True, False), default=normalized),
     ]
