@@ -268,6 +268,22 @@ def _prepare(data, param, init, head, seed, device, dtype):
 
 
 # ----------------------------------------------------------------------------- the trainer
+def _stack_kq(P):
+    """Keep (K, Q) as one (B, 2, d, m) tensor inside the loops (half the ops)."""
+    if "K" not in P:
+        return P
+    P = dict(P)
+    return {"KQ": torch.stack((P.pop("K"), P.pop("Q")), 1), **P}
+
+
+def _unstack_kq(P):
+    if "KQ" not in P:
+        return P
+    P = dict(P)
+    KQ = P.pop("KQ")
+    return {"K": KQ[:, 0], "Q": KQ[:, 1], **P}
+
+
 def _make_gradient(bd, fixed, head, loss, prompt, param, reg, scaled=True):
     """The batched gradient of the risk for one parameterisation, as a closure.
 
@@ -299,7 +315,8 @@ def _make_gradient(bd, fixed, head, loss, prompt, param, reg, scaled=True):
             p = P["p"] if "p" in P else fixed["p"]
             a = (keys @ p.unsqueeze(-1)).view(B, n, T)
         else:
-            Wc = P["K"] @ P["Q"].mT if "K" in P else (P["W"] if "W" in P else fixed["W"])
+            Wc = (P["KQ"][:, 0] @ P["KQ"][:, 1].mT if "KQ" in P
+                  else (P["W"] if "W" in P else fixed["W"]))
             a = ((feats @ Wc.reshape(B, d * d, 1)).view(B, n, T) if feats is not None
                  else M.logits(X, Wc, z))
         v = P["v"] if "v" in P else fixed.get("v")
@@ -317,14 +334,12 @@ def _make_gradient(bd, fixed, head, loss, prompt, param, reg, scaled=True):
                 else:
                     r = (out["da"].unsqueeze(-1) * X).sum(-2)  # sum_t dL/da_it x_it, (B,n,d)
                     GW = r.mT @ z
-                if "K" in P:
-                    GK, GQ = GW @ P["Q"], GW.mT @ P["K"]
+                if "KQ" in P:  # (K, Q) stacked: [grad_K, grad_Q] = [G_W Q, G_W^T K], one matmul
+                    GKQ = torch.stack((GW, GW.mT), 1) @ P["KQ"].flip(1)
                     if reg > 0:  # true scale, then add the penalty's gradient
-                        back = torch.exp(-k).view(-1, 1, 1)
-                        GK = GK * back + (2 * reg) * P["K"]
-                        GQ = GQ * back + (2 * reg) * P["Q"]
+                        GKQ = GKQ * torch.exp(-k).view(-1, 1, 1, 1) + (2 * reg) * P["KQ"]
                         k = torch.zeros_like(k)
-                    G["K"], G["Q"], K["K"], K["Q"] = GK, GQ, k, k
+                    G["KQ"], K["KQ"] = GKQ, k
                 else:
                     G["W"], K["W"] = GW, k
         if "v" in P:
@@ -418,6 +433,7 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
     with torch.no_grad():
         bd, P, fixed, head_obj, prompt, unbatched, B = _prepare(data, param, init, head, seed,
                                                                  device, dtype)
+    P = _stack_kq(P)
     work = B * bd.n * bd.T * max(bd.T, bd.d)
     with torch.no_grad(), _FewThreads(bd.device, work):
         grads = _make_gradient(bd, fixed, head_obj, loss, prompt, param, reg)
@@ -433,9 +449,9 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
                 "max_prob": torch.empty(B, S, device=dev, dtype=dt),
                 "min_max_prob": torch.empty(B, S, device=dev, dtype=dt),
                 "grad_norm": torch.empty(B, S, device=dev, dtype=dt)}
-        for k, t in P.items():
+        for k, t in _unstack_kq(P).items():
             hist[k] = torch.empty(B, S, *t.shape[1:], device=dev, dtype=dt)
-        if "K" in P:
+        if "KQ" in P:
             hist["W"] = torch.empty(B, S, bd.d, bd.d, device=dev, dtype=dt)
         frozen = torch.zeros(B, dtype=torch.int64, device=dev)  # steps with a zero update
         bar = None
@@ -455,9 +471,9 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
                 hist["grad_norm"][:, r_idx] = torch.sqrt(sum(
                     torch.exp(torch.log(g.reshape(B, -1).norm(dim=1)) - Ks[name]) ** 2
                     for name, g in G.items()))
-                for name, t in P.items():
+                for name, t in _unstack_kq(P).items():
                     hist[name][:, r_idx] = t
-                if "K" in P:
+                if "KQ" in P:
                     hist["W"][:, r_idx] = out["W"]
                 r_idx += 1
                 if bar is not None and k:
@@ -466,12 +482,16 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
                 break
             zero = None
             for name, g in G.items():
-                g = g.reshape(B, -1)
+                rows = 2 if name == "KQ" else 1  # K and Q are normalised separately
+                g = g.reshape(B * rows, -1)
+                ks = Ks[name] if rows == 1 else Ks[name].repeat_interleave(2)
                 if normalized:
-                    step = _normalized_step(g, lr, qn, eps, Ks[name], rescale=False)
+                    step = _normalized_step(g, lr, qn, eps, ks, rescale=False)
                 else:
-                    step = (lr * torch.exp(-Ks[name])).unsqueeze(1) * g
+                    step = (lr * torch.exp(-ks)).unsqueeze(1) * g
                 is_zero = (step == 0).all(1)
+                if rows == 2:
+                    is_zero = is_zero.view(B, 2).all(1)
                 zero = is_zero if zero is None else zero & is_zero
                 step = step.view(P[name].shape)
                 if mirror:
@@ -491,6 +511,7 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
 
     history = {name: sq(t) for name, t in hist.items()}
     history["step"] = torch.tensor(record, device=dev)
+    P = _unstack_kq(P)
     W_final = P["K"] @ P["Q"].mT if "K" in P else P.get("W", fixed.get("W"))
     v_final = P.get("v", fixed.get("v"))
     return TrainResult(W=sq(W_final), K=sq(P.get("K")), Q=sq(P.get("Q")), p=sq(P.get("p")),
@@ -550,6 +571,7 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
                                                         dtype)
     with torch.no_grad(), _FewThreads(bd.device, B * bd.n * bd.T * max(bd.T, bd.d)):
         grads = _make_gradient(bd, fixed, head_obj, loss, prompt, param, 0.0)
+        P = _stack_kq(P)
         Rb = R.to(bd.device, bd.dtype).repeat(Bt)  # (B,) radius of each flat trial
         bound = Rb if param != "KQ" else torch.sqrt(2 * Rb)
 
@@ -579,6 +601,7 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
             resid = torch.sqrt(sum(((new[k] - P[k]).reshape(B, -1) ** 2).sum(1) for k in P))
             P = new
         _, _, out = grads(P, extras=True)
+        P = _unstack_kq(P)
 
     def shape(t):
         t = t.reshape(Bt, nR, *t.shape[1:])
