@@ -516,9 +516,9 @@ def plot_digits(res):
                "reports the max over epochs of test accuracy)"),
     ],
 )
-def digits(lp: float = 1.1, steps: int = 600, eval_every: int = 20, seeds: int = 5,
-           split_seed: int = 0, init_scale: float = 0.1, lr_md: tuple = (0.1, 0.3, 1.0),
-           lr_gd: tuple = (1.0, 3.0, 10.0), lr_adam: tuple = (0.003, 0.01, 0.03), device=None):
+def digits(lp: float = 1.1, steps: int = 1000, eval_every: int = 25, seeds: int = 5,
+           split_seed: int = 0, init_scale: float = 0.1, lr_md: tuple = (0.3, 1.0, 3.0),
+           lr_gd: tuple = (1.0, 3.0, 10.0), lr_adam: tuple = (0.01, 0.03, 0.1), device=None):
     """ℓp-MD vs GD vs Adam on digits as 16 patch tokens (0-4 vs 5-9), ``seeds`` initialisations.
 
     Learning rate and checkpoint are chosen on the validation split
