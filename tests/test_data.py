@@ -145,7 +145,8 @@ def test_multi_input_example_recipe():
     g = torch.Generator().manual_seed(0)
     raw = torch.randn((3, 7, 3), generator=g) * 0.2
     assert torch.allclose(X[:, 0, :2].float(), raw[:, 0, :2] + torch.tensor([1.0, 0.0]))
-    assert math.isclose(ex.known["p_mm_norm"], 0.7914, abs_tol=1e-4)
+    assert torch.allclose(X[:, 4:, :2].float(), raw[:, 4:, :2] - 0.5)
+    assert torch.allclose(X[:, 1:4, :2].float(), raw[:, 1:4, :2] + torch.tensor([-1.0, 1.0]))
 
 
 def test_joint_and_loss_examples():
