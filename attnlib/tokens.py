@@ -295,25 +295,36 @@ def support_tokens(data_or_X, W_mm, alpha, *, z=None, mask=None, tol=1e-6) -> to
 
 
 # ----------------------------------------------------------------------------- local optimality
-def _is_locally_optimal_one(data, alpha, norm, param, W, mask, tol, score_tol):
-    """(feasible, locally optimal) for one unbatched instance."""
+def _local(data, alpha, norm, param, W, mask, tol, score_tol):
+    """(feasible, locally optimal) as bool tensors of the trials' shape, () or (B,).
+
+    All trials are solved in one call; if one is infeasible, trial by trial.
+    """
     from attnlib import svm  # svm sits above tokens in the layering
 
     X = data.X
     try:
         if param == "W":
-            sup = support_tokens(data, svm.att_svm(data, alpha=alpha, norm=norm, mask=mask),
-                                 alpha, mask=mask, tol=tol)
+            W_mm = svm.att_svm(data, alpha=alpha, norm=norm, mask=mask)
+            sup = support_tokens(data, W_mm, alpha, mask=mask, tol=tol)
         else:  # prompt model: queries z_i = p^mm for every i, W fixed
             p_mm = svm.prompt_svm(data, alpha=alpha, W=W, norm=norm, mask=mask)
             Wf = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device) if W is None else W
-            sup = support_tokens(X, Wf, alpha, z=p_mm.expand(X.shape[-3], -1), mask=mask,
-                                 tol=tol)
+            z = p_mm.unsqueeze(-2).expand(*p_mm.shape[:-1], X.shape[-3], X.shape[-1])
+            sup = support_tokens(X, Wf, alpha, z=z, mask=mask, tol=tol)
     except svm.InfeasibleError:
-        return False, False
-    gamma = scores(data)  # (n, T)
-    best = _take(gamma, alpha).unsqueeze(-1).expand_as(gamma)  # (n, T)
-    return True, bool((gamma[sup] < best[sup] - score_tol).all())
+        if X.ndim == 3:
+            return torch.tensor(False), torch.tensor(False)
+        B = X.shape[0]
+        one = [_local(data.trial(b), alpha.expand(B, -1)[b], norm, param,
+                      W if W is None or torch.as_tensor(W).ndim == 2 else W[b],
+                      None if mask is None else mask.expand(B, *mask.shape[-2:])[b], tol,
+                      score_tol) for b in range(B)]  # one solve per trial
+        return torch.stack([f for f, _ in one]), torch.stack([lo for _, lo in one])
+    gamma = scores(data)  # (..., n, T)
+    best = _take(gamma, alpha).unsqueeze(-1)  # (..., n, 1)
+    ok = (~sup | (gamma < best - score_tol)).flatten(-2).all(-1)  # every support scores lower
+    return torch.ones_like(ok), ok.cpu()
 
 
 def is_locally_optimal(data, alpha, norm="fro", *, param="W", W=None, mask=None, tol=1e-6,
@@ -349,7 +360,7 @@ def is_locally_optimal(data, alpha, norm="fro", *, param="W", W=None, mask=None,
 
     Returns
     -------
-    bool, or bool tensor (B,) for batched data (one SVM solve per trial).
+    bool, or bool tensor (B,) for batched data (all trials solved in one call).
 
     See chapter 3, *Local versus global optimality*.
     """
@@ -357,20 +368,8 @@ def is_locally_optimal(data, alpha, norm="fro", *, param="W", W=None, mask=None,
         raise ValueError(f"param: expected 'W' or 'p', got {param!r}")
     X, _ = _tokens(data, need_z=False)
     alpha = _alpha(alpha, X)
-    m = _mask(mask, X)
-    if X.ndim == 3:
-        if alpha.ndim != 1:
-            raise ValueError("alpha: unbatched data needs a selection of shape (n,)")
-        return _is_locally_optimal_one(data, alpha, norm, param, W, m, tol, score_tol)[1]
-    B = X.shape[0]
-    alpha = alpha.expand(B, -1)
-    out = torch.zeros(B, dtype=torch.bool)
-    for b in range(B):  # one SVM solve per trial (cvxpy solves one problem at a time)
-        one = data.trial(b)
-        out[b] = _is_locally_optimal_one(one, alpha[b], norm, param, W,
-                                         None if m is None else m.expand(B, *m.shape[-2:])[b],
-                                         tol, score_tol)[1]
-    return out
+    local = _local(data, alpha, norm, param, W, _mask(mask, X), tol, score_tol)[1]
+    return bool(local) if X.ndim == 3 else local
 
 
 class Selections(NamedTuple):
@@ -427,10 +426,9 @@ def enumerate_selections(data, norm="fro", *, param="W", W=None, mask=None, tol=
             feas.append(False)
             loc.append(False)
             continue
-        f, lo = _is_locally_optimal_one(data, a.to(X.device), norm, param, W, m, tol,
-                                        score_tol)
-        feas.append(f)
-        loc.append(lo)
+        f, lo = _local(data, a.to(X.device), norm, param, W, m, tol, score_tol)
+        feas.append(bool(f))
+        loc.append(bool(lo))
     return Selections(alphas, torch.tensor(feas), torch.tensor(loc),
                       (alphas == opt).all(-1))
 

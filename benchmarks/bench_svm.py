@@ -9,13 +9,19 @@ through its dual SDP. Both use Clarabel (cvxpy's default for these problems) and
 instances (``random_data``, optimal tokens); the first ``att_svm`` call of each shape, which
 compiles the problem, is included in its time.
 
-Run ``python benchmarks/bench_svm.py`` for the table; ``run()`` returns the rows as dicts
-(``benchmarks/bench_core.py`` imports it).
+Run ``python benchmarks/bench_svm.py`` for the tables (``--write`` also puts them in
+benchmarks/RESULTS.md); ``run()`` returns the rows as dicts (``benchmarks/bench_core.py``
+imports it).
 """
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
+import sys
 import time
+from pathlib import Path
 
 import cvxpy as cp
 import numpy as np
@@ -54,8 +60,10 @@ def run(instances: int = 50, sizes=SIZES, norms=NORMS, seed: int = 0) -> list[di
     -------
     list of dict
         One row per (size, norm): ``loop_s`` and ``attnlib_s`` (total seconds),
-        ``loop_ms`` and ``attnlib_ms`` (per solve), ``ratio`` (loop / attnlib), and the
-        largest relative difference of the optimal norms (``max_rel_diff``).
+        ``loop_ms`` and ``attnlib_ms`` (per solve), ``ratio`` (loop / attnlib), the same in
+        process CPU seconds (``loop_cpu_s``, ``attnlib_cpu_s``, ``cpu_ratio``: less affected
+        by other load on the machine), and the largest relative difference of the optimal
+        norms (``max_rel_diff``).
     """
     rows = []
     for n, T, d in sizes:
@@ -64,19 +72,20 @@ def run(instances: int = 50, sizes=SIZES, norms=NORMS, seed: int = 0) -> list[di
         X, z, a = data.X.numpy(), data.z.numpy(), alpha.numpy()
         for norm in norms:
             svm._compiled.cache_clear()  # att_svm pays its compilation inside the timing
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             W_fast = svm.att_svm(data, alpha=alpha, norm=norm).numpy()  # (B, d, d)
-            t_fast = time.perf_counter() - t0
-            t0 = time.perf_counter()
+            t_fast, c_fast = time.perf_counter() - t0, time.process_time() - c0
+            t0, c0 = time.perf_counter(), time.process_time()
             W_loop = [loop_att_svm(X[b], z[b], a[b], norm) for b in range(instances)]
-            t_loop = time.perf_counter() - t0
+            t_loop, c_loop = time.perf_counter() - t0, time.process_time() - c0
             diff = max(abs(_norm(Wf, norm) - _norm(Wl, norm)) / _norm(Wl, norm)
                        for Wf, Wl in zip(W_fast, W_loop))
             rows.append(dict(bench="svm", n=n, T=T, d=d, norm=norm, instances=instances,
                              loop_s=t_loop, attnlib_s=t_fast,
                              loop_ms=1e3 * t_loop / instances,
                              attnlib_ms=1e3 * t_fast / instances,
-                             ratio=t_loop / t_fast, max_rel_diff=diff))
+                             ratio=t_loop / t_fast, loop_cpu_s=c_loop, attnlib_cpu_s=c_fast,
+                             cpu_ratio=c_loop / c_fast, max_rel_diff=diff))
     return rows
 
 
@@ -101,10 +110,10 @@ def single_solve(n: int = 6, T: int = 8, d: int = 10, repeats: int = 20,
 def table(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = ("| (n,T,d) | norm | instances | loop (ms/solve) | att_svm (ms/solve) | ratio "
-            "| max rel. diff of optimal norm |\n|---|---|---|---|---|---|---|")
+            "| CPU ratio | max rel. diff of optimal norm |\n|---|---|---|---|---|---|---|---|")
     lines = [f"| ({r['n']},{r['T']},{r['d']}) | {r['norm']} | {r['instances']} | "
              f"{r['loop_ms']:.1f} | {r['attnlib_ms']:.1f} | {r['ratio']:.1f}x | "
-             f"{r['max_rel_diff']:.1e} |" for r in rows]
+             f"{r['cpu_ratio']:.1f}x | {r['max_rel_diff']:.1e} |" for r in rows]
     return "\n".join([head, *lines])
 
 
@@ -117,8 +126,28 @@ def single_table(rows: list[dict]) -> str:
     return "\n".join([head, *lines])
 
 
+def write_results(text: str, path=None) -> None:
+    """Put ``text`` between this benchmark's markers in benchmarks/RESULTS.md."""
+    path = Path(__file__).with_name("RESULTS.md") if path is None else Path(path)
+    begin, end = "<!-- bench_svm: begin -->", "<!-- bench_svm: end -->"
+    old = path.read_text() if path.exists() else "# Benchmark results\n"
+    block = f"{begin}\n{text.strip()}\n{end}"
+    if begin in old and end in old:
+        new = old[:old.index(begin)] + block + old[old.index(end) + len(end):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(new)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    print(single_table(single_solve()))
-    print()
-    print(table(run()))
+    started = datetime.datetime.now(datetime.timezone.utc)
+    text = "\n\n".join([single_table(single_solve()), table(run())])
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    header = (f"## Att-SVM solvers (`python benchmarks/bench_svm.py --write`)\n\n"
+              f"Measured {started:%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+              f"{os.cpu_count()} cores, load average at the end {load:.1f} (a shared machine: "
+              f"wall times are inflated, the CPU-time ratio is the steadier figure).")
+    print(header, text, sep="\n\n")
+    if "--write" in sys.argv[1:]:
+        write_results(header + "\n\n" + text)

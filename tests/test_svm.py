@@ -182,7 +182,7 @@ def test_batched_equals_looped_and_one_vectorized_constraint():
 
 
 @pytest.mark.parametrize("norm", ["fro", "nuc"])
-def test_chunked_batch_equals_single_solves(norm):
+def test_batch_equals_single_solves(norm):
     data = random_data(4, 5, 6, trials=10, seed=8, device="cpu")  # one chunk of 8 + 2 singles
     Wb, lamb = svm.att_svm(data, norm=norm, return_dual=True)
     for b in (0, 5, 9):
@@ -254,6 +254,49 @@ def test_svm_equivalence_parts():
     W_fin1, W_dir1 = svm.svm_equivalence(data, single, single.double())
     assert W_fin1.abs().max() == 0
     torch.testing.assert_close(W_dir1, svm.att_svm(data, alpha=alpha), atol=1e-6, rtol=0)
+
+
+def test_svm_equivalence_nuclear_constraints():
+    data = random_data(3, 4, 6, seed=2, device="cpu")
+    O = torch.tensor([[1, 1, 0, 0], [0, 1, 0, 0], [0, 0, 1, 1]], dtype=torch.bool)
+    s = torch.tensor([[0.7, 0.3, 0, 0], [0, 1.0, 0, 0], [0, 0, 0.4, 0.6]], dtype=torch.float64)
+    W_fin, W_dir = svm.svm_equivalence(data, O, s, norm="nuc")
+    a_dir = torch.einsum("ntd,de,ne->nt", data.X, W_dir, data.z)
+    a_fin = torch.einsum("ntd,de,ne->nt", data.X, W_fin, data.z)
+    assert abs(a_dir[0, 0] - a_dir[0, 1]) < 1e-7 and abs(a_dir[2, 2] - a_dir[2, 3]) < 1e-7
+    assert (a_dir[0, :2].min() - a_dir[0, 2:].max()) > 1 - 1e-7
+    assert abs(float(a_fin[2, 3] - a_fin[2, 2]) - np.log(0.6 / 0.4)) < 1e-7
+    fro = svm.svm_equivalence(data, O, s, norm="fro")
+    assert torch.linalg.svdvals(W_dir).sum() <= torch.linalg.svdvals(fro.W_dir).sum() + 1e-7
+
+
+def test_prompt_and_relaxed_batched_equal_single():
+    data = random_data(3, 4, 8, trials=3, seed=6, device="cpu")
+    p = svm.prompt_svm(data)
+    v_mm = svm.head_svm(data)
+    pr = svm.relaxed_prompt_svm(data, v_mm=v_mm)
+    for b in range(3):
+        torch.testing.assert_close(p[b], svm.prompt_svm(data.trial(b)), atol=1e-8, rtol=0)
+        torch.testing.assert_close(v_mm[b], svm.head_svm(data.trial(b)), atol=1e-8, rtol=0)
+        torch.testing.assert_close(pr[b], svm.relaxed_prompt_svm(data.trial(b)), atol=1e-7,
+                                   rtol=0)
+
+
+def test_sequence_svm_default_selection_is_optimal():
+    torch.manual_seed(1)
+    X = torch.nn.functional.normalize(torch.randn(2, 3, 8, dtype=torch.float64), dim=-1)
+    Y = torch.tensor([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]])
+    v = torch.nn.functional.normalize(torch.randn(8, dtype=torch.float64), dim=0)
+    gam = Y[..., None] * (X @ v)[:, None, :]  # (n, query k, token t)
+    for causal in (False, True):
+        W = svm.sequence_svm(X, Y=Y, v=v, causal=causal)
+        a = torch.einsum("itd,de,ike->ikt", X, W, X)  # logits of every query
+        if causal:
+            hide = ~torch.tril(torch.ones(3, 3, dtype=torch.bool))
+            a, g = a.masked_fill(hide, -np.inf), gam.masked_fill(hide, -np.inf)
+        else:
+            g = gam
+        assert (a.argmax(-1) == g.argmax(-1)).all()
 
 
 # ----------------------------------------------------------------------------- errors
