@@ -22,6 +22,7 @@ import argparse
 import datetime
 import importlib.util
 import math
+import os
 import platform
 import time
 from pathlib import Path
@@ -98,21 +99,24 @@ def bench_train(trials=100, steps=2000, loop_trials=10, seed=0):
             kq = param == "KQ"
             notebook_loop(data, kq, 2, 1)  # warm-up: torch.optim's first step imports a lot
             al.train(data, param=param, steps=2)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             W_loop, inits = notebook_loop(data, kq, steps, loop_trials)
             t_loop = (time.perf_counter() - t0) * trials / loop_trials
+            c_loop = (time.process_time() - c0) * trials / loop_trials
             # the same initialisations for every trial: the loop's for the first ones
             full_inits = [inits[b] if b < loop_trials else _draw_init(kq, b)
                           for b in range(trials)]
             init = {k: torch.stack([i[k] for i in full_inits]) for k in full_inits[0]}
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             res = al.train(data, param=param, steps=steps, lr=0.1, eps=EPS,
                            reg=EPS if kq else 0.0, init=init, record_every=steps)
             t_batch = time.perf_counter() - t0
+            c_batch = time.process_time() - c0
             agree = float(al.correlation(res.W[:loop_trials], W_loop).min())
             rows.append(dict(bench="train", param=param, trials=trials, steps=steps,
                              loop_s=t_loop, loop_trials_timed=loop_trials, batched_s=t_batch,
-                             ratio=t_loop / t_batch, min_corr_loop_vs_batched=agree))
+                             ratio=t_loop / t_batch, loop_cpu_s=c_loop, batched_cpu_s=c_batch,
+                             cpu_ratio=c_loop / c_batch, min_corr_loop_vs_batched=agree))
     finally:
         torch.set_num_threads(saved)
     return rows
@@ -173,16 +177,20 @@ def main(argv=None):
     args = ap.parse_args(argv)
     loop_trials = args.trials if args.full else min(args.loop_trials, args.trials)
     print(f"# bench_core  {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}  "
+          f"load average {os.getloadavg()[0]:.1f}  "
           f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads "
           f"available, torch {torch.__version__}")
     print("\n## (a) notebook loop vs al.train (normalised GD, lr 0.1, float64, CPU)\n")
-    print("| param | trials x steps | loop (s) | batched (s) | ratio | min corr loop/batched |")
-    print("|---|---|---|---|---|---|")
+    print("| param | trials x steps | loop s (cpu s) | batched s (cpu s) | ratio | CPU ratio "
+          "| min corr loop/batched |")
+    print("|---|---|---|---|---|---|---|")
     for r in bench_train(args.trials, args.steps, loop_trials):
         timed = ("" if r["loop_trials_timed"] == r["trials"]
                  else f" (timed on {r['loop_trials_timed']}, scaled)")
-        print(f"| {r['param']} | {r['trials']} x {r['steps']} | {r['loop_s']:.1f}{timed} | "
-              f"{r['batched_s']:.2f} | {r['ratio']:.0f}x | {r['min_corr_loop_vs_batched']:.6f} |")
+        print(f"| {r['param']} | {r['trials']} x {r['steps']} | {r['loop_s']:.1f} "
+              f"({r['loop_cpu_s']:.1f}){timed} | {r['batched_s']:.2f} ({r['batched_cpu_s']:.2f}) "
+              f"| {r['ratio']:.0f}x | {r['cpu_ratio']:.0f}x "
+              f"| {r['min_corr_loop_vs_batched']:.6f} |")
     if not args.skip_svm:
         print("\n## (b) per-constraint cvxpy loop vs al.att_svm (bench_svm.run)\n")
         out = bench_svm()
