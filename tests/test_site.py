@@ -202,9 +202,8 @@ def test_page(page, browser, served_site):  # noqa: F811 (fixtures imported abov
     if info["widget_views"] and not info["widgets_rendered"]:
         problems.append(f"{info['widget_views']} saved widget view(s) not rendered")
 
-    # notebook pages: Colab and Binder launch buttons and the .ipynb download
-    ipynb = SITE / "_sources" / page.replace(".html", ".ipynb")
-    if ipynb.is_file():
+    # pages from a .ipynb: Colab and Binder launch buttons and the .ipynb download
+    if (ROOT / page.replace(".html", ".ipynb")).is_file():
         nb_path = page.replace(".html", ".ipynb")
         for host in ("colab.research.google.com", "mybinder.org"):
             if not re.search(rf'href="https://{re.escape(host)}/[^"]*{re.escape(nb_path)}', source):
