@@ -887,7 +887,7 @@ def _draw_selection(fig, position, score, alpha):
         cells.append([f"α = {r['alpha'] + 1}", "yes" if r["feasible"] else "no",
                       f"{np.linalg.norm(r['p']):.3f}" if r["feasible"] else "—", sup,
                       "yes" if r["local"] else "no", "yes" if r["globally"] else "no"])
-    table = ax1.table(cellText=cells, colLabels=["selection", "SVM feasible", "‖p^mm‖",
+    table = ax1.table(cellText=cells, colLabels=["selection", "SVM feasible", "‖pᵐᵐ‖",
                                                  "support", "locally opt.", "global"],
                       loc="center", cellLoc="center")
     table.auto_set_font_size(False)
