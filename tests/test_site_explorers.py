@@ -90,7 +90,9 @@ def test_static_explorers_respond(browser, served_site, page):  # noqa: F811
     if page not in PAGES:
         pytest.skip("no page with a static explorer in the built site")
     log = open_page(browser, f"{served_site}/{page}")
-    assert not console_errors(log), console_errors(log)
+    # the page's other console errors are test_site.py's business; none may come from a player
+    mine = [m for m in console_errors(log) if re.search(r"anim|Animation|attnlib", m)]
+    assert not mine, mine
     stem = re.sub(r"[^A-Za-z0-9]+", "_", page.removesuffix(".html"))
     explorers = browser.find_elements(By.CSS_SELECTOR, "div.attnlib-explorer")
     assert explorers
