@@ -1,9 +1,10 @@
 """Data: the attention data set, the papers' random law and their hand-made examples.
 
-The book's notation (chapter 1, *The setting*): an example is a label :math:`Y_i\\in\\{-1,+1\\}`,
-tokens :math:`X_i\\in\\mathbb{R}^{T\\times d}` (rows :math:`x_{it}`), a query token
-:math:`z_i\\in\\mathbb{R}^d` and a linear head :math:`v\\in\\mathbb{R}^d`. A leading trials
-dimension ``B`` is allowed everywhere: ``X`` (B,n,T,d), ``Y`` (B,n), ``z`` (B,n,d), ``v`` (B,d).
+The book's notation (chapter 1, *Attention as token selection*): an example is a label
+:math:`Y_i\\in\\{-1,+1\\}`, tokens :math:`X_i\\in\\mathbb{R}^{T\\times d}` (rows :math:`x_{it}`),
+a query token :math:`z_i\\in\\mathbb{R}^d` and a linear head :math:`v\\in\\mathbb{R}^d`. A leading
+trials dimension ``B`` is allowed everywhere: ``X`` (B,n,T,d), ``Y`` (B,n), ``z`` (B,n,d),
+``v`` (B,d).
 
 Every constructor draws its random numbers on a CPU :class:`torch.Generator` (in float32, the
 way the official notebooks do) and only then casts and moves them, so a seed gives the same data
@@ -121,7 +122,7 @@ class AttentionData:
     v : tensor (d,) or (B,d), optional
         Linear head; the token scores are :math:`\\gamma_{it} = Y_i v^\\top x_{it}`.
 
-    See chapter 1, *The setting*.
+    See chapter 1, *Attention as token selection*.
     """
 
     X: torch.Tensor
@@ -325,7 +326,7 @@ def random_data(n: int, T: int, d: int, trials: int | None = None, seed: int = 0
     device, dtype
         Default: :func:`default_device`, float64.
 
-    See chapter 1, *The setting*.
+    See chapter 1, *Attention as token selection*.
     """
     n, T, d = _check_size("n", n), _check_size("T", T), _check_size("d", d)
     if trials is not None:
@@ -357,7 +358,7 @@ def mirror_random_data(seed: int = 1, trials: int | None = None, device=None, dt
     ``seed``), and whose settings are normalised MD with lr 0.1; ``known["steps"]`` gives the
     paper's budgets per p (1,500 / 2,000 / 20,000 for p = 1.75 / 2 / 3).
 
-    See chapter 11, *Mirror descent*.
+    See chapter 9, *Mirror descent selects tokens too*.
     """
     data = random_data(6, 8, 10, trials=trials, seed=seed, device=device, dtype=dtype)
     g = torch.Generator().manual_seed(10_000 + int(seed))
@@ -397,7 +398,7 @@ def three_token_example(scores: str = "global", device=None, dtype=None) -> Exam
     0, 1, 2), the locally optimal selections, and (local panel) the expected final selection of
     each run: runs with c = -1, -1.5 go to token 2 (index 1), the others to token 1 (index 0).
 
-    See chapter 3, *Local and global token selection*.
+    See chapter 3, *Local versus global optimality*.
     """
     if scores not in ("global", "local"):
         raise ValueError(f"scores: expected 'global' or 'local', got {scores!r}")
@@ -443,7 +444,7 @@ def multi_input_example(device=None, dtype=None) -> Example:
     transfer. Settings: normalised GD (lr 0.1, eps 1e-12); ``known["gd_settings"]``: the
     plain-GD baseline (lr 1, not normalised).
 
-    See chapter 2, *Gradient descent finds the max-margin token*.
+    See chapter 2, *The Att-SVM and gradient descent*.
     """
     n, T, d = 3, 7, 3
     g = torch.Generator().manual_seed(0)
@@ -481,7 +482,7 @@ def joint_example(tight: bool = True, device=None, dtype=None) -> Example:
     ``known``: v^mm = (0,1); p^mm = (4/3,1/3) (tight) or (1.25,0.25) (non-tight);
     p^relax = p^mm (tight) or (1,0) (non-tight).
 
-    See chapter 4, *Training the head and the token together*.
+    See chapter 4, *Training the head too*.
     """
     third = [0.5, 1.0] if tight else [0.5, 1.5]
     X = _t([[[0, 0], [1, 1]], [[0, 0], [1, -1]], [[0, 0], third]], device, dtype)
@@ -511,7 +512,7 @@ def loss_example(C=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 100), device=None, dtype=None
     (one trial per value). Start p(0)=0, normalised GD, lr 0.1, eps 1e-9; the paper plots 200 of
     1000 iterations, for the correlation loss and the logistic loss.
 
-    See chapter 5, *How the loss shapes the path*.
+    See chapter 3, *Local versus global optimality*.
     """
     Cs = np.atleast_1d(np.asarray(C, dtype=np.float64))
     if Cs.ndim != 1 or not np.isfinite(Cs).all():
@@ -549,7 +550,7 @@ def visualization_example(version: int = 2, device=None, dtype=None) -> Example:
     (K,Q) run). Settings: normalised GD, lr 0.1, 2000 steps, eps = float64 machine epsilon,
     ``reg`` = the same epsilon for (K,Q).
 
-    See chapter 6, *W versus (K, Q)*.
+    See chapter 5, *Self-attention as an SVM: W versus (K, Q)*.
     """
     if version not in (1, 2):
         raise ValueError(f"version: expected 1 or 2, got {version!r}")
@@ -597,7 +598,7 @@ def mirror_joint_example(lp: float = 2.0, device=None, dtype=None) -> Example:
     ``known["selection"]``: the final selected tokens, (1,0) for p in {1.75, 2} and (0,0) for
     p = 3 (0-based).
 
-    See chapter 12, *Mirror descent on the head and the attention*.
+    See chapter 9, *Mirror descent selects tokens too*.
     """
     X = _t([[[-2.7, 1.2], [1.4, 2.1], [1.3, -0.1]], [[0.4, -2.2], [-1.1, -0.4], [0.9, 0.1]]],
            device, dtype)
@@ -626,7 +627,7 @@ def relu_head_example(d: int = 4, seed: int = 1, device=None, dtype=None) -> Exa
     ``head=models.ReluHead(example.init["V"], example.init["u"])``. Settings: W only, 2001
     normalised GD steps, lr 0.1.
 
-    See chapter 8, *Nonlinear heads*.
+    See chapter 7, *Nonlinear heads*.
     """
     d = _check_size("d", d)
     g = torch.Generator().manual_seed(int(seed))
@@ -658,7 +659,7 @@ def lambda_head_example(lam: float = 0.25, gamma=(1.0, 0.8, 0.2, -0.5), device=N
     :math:`s_t = \\max(0, (\\gamma_t-\\tau)/(2\\lambda))`, given in ``known["s_opt"]``.
     Use ``head=models.LambdaHead(lam)`` (query z = x_1).
 
-    See chapter 8, *Nonlinear heads*.
+    See chapter 7, *Nonlinear heads*.
     """
     gam = np.asarray(gamma, dtype=np.float64)
     if gam.ndim != 1 or gam.size < 2 or not np.isfinite(gam).all():

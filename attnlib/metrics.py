@@ -41,7 +41,7 @@ def correlation(A, B, dims=None) -> torch.Tensor:
     --------
     ``correlation(result.history["W"], W_mm)``: (B, S) curves against one SVM solution.
 
-    See chapter 5, *Att-SVM*.
+    See chapter 2, *The Att-SVM and gradient descent*.
     """
     A, B = _as(A), _as(B)
     ax = _dims(A, B, dims)
@@ -76,7 +76,7 @@ def bregman(W, V, lp: float = 2.0) -> torch.Tensor:
         - \\langle \\mathrm{sign}(V)\\odot|V|^{p-1}, W\\rangle
 
     The sums run over the last two dimensions when the inputs are at least 2-D, else over the
-    last one. See chapter 11, *Mirror descent*.
+    last one. See chapter 9, *Mirror descent selects tokens too*.
     """
     lp = _check_lp(lp)
     W, V = _as(W), _as(V)
@@ -97,7 +97,7 @@ def bregman_direction(A, B, lp: float = 2.0, dims=None) -> torch.Tensor:
     The mirror-descent paper's metric takes the SVM solution first and the iterate second,
     ``bregman_direction(W_mm, history["W"], lp)``. At p = 2 it equals
     :math:`1-\\mathrm{corr}(A,B)`. ``dims`` as in :func:`correlation`.
-    See chapter 11, *Mirror descent*.
+    See chapter 9, *Mirror descent selects tokens too*.
     """
     lp = _check_lp(lp)
     A, B = _as(A), _as(B)
@@ -117,7 +117,7 @@ def numerical_rank(W, rtol: float = 1e-6) -> torch.Tensor:
     """Number of singular values above ``rtol`` times the largest (per matrix, batched).
 
     A relative tolerance, so the rank does not depend on the scale of W or on the solver's
-    absolute accuracy. See chapter 7, *Low rank from (K, Q)*.
+    absolute accuracy. See chapter 5, *W versus (K, Q)*.
     """
     W = _as(W)
     if W.ndim < 2:

@@ -1,6 +1,6 @@
 """Models: logits, softmax, heads, losses and their analytic gradients (pure tensor functions).
 
-One-layer softmax attention with query :math:`z_i` (chapter 1, *The setting*):
+One-layer softmax attention with query :math:`z_i` (chapter 1, *Attention as token selection*):
 
 .. math::
 
@@ -80,7 +80,7 @@ def logits(X: torch.Tensor, W: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
 def logits_kq(X, K, Q, z):
     """Logits of the (K,Q) model, :math:`a_{it} = (K^\\top x_{it})^\\top (Q^\\top z_i)`.
 
-    ``K``, ``Q``: (..., d, m). See chapter 6, *W versus (K, Q)*.
+    ``K``, ``Q``: (..., d, m). See chapter 5, *W versus (K, Q)*.
     """
     keys = X @ K.unsqueeze(-3)  # (..., n, T, m)
     queries = (z.unsqueeze(-2) @ Q.unsqueeze(-3))  # (..., n, 1, m)
@@ -90,7 +90,7 @@ def logits_kq(X, K, Q, z):
 def logits_prompt(X, W, p):
     """Logits of the prompt model, :math:`a_{it} = x_{it}^\\top W p` (``p``: (..., d)).
 
-    See chapter 2, *Gradient descent finds the max-margin token*.
+    See chapter 2, *The Att-SVM and gradient descent*.
     """
     q = torch.einsum("...de,...e->...d", W, p)  # (..., d)
     return torch.einsum("...ntd,...d->...nt", X, q)
@@ -130,7 +130,7 @@ class ReluHead:
     """ReLU value head of TF-SVM E4, :math:`\\psi(h) = u^\\top \\mathrm{ReLU}(V^\\top h)`.
 
     ``V``: (d, m) fixed value matrix (the official code scales it to ``‖V‖_F = 1``), ``u``: (m,)
-    readout (all ones in the official code, unnormalised). See chapter 8, *Nonlinear heads*.
+    readout (all ones in the official code, unnormalised). See chapter 7, *Nonlinear heads*.
     """
 
     V: torch.Tensor
@@ -152,7 +152,7 @@ class LambdaHead:
     .. math:: \\psi(h) = v^\\top h - \\lambda\\|h\\|^2,\\qquad h = X^\\top s
 
     With orthonormal tokens :math:`\\|h\\|^2=\\|s\\|^2` and the best attention is a
-    sparsemax-like mixture of several tokens. See chapter 8, *Nonlinear heads*.
+    sparsemax-like mixture of several tokens. See chapter 7, *Nonlinear heads*.
     """
 
     lam: float
@@ -169,7 +169,7 @@ class LambdaHead:
 class MLPHead:
     """Small MLP head :math:`\\psi(h) = u^\\top \\tanh(V^\\top h + b)` (fixed weights).
 
-    ``V``: (d, m), ``b``: (m,), ``u``: (m,). See chapter 8, *Nonlinear heads*.
+    ``V``: (d, m), ``b``: (m,), ``u``: (m,). See chapter 7, *Nonlinear heads*.
     """
 
     V: torch.Tensor
@@ -368,7 +368,8 @@ def grad_W(X, Y, z, W, v=None, head=None, loss="logistic"):
     .. math:: \\nabla_W\\mathcal L = \\sum_{i,t} \\frac{\\partial\\mathcal L}{\\partial a_{it}}
         x_{it} z_i^\\top
 
-    Shapes as in :func:`logits`; returns (..., d, d). See chapter 5, *Att-SVM*.
+    Shapes as in :func:`logits`; returns (..., d, d).
+    See chapter 2, *The Att-SVM and gradient descent*.
     """
     da = logit_gradient(X, Y, logits(X, W, z), v, head, loss)["da"]
     r = torch.einsum("...nt,...ntd->...nd", da, X)
@@ -380,7 +381,7 @@ def grad_KQ(X, Y, z, K, Q, v=None, head=None, loss="logistic", reg=0.0):
     :math:`\\nabla_Q = (\\nabla_W\\mathcal L)^\\top K + 2\\lambda Q` at :math:`W = KQ^\\top`.
 
     ``reg`` is :math:`\\lambda` of the penalty :math:`\\lambda(\\|K\\|_F^2+\\|Q\\|_F^2)`.
-    See chapter 6, *W versus (K, Q)*.
+    See chapter 5, *W versus (K, Q)*.
     """
     G = grad_W(X, Y, z, K @ Q.mT, v, head, loss)
     return G @ Q + 2 * reg * K, G.mT @ K + 2 * reg * Q
@@ -392,7 +393,7 @@ def grad_p(X, Y, W, p, v=None, head=None, loss="logistic"):
     .. math:: \\nabla_p\\mathcal L = W^\\top\\sum_{i,t}
         \\frac{\\partial\\mathcal L}{\\partial a_{it}} x_{it}
 
-    ``p``: (..., d). See chapter 2, *Gradient descent finds the max-margin token*.
+    ``p``: (..., d). See chapter 2, *The Att-SVM and gradient descent*.
     """
     da = logit_gradient(X, Y, logits_prompt(X, W, p), v, head, loss)["da"]
     r = torch.einsum("...nt,...ntd->...d", da, X)
@@ -404,7 +405,7 @@ def grad_v(X, Y, a, v, loss="logistic"):
 
     .. math:: \\nabla_v\\mathcal L = \\frac1n\\sum_i \\ell'(Y_i f_i) Y_i X_i^\\top s_i
 
-    ``a``: the logits (..., n, T). See chapter 4, *Training the head and the token together*.
+    ``a``: the logits (..., n, T). See chapter 4, *Training the head too*.
     """
     out = logit_gradient(X, Y, a, v, LinearHead(), loss)
     w = out["lprime"] * Y / X.shape[-3]

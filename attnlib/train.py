@@ -4,9 +4,9 @@
 saturation-safe gradients of :mod:`attnlib.models`. :func:`regularization_path` computes
 :math:`\\bar W(R) = \\arg\\min_{\\|W\\|\\le R}\\mathcal L(W)` by projected gradient descent, batched
 over radii. :class:`LpMirrorDescent` is the same ℓp mirror-descent step as a
-``torch.optim.Optimizer`` for any torch model (chapter 13, *Mirror descent on real data*).
+``torch.optim.Optimizer`` for any torch model (chapter 10, *Mirror descent on real data*).
 
-The mirror-descent update (chapter 11, *Mirror descent*), elementwise with
+The mirror-descent update (chapter 9, *Mirror descent selects tokens too*), elementwise with
 :math:`\\psi(W)=\\frac1{p}\\|W\\|_p^p`:
 
 .. math::
@@ -409,7 +409,7 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
     -------
     TrainResult
 
-    See chapters 2 (GD), 6 (W vs (K,Q)) and 11 (mirror descent).
+    See chapters 2 (GD), 5 (W vs (K,Q)) and 9 (mirror descent).
     """
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
@@ -529,7 +529,7 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
     ``param="p"``: the prompt model, :math:`\\|p\\|\\le R` (W fixed by ``init["W"]``, default
     identity); ``param="KQ"``: :math:`\\|K\\|_F^2+\\|Q\\|_F^2\\le 2R` (so
     :math:`\\|KQ^\\top\\|_\\star\\le R`). As R grows, :math:`\\bar W(R)/R` turns to the max-margin
-    direction (chapter 3, *The regularisation path*).
+    direction (chapter 2, *The Att-SVM and gradient descent*).
 
     Parameters
     ----------
@@ -618,7 +618,7 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
 class LpMirrorDescent(torch.optim.Optimizer):
     """Elementwise ℓp mirror descent for any torch model.
 
-    See chapter 13, *Mirror descent on real data*.
+    See chapter 10, *Mirror descent on real data*.
 
     .. math::
 
