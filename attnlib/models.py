@@ -191,10 +191,14 @@ def make_head(head="linear", params=None, d=None, dtype=torch.float64, device="c
     ``"linear"``; ``"relu"`` needs ``V`` (``u`` defaults to ones); ``"lambda"`` needs ``lam``;
     ``"mlp"`` needs ``V`` (``b`` defaults to zeros, ``u`` to ones).
     """
-    if isinstance(head, (LinearHead, ReluHead, LambdaHead, MLPHead)):
+    kw = dict(dtype=dtype, device=device)
+    if isinstance(head, ReluHead):
+        return ReluHead(head.V.to(**kw), head.u.to(**kw))
+    if isinstance(head, MLPHead):
+        return MLPHead(head.V.to(**kw), head.b.to(**kw), head.u.to(**kw))
+    if isinstance(head, (LinearHead, LambdaHead)):
         return head
     params = params or {}
-    kw = dict(dtype=dtype, device=device)
     if head == "linear":
         return LinearHead()
     if head in ("relu", "mlp"):
