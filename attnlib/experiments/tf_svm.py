@@ -461,7 +461,8 @@ def tf_svm_rank(trials: int = 100, ds: tuple = (1, 2, 3, 4, 5, 10, 15, 20),
         return math.nan
 
     num = dict(solver_failures=float(failures), ill_conditioned=float(ill),
-               margin_err_ill=margin_err_ill, margin_err_max=margin_err, offspan_max=offspan, rank_excess_max=excess,
+               margin_err_ill=margin_err_ill, margin_err_max=margin_err, offspan_max=offspan,
+               rank_excess_max=excess,
                fro_rank_dev_max=fro_dev, nuc_minus_fro_max=nuc_gap,
                artefact_n15_d3=cell(15, 5, 3, art_fro))
     for n, d in ((5, 5), (10, 10), (15, 15), (5, 20), (10, 20), (15, 20)):
