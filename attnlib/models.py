@@ -310,7 +310,7 @@ def _off_diagonal(T, dtype, device):
 
 
 def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, values=None,
-                   pair_diff=None, extras=True):
+                   pair_diff=None, extras=True, y_weight=None):
     """Gradient of the risk with respect to the logits, and the forward quantities.
 
     .. math::
@@ -328,7 +328,8 @@ def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, va
 
     ``values`` (and optionally ``pair_diff`` = :math:`g_{it}-g_{i\\tau}`): the token values
     :math:`g_{it}=v^\\top x_{it}` of a fixed linear head, precomputed (the trainer's fast path);
-    ``"h"`` is then ``None``. ``extras=False`` skips ``"lprime"`` and ``"loss"``.
+    ``"h"`` is then ``None``. ``extras=False`` skips ``"lprime"`` and ``"loss"``;
+    ``y_weight``: :math:`-Y_i/n` as (..., n, 1), if precomputed.
 
     Returns
     -------
@@ -358,7 +359,9 @@ def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, va
     else:
         K = torch.zeros(a.shape[:-2], dtype=a.dtype, device=a.device)
     coef = (torch.exp(lw) * pair_diff).sum(-1)  # (..., n, T)
-    da = coef * (-Y / X.shape[-3]).unsqueeze(-1)  # l' < 0 for every loss
+    if y_weight is None:
+        y_weight = (-Y / X.shape[-3]).unsqueeze(-1)
+    da = coef * y_weight  # l' < 0 for every loss
     out = {"da": da, "log_scale": K, "s": s, "h": h, "f": f, "u": u}
     if extras:
         out["lprime"] = loss_derivative(u, loss)

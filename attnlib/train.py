@@ -303,6 +303,7 @@ def _make_gradient(bd, fixed, head, loss, prompt, param, reg, scaled=True):
     if isinstance(head, M.LinearHead) and "v" not in trained:  # fixed token values g = X v
         values = torch.einsum("bntd,bd->bnt", X, fixed["v"])
         diff = values.unsqueeze(-1) - values.unsqueeze(-2)
+    y_weight = (-Y / n).unsqueeze(-1)  # (B, n, 1)
     feats = keys = None
     if prompt:  # keys W^T x_it, (B, nT, d)
         keys = (X @ fixed["W"].unsqueeze(1)).reshape(B, n * T, d)
@@ -321,7 +322,7 @@ def _make_gradient(bd, fixed, head, loss, prompt, param, reg, scaled=True):
                  else M.logits(X, Wc, z))
         v = P["v"] if "v" in P else fixed.get("v")
         out = M.logit_gradient(X, Y, a, v, head, loss, scaled=scaled, values=values,
-                               pair_diff=diff, extras=extras)
+                               pair_diff=diff, extras=extras, y_weight=y_weight)
         G, K = {}, {}
         if trained != ("v",):
             da = out["da"].reshape(B, n * T, 1)
@@ -489,7 +490,8 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
                     step = _normalized_step(g, lr, qn, eps, ks, rescale=False)
                 else:
                     step = (lr * torch.exp(-ks)).unsqueeze(1) * g
-                is_zero = (step == 0).all(1)
+                # a zero step: (normalised, eps = 0) exactly a zero gradient, else check the step
+                is_zero = (g == 0).all(1) if normalized and eps == 0 else (step == 0).all(1)
                 if rows == 2:
                     is_zero = is_zero.view(B, 2).all(1)
                 zero = is_zero if zero is None else zero & is_zero
