@@ -134,3 +134,14 @@ def test_causal_explorer_both_modes():
     assert live.figure.axes[0].get_title() != before  # the figure follows the controls
     static = tf_svm.causal_explorer(n=1, T=3, d=4, steps=200, mode="static")
     assert "<" in static._repr_html_()
+
+
+def test_recorded_paper_scale_multi_token():
+    res = tf_svm.recorded("tf_multi_token")
+    assert res.params["accepted"] == 500 and res.cached
+    for d in (4, 6, 8, 10):
+        assert res.numbers[f"accepted_d{d}"] == 500
+        assert res.numbers[f"tried_d{d}"] >= 500  # every trained candidate is counted
+    assert len(res.check()) == len(E.get("tf_multi_token").targets)
+    with pytest.raises(ValueError, match="no recorded result"):
+        tf_svm.recorded("tf_nothing")
