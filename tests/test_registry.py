@@ -147,6 +147,7 @@ def test_run_all_and_report(dummy):
     assert lines[0] == "| Paper | Experiments | Targets met | Run time |"
     assert "| 2/2 " not in md and "| 2 / 2 |" in md  # dummy: both targets met
     assert "Max-Margin Token Selection in Attention Mechanism (2306.13596) | 1 | 0 / 1" in md
+    assert md.index("(2306.13596) |") < md.index("| other (other) |")  # the papers' order
     row = next(x for x in lines if x.startswith("| `dummy`"))
     cells = [c.strip() for c in row.strip("|").split(" | ")]
     assert cells[1:] == ["mean equals steps", "10", "10", "±0.5", "✓", "re-simulation",

@@ -370,7 +370,8 @@ def report_markdown(results: dict) -> str:
         return "*No experiments are registered yet.*"
     rows = report_rows(results)
     by_paper: dict[str, list[dict]] = {}
-    for r in rows:
+    order = {pid: k for k, pid in enumerate(PAPERS)}  # the book's order of the papers
+    for r in sorted(rows, key=lambda r: order.get(paper_of(r["experiment"]), len(order))):
         by_paper.setdefault(paper_of(r["experiment"]), []).append(r)
     out = ["| Paper | Experiments | Targets met | Run time |", "|---|---:|---:|---:|"]
     for pid, rs in by_paper.items():
