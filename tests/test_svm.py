@@ -154,8 +154,9 @@ def test_lp_matches_scipy_dual(lp):
 
 def test_lp_two_equals_frobenius():
     data = random_data(6, 8, 10, seed=1, device="cpu")
-    torch.testing.assert_close(svm.att_svm(data, norm=2.0), svm.att_svm(data, norm="fro"),
-                               atol=1e-6, rtol=0)
+    # the l_p problem goes through a power cone, solved to ~1e-6 relative accuracy
+    W2, Wf = svm.att_svm(data, norm=2.0), svm.att_svm(data, norm="fro")
+    assert (W2 - Wf).abs().max() < 2e-5 * Wf.abs().max()
 
 
 def test_frobenius_rank_is_min_n_d():
