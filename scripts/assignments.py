@@ -14,8 +14,9 @@ Usage::
   sets every name the cell defines and later cells use to ``None`` (a function keeps its
   signature and docstring and raises ``NotImplementedError`` when called), and ends by raising
   ``NotImplementedError``; the cell is re-tagged ``stub``;
-- the code cell after it is tagged ``check`` and calls ``al.check.*``: kept in both editions;
-  in the student edition it says "not answered yet" until the stub is replaced;
+- the code cell after it is tagged ``check`` and calls ``al.check.*`` with the answer itself
+  as first argument (a name, or a call of the function the answer defines): kept in both
+  editions; in the student edition it says "not answered yet" until the stub is replaced;
 - folded solutions in markdown (``{solution-start}`` ... ``{solution-end}``, or a single
   ``{solution}`` directive) are removed from the student edition, together with untagged
   cells inside such a block;
@@ -244,13 +245,23 @@ def student_edition(nb):
     return out
 
 
+def _check_calls(src: str) -> list:
+    """The ``al.check.*(...)`` calls of a cell."""
+    return [node for node in ast.walk(_tree(src))
+            if isinstance(node, ast.Call) and CHECK_CALL.match(ast.unparse(node))]
+
+
+def _answer_args(src: str) -> list:
+    """The first argument (the answer) of every check call of a cell."""
+    return [c.args[0] for c in _check_calls(src) if c.args]
+
+
 def _reference_names(src: str) -> set[str]:
     """Names an ``al.check.*`` call reads outside its first argument (the answer)."""
     names = set()
-    for node in ast.walk(_tree(src)):
-        if isinstance(node, ast.Call) and CHECK_CALL.match(ast.unparse(node)):
-            rest = [*node.args[1:], *(k.value for k in node.keywords)]
-            names |= {n.id for a in rest for n in ast.walk(a) if isinstance(n, ast.Name)}
+    for node in _check_calls(src):
+        rest = [*node.args[1:], *(k.value for k in node.keywords)]
+        names |= {n.id for a in rest for n in ast.walk(a) if isinstance(n, ast.Name)}
     return names
 
 
@@ -280,6 +291,14 @@ def drift_problems(nb) -> list[str]:
                 problems.append(f"cell {i}: a `solution` cell should start with a # comment "
                                 "saying what to compute (the student edition keeps it)")
             if nxt is not None and "check" in tags(cells[nxt]):
+                funcs = {n.name for n in _tree(cells[i].source).body
+                         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                for arg in _answer_args(cells[nxt].source):
+                    if not (isinstance(arg, ast.Name) or (isinstance(arg, ast.Call)
+                            and isinstance(arg.func, ast.Name) and arg.func.id in funcs)):
+                        problems.append(f"cell {nxt}: pass the answer itself as the check's "
+                                        f"first argument, not `{ast.unparse(arg)}` (in the "
+                                        "student edition the answer is None)")
                 ref = _reference_names(cells[nxt].source) & set(defined_names(cells[i].source))
                 if ref:
                     problems.append(f"cell {i} defines {sorted(ref)}, which the check in cell "

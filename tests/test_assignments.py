@@ -112,6 +112,11 @@ def test_drift_clean_and_broken():
     assert "cell 13 uses ['r'] from the solution cell 4" in problems
     assert "cell 11" not in problems
     nb = synthetic()
+    nb.cells[5].source = "al.check.check_value(r[0], 2)"  # None[0] fails before the check
+    assert asg.drift_problems(nb) == [
+        "cell 5: pass the answer itself as the check's first argument, not `r[0]` (in the "
+        "student edition the answer is None)"]
+    nb = synthetic()
     nb.cells[4].source += "\nW = W.clone()"  # the solution redefines the check's reference W
     assert asg.drift_problems(nb)[0] == (
         "cell 4 defines ['W'], which the check in cell 5 takes as reference data (not as the "
