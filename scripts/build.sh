@@ -3,9 +3,9 @@
 # (make book runs scripts/setup.sh first).  Any warning or failing notebook cell fails the build.
 #
 # Notebooks execute during the build, with results cached in _build/.jupyter_cache (keyed by
-# the notebooks' code).  attnlib's source is part of the key: when the hash of attnlib/**/*.py
-# differs from the last build's, the cache and Sphinx's environment are emptied first, so a
-# change in the library re-executes every notebook.  --all re-reads every page (all warnings
+# the notebooks' code).  attnlib is part of the key: when the hash of attnlib/** (code and
+# package data) differs from the last build's, the cache and Sphinx's environment are emptied
+# first, so a change in the library re-executes every notebook.  --all re-reads every page (all warnings
 # are reported again) but still reuses cached executions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,8 @@ export ATTNLIB_EXPLORER=static
 [ -f _static_offline/mathjax/tex-mml-chtml.js ] || { echo "[build] no offline MathJax: run scripts/setup.sh" >&2; exit 1; }
 
 mkdir -p _build
-src_hash=$(find attnlib -name '*.py' -not -path '*/__pycache__/*' | LC_ALL=C sort \
+# (every file of the package: its source and its package data, such as recorded results)
+src_hash=$(find attnlib -type f -not -path '*/__pycache__/*' -not -name '*.pyc' | LC_ALL=C sort \
            | xargs sha256sum | sha256sum | cut -c1-16)
 if [ "$(cat _build/.attnlib-source-hash 2>/dev/null)" != "$src_hash" ]; then
   echo "[build] attnlib source hash $src_hash is new: clearing the execution cache"
