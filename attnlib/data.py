@@ -440,7 +440,7 @@ def multi_input_example(device=None, dtype=None) -> Example:
     ``known["p_mm_norm_official"]`` = 0.7914 is the notebook's stored cvxopt objective
     (0.31319 = ½‖p^mm‖²). The same recipe under this library's torch (2.13) draws different
     numbers from seed 0 (torch's CPU normal sampler is not stable across versions): here
-    ‖p^mm‖ ≈ 0.862 (checked with :func:`attnlib.prompt_svm`), so only the qualitative targets
+    ‖p^mm‖ ≈ 0.862 (checked with :func:`attnlib.svm.prompt_svm`), so only the qualitative targets
     transfer. Settings: normalised GD (lr 0.1, eps 1e-12); ``known["gd_settings"]``: the
     plain-GD baseline (lr 1, not normalised).
 

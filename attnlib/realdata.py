@@ -386,7 +386,7 @@ def attention_entropy(W, X, z):
 
 
 def weight_sparsity(W, rel: float = 1e-3):
-    """Fraction of entries with |W_ij| < rel · max|W| and the ratio ||W||_1/||W||_F, per model.
+    """Fraction of entries with ``|W_ij|`` < rel · max|W| and the ratio ||W||_1/||W||_F, per model.
 
     Parameters
     ----------
@@ -411,7 +411,7 @@ def compare(data: DigitSplits | None = None, lp: float = 1.1, steps: int = 1000,
     dict of str to dict
         Per optimizer: ``"lr"`` (chosen), and per seed (B,) at the chosen checkpoint:
         ``"step"``, ``"val_acc"``, ``"test_acc"``, ``"sparsity"`` (fraction of
-        |W_ij| < 1e-3·max|W|), ``"l1_over_fro"``, ``"entropy"`` and ``"top1"`` (attention on
+        ``|W_ij|`` < 1e-3·max|W|), ``"l1_over_fro"``, ``"entropy"`` and ``"top1"`` (attention on
         the test images); also ``"final_test_acc"`` (last step), ``"W"`` (B, d, d) and the
         curves ``"curve_step"`` (C,), ``"curve_val_acc"``, ``"curve_train_loss"`` (C, B).
     """

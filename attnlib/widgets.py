@@ -23,19 +23,18 @@ declared list. ``.figure`` (live) is the current matplotlib figure, ``.update(**
 
 Explorers of the book (see each docstring):
 
-=====================================================  ==========================================
-``token_plane(example="e1-global", *, init="all",      chapters 1-3: tokens, scores, GD paths of
-iterations=200, lr=0.1, normalized=True,               ``p``, max-margin rays, support tokens;
-loss="logistic")``                                     examples "e1-global", "e1-local", "e2"
-``parameterisation(example=2, *, param="both",         chapter 5: ``W`` vs ``(K, Q)``, Frobenius
-iterations=1000, lr=0.1, normalized=True)``            vs nuclear SVM, correlation curves
-``selection(position="(0, 0)", *, score=0.0,           chapter 3: which selections are locally
-alpha=1)``                                             optimal, their SVMs and support tokens
-``mirror_descent(lp=1.75, *, iterations=1500, seed=1,  chapter 9: the exponent ``lp`` in [1.1, 3],
-normalized=True)``                                     sparsity histogram, Bregman curve
-``sweep(result="tf_svm_rank", *, curves=None,          chapter 6: precomputed sweep curves over
-aside="infeasible", cell=None, d=None, ...)``          ``(n, T, d)``, the current point marked
-=====================================================  ==========================================
+- ``token_plane(example="e1-global", *, init="all", iterations=200, lr=0.1,
+  normalized=True, loss="logistic")``: chapters 1-3; tokens, scores, GD paths of ``p``,
+  max-margin rays, support tokens; examples "e1-global", "e1-local", "e2".
+- ``parameterisation(example=2, *, param="both", iterations=1000, lr=0.1,
+  normalized=True)``: chapter 5; ``W`` vs ``(K, Q)``, Frobenius vs nuclear SVM,
+  correlation curves.
+- ``selection(position="(0, 0)", *, score=0.0, alpha=1)``: chapter 3; which selections
+  are locally optimal, their SVMs and support tokens.
+- ``mirror_descent(lp=1.75, *, iterations=1500, seed=1, normalized=True)``: chapter 9;
+  the exponent ``lp`` in [1.1, 3], sparsity histogram, Bregman curve.
+- ``sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell=None, d=None,
+  ...)``: chapter 6; precomputed sweep curves over ``(n, T, d)``, the current point marked.
 
 Every one also takes ``static={control: values}`` (the settings rendered on the site: the
 slider's values, and one panel per combination of the others) and ``mode``.

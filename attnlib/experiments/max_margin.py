@@ -4,14 +4,14 @@ The prompt model of chapters 1-4: one trainable token :math:`p` attends over the
 input, :math:`f(X) = \langle Xv, \mathrm{softmax}(XWp)\rangle`, with :math:`W` fixed. Every
 official experiment of the paper is one registered function here (chapters 2-4 call them):
 
-======================  ===============================================================
-``mm_e1_basins``        E1: one input, three tokens; global and local panel, basins
-``mm_e2_multi_input``   E2: three inputs; normalised GD against plain GD
-``mm_e3_joint``         E3: joint (v, p) training, tight and non-tight examples
-``mm_e4_loss``          E4: the loss shapes the path (correlation vs logistic)
-``mm_regpath``          the regularisation path on E1-global (suggested check, R1)
-``mm_local_certificate`` the README's certificate: GD ends at locally optimal selections
-======================  ===============================================================
+========================  ===============================================================
+``mm_e1_basins``          E1: one input, three tokens; global and local panel, basins
+``mm_e2_multi_input``     E2: three inputs; normalised GD against plain GD
+``mm_e3_joint``           E3: joint (v, p) training, tight and non-tight examples
+``mm_e4_loss``            E4: the loss shapes the path (correlation vs logistic)
+``mm_regpath``            the regularisation path on E1-global (suggested check, R1)
+``mm_local_certificate``  the README's certificate: GD ends at locally optimal selections
+========================  ===============================================================
 
 Each function takes the paper's settings as keyword defaults, trains all its initialisations
 as the trials of one batched :func:`attnlib.train.train` call (one per method or loss) and

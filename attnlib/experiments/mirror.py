@@ -65,7 +65,7 @@ def lp_norm(W, lp: float):
 
 
 def _sparsity(W, rel=0.01):
-    """Fraction of entries with |W_jk| < rel · max|W| (per matrix, last two dims)."""
+    """Fraction of entries with ``|W_jk|`` < rel · max|W| (per matrix, last two dims)."""
     A = W.abs().flatten(-2)
     return (A < rel * A.amax(-1, keepdim=True)).to(W.dtype).mean(-1)
 
@@ -293,7 +293,7 @@ def convergence(trials: int = 100, seed: int = 1, lps: tuple = (1.75, 2.0, 3.0),
 
 # ----------------------------------------------------------------------------- T11, T12: bias
 def plot_bias(res):
-    """Left: mean D_dir of each ℓp run to each ℓq-SVM. Right: |W_jk|/max|W| histograms."""
+    """Left: mean D_dir of each ℓp run to each ℓq-SVM. Right: ``|W_jk|``/max|W| histograms."""
     a = res.arrays
     lps = a["lps"]
     fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.2, 3.6))
@@ -485,7 +485,7 @@ def joint(lps: tuple = (1.75, 2.0, 3.0), steps: tuple = (1500, 2000, 20000), lr:
 
 # ----------------------------------------------------------------------------- R1: digits
 def plot_digits(res):
-    """Digits: |W_jk|/max|W| histograms and validation accuracy curves per optimizer."""
+    """Digits: ``|W_jk|``/max|W| histograms and validation accuracy curves per optimizer."""
     a = res.arrays
     fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.2, 3.4))
     names = {"md": f"ℓ{res.params['lp']:g}-MD", "gd": "GD", "adam": "Adam"}

@@ -8,8 +8,8 @@ name                       what                                             chap
 =========================  ===============================================  ==========
 ``tf_visualization``       E1: 2-D GD paths of W and (K,Q) vs both SVMs     5
 ``tf_local_convergence``   E2: W vs (K,Q), 100 runs, correlation curves     5
-``tf_svm_rank``            E3: rank of Frobenius vs nuclear solutions        5
-``tf_feasibility``         feasibility of Att-SVM above / below d=max(T-1,n)  6
+``tf_svm_rank``            E3: rank of Frobenius vs nuclear solutions       5
+``tf_feasibility``         feasibility of Att-SVM above/below max(T-1,n)    6
 ``tf_global_fraction``     E5: global vs local convergence as d grows       6
 ``tf_multi_token``         E4: ReLU head, several selected tokens, SVM-eq   7
 ``tf_causal``              sequence / causal self-attention vs its SVM      8
