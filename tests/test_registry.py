@@ -164,3 +164,27 @@ def test_report_escapes_pipes(dummy, monkeypatch):
                         dataclasses.replace(experiments.get("dummy"), targets=(t,)))
     md = experiments.report_markdown(experiments.run_all(["dummy"], progress=False))
     assert "\\|angle\\| of p" in md and "\\|x\\| ≤ 8" in md
+
+
+def test_recorded_results_load_and_are_checked_now(dummy, tmp_path, monkeypatch):
+    # a result saved by `reproduce` is read back as a recorded run, and run_all uses it
+    res = experiments.run("dummy", cache=False, steps=7)
+    res.save(tmp_path)
+    monkeypatch.setattr(_registry, "RECORDED", tmp_path)
+    assert experiments.recorded_names() == ["dummy"]
+    rec = experiments.recorded("dummy")
+    assert rec.recorded and rec.numbers["mean"] == 7.0 and rec.params["steps"] == 7
+    assert [r["ok"] for r in rec.check()] == [r["ok"] for r in res.check()]
+    n_calls = len(CALLS)
+    out = experiments.run_all(["dummy"], progress=False, use_recorded=True)
+    assert out["dummy"].recorded and len(CALLS) == n_calls  # not recomputed
+    assert "recorded run" in experiments.report_markdown(out)
+    with pytest.raises(ValueError, match="no recorded result"):
+        experiments.recorded("nope")
+
+
+def test_shipped_recorded_results_match_registered_experiments():
+    for name in experiments.recorded_names():
+        rec = experiments.recorded(name)
+        assert set(rec.params) <= set(experiments.get(name).defaults)
+        assert rec.check()  # every declared target has its number in the recording

@@ -14,6 +14,8 @@ from ._registry import (
     get,
     names,
     paper_of,
+    recorded,
+    recorded_names,
     report_markdown,
     report_notes,
     report_rows,
@@ -23,7 +25,8 @@ from ._registry import (
 )
 
 __all__ = ["Experiment", "Result", "Target", "cache_dir", "experiment", "get", "names", "run",
-           "source_hash", "paper_of", "run_all", "report_rows", "report_markdown", "report_notes"]
+           "source_hash", "paper_of", "run_all", "report_rows", "report_markdown", "report_notes",
+           "recorded", "recorded_names"]
 
 # importing the paper modules registers their experiments
 from . import max_margin, mirror, tf_svm  # noqa: E402,F401

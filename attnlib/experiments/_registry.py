@@ -109,6 +109,7 @@ class Result:
     arrays: dict = field(default_factory=dict)
     seconds: float = 0.0
     cached: bool = False
+    recorded: bool = False  # read from attnlib/experiments/recorded/ (see :func:`recorded`)
 
     @property
     def experiment(self) -> Experiment:
@@ -157,7 +158,9 @@ class Result:
         folder.mkdir(parents=True, exist_ok=True)
         meta = dict(name=self.name, params=_jsonable(self.params),
                     numbers={k: float(v) for k, v in self.numbers.items()},
-                    seconds=self.seconds, targets=self.check())
+                    seconds=self.seconds, targets=self.check(),
+                    attnlib_source=source_hash(),
+                    date=time.strftime("%Y-%m-%d", time.gmtime()))
         (folder / f"{self.name}.json").write_text(json.dumps(meta, indent=2, default=float))
         np.savez_compressed(folder / f"{self.name}.npz",
                             **{k: np.asarray(v) for k, v in self.arrays.items()})
@@ -174,6 +177,32 @@ class Result:
 
 
 _REGISTRY: dict[str, Experiment] = {}
+
+RECORDED = Path(__file__).with_name("recorded")
+
+
+def recorded(name: str) -> Result:
+    """The paper-scale result of ``name`` recorded with attnlib (no arrays).
+
+    Some experiments take minutes to an hour at the paper's full scale (for example the
+    multi-token experiment of chapter 7, which trains tens of thousands of candidate runs).
+    Their default-scale result is recorded with ``python -m attnlib reproduce NAME --out DIR``
+    and shipped as ``attnlib/experiments/recorded/NAME.json`` (settings, numbers, run time).
+    :meth:`Result.check` re-evaluates the targets declared *now* against the recorded numbers,
+    so a change of a target is still checked; rerun the command to recompute the numbers.
+    """
+    path = RECORDED / f"{name}.json"
+    if not path.exists():
+        raise ValueError(f"name: no recorded result {name!r} in {RECORDED}; recorded ones: "
+                         f"{', '.join(recorded_names()) or 'none'}")
+    meta = json.loads(path.read_text())
+    return Result(name=meta["name"], params=meta["params"], numbers=meta["numbers"], arrays={},
+                  seconds=meta["seconds"], cached=True, recorded=True)
+
+
+def recorded_names() -> list[str]:
+    """Experiments with a recorded paper-scale result shipped with attnlib."""
+    return sorted(f.stem for f in RECORDED.glob("*.json"))
 
 
 def experiment(name: str, *, paper: str, chapter: str, title: str,
@@ -288,7 +317,7 @@ def paper_of(name: str) -> str:
 
 
 def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
-            progress: bool = True, **run_kw) -> dict:
+            progress: bool = True, use_recorded: bool = False, **run_kw) -> dict:
     """Run several experiments at their defaults (cached); never stops at a failure.
 
     Parameters
@@ -301,6 +330,9 @@ def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
         Only the experiments of this chapter (file stem), e.g. ``"05_w_vs_kq"``.
     progress : bool
         A tqdm bar over the experiments.
+    use_recorded : bool
+        Take the shipped paper-scale result (:func:`recorded`) for the experiments that have
+        one instead of recomputing them (the book build does this for runs too long for it).
     **run_kw
         Passed to :func:`run` (e.g. ``cache=False``).
 
@@ -322,7 +354,7 @@ def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
         if "progress" in get(n).defaults:  # the experiment's own bars follow ``progress``
             kw.setdefault("progress", progress)
         try:
-            out[n] = run(n, **kw)
+            out[n] = recorded(n) if use_recorded and n in recorded_names() else run(n, **kw)
         except Exception as e:  # noqa: BLE001 - the report shows the failure in its row
             out[n] = e
     return out
@@ -390,6 +422,9 @@ def report_markdown(results: dict) -> str:
             exp = ""
             if first:
                 t = "" if r["seconds"] is None else f", {r['seconds']:.1f} s"
+                if isinstance(results[r["experiment"]], Result) and \
+                        results[r["experiment"]].recorded:
+                    t += ", recorded run"
                 exp = f"`{r['experiment']}` ({_cell(r['paper_figure'])}{t})"
             out.append("| " + " | ".join([exp, _cell(r["what"]), _cell(r["paper"]),
                                           _cell(r["book"]), _cell(r["tolerance"]),

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import math
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -970,22 +969,6 @@ def causal_explorer(n: int = 2, T: int = 6, d: int = 16, steps: int = 2000, seed
 
 
 # ----------------------------------------------------------------------------- recorded runs
-RECORDED = Path(__file__).with_name("recorded")
-
-
-def recorded(name: str):
-    """A paper-scale result recorded with ``python -m attnlib reproduce NAME`` and shipped with
-    attnlib (``attnlib/experiments/recorded/NAME.json``: settings, numbers, run time and the
-    attnlib version; no arrays). Its :meth:`~attnlib.experiments.Result.check` re-evaluates the
-    targets declared now against the recorded numbers. Used where the paper's scale does not
-    fit a chapter's time budget (chapter 7); rerun the command to recompute it."""
-    import json
-
-    from ._registry import Result
-
-    path = RECORDED / f"{name}.json"
-    if not path.exists():
-        raise ValueError(f"name: no recorded result {name!r} in {RECORDED}")
-    meta = json.loads(path.read_text())
-    return Result(name=meta["name"], params=meta["params"], numbers=meta["numbers"], arrays={},
-                  seconds=meta["seconds"], cached=True)
+# Paper-scale results shipped with attnlib: see attnlib.experiments.recorded (kept here as a
+# name chapter 7 uses).
+from ._registry import RECORDED, recorded  # noqa: E402,F401
