@@ -9,3 +9,9 @@ export JUPYTER_PATH="$ROOT/.venv/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
 # the chapters (under nbval or the build) and reused by the reproduction report page.
 export ATTNLIB_CACHE="${ATTNLIB_CACHE:-$ROOT/_build/attnlib_cache}"
 export PYTHONDONTWRITEBYTECODE=1
+# Notebooks run two at a time (nbval workers, build pre-execution) on small tensors: one BLAS /
+# OpenMP thread per kernel avoids oversubscribing the cores (two threads each made tiny torch
+# operations up to 50x slower on a busy 2-core machine).  Override by exporting your own value.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+export MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
