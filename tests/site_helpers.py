@@ -56,6 +56,25 @@ ASSET_DIRS = {"_static", "_sources", "_images", "mathjax", "require", "widgets",
               "_sphinx_design_static"}
 
 
+def toc_files() -> list[str]:
+    """Every page listed in _toc.yml (root first), as paths without suffix."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for e in entries or []:
+            if "file" in e:
+                files.append(e["file"])
+            walk(e.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return files
+
+
 def site_built() -> bool:
     """Whether a built book exists in ``_build/html``."""
     return (SITE / "index.html").is_file()

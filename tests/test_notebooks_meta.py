@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from site_helpers import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -22,20 +23,6 @@ CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 REPO_URL = CONFIG["repository"]["url"].rstrip("/")
 
 
-def _toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                files.append(e["file"])
-            walk(e.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return files
 
 
 def _is_md_notebook(path: Path) -> bool:
@@ -53,7 +40,7 @@ def _ids(paths):
 
 
 def test_every_toc_page_exists():
-    missing = [f for f in _toc_files()
+    missing = [f for f in toc_files()
                if not any((ROOT / f"{f}{ext}").is_file() for ext in (".ipynb", ".md"))]
     assert not missing, f"_toc.yml lists pages that do not exist: {missing}"
 
@@ -68,7 +55,7 @@ def test_no_page_has_two_sources():
 @pytest.mark.parametrize("path", NOTEBOOKS + MD_NOTEBOOKS, ids=_ids(NOTEBOOKS + MD_NOTEBOOKS))
 def test_notebook_is_in_toc(path):
     name = path.relative_to(ROOT).with_suffix("").as_posix()
-    assert name in _toc_files(), f"{name} is not listed in _toc.yml"
+    assert name in toc_files(), f"{name} is not listed in _toc.yml"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))

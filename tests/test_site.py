@@ -16,7 +16,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-import yaml
 from site_helpers import (  # noqa: F401  (browser, served_site: pytest fixtures)
     ROOT,
     SITE,
@@ -27,6 +26,7 @@ from site_helpers import (  # noqa: F401  (browser, served_site: pytest fixtures
     require_site,
     screenshot,
     served_site,
+    toc_files,
 )
 
 pytestmark = pytest.mark.browser
@@ -40,29 +40,14 @@ def _ids(path: Path) -> frozenset[str]:
     return frozenset(re.findall(r'\sid="([^"]+)"', path.read_text(encoding="utf-8")))
 
 
-def _toc_files() -> list[str]:
-    """Every page listed in _toc.yml (root first), as paths without suffix."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                files.append(e["file"])
-            walk(e.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return files
 
 
 def test_every_toc_page_is_built():
     """Each page of _toc.yml became an HTML page, and index.html leads to the preface."""
     require_site()
-    missing = [f for f in _toc_files() if not (SITE / f"{f}.html").is_file()]
+    missing = [f for f in toc_files() if not (SITE / f"{f}.html").is_file()]
     assert not missing, f"pages in _toc.yml without an HTML page: {missing}"
-    root = _toc_files()[0]
+    root = toc_files()[0]
     assert f"{root}.html" in (SITE / "index.html").read_text(), \
         "index.html must redirect to the root page"
 
