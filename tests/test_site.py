@@ -178,7 +178,10 @@ def test_page(page, browser, served_site):  # noqa: F811 (fixtures imported abov
         src = SITE / "_sources" / page.replace(".html", ".ipynb")
         if not src.exists():
             src = SITE / "_sources" / page.replace(".html", ".md")
-        if src.exists() and "{" + directive in src.read_text(encoding="utf-8") \
+        # a block opens with a fence (```{prf:theorem}, :::{exercise-start}); a role such as
+        # {prf:ref}`...` or a mention in inline code is no block
+        opens = re.compile(r"(?:`{3,}|:{3,})\{" + re.escape(directive) + r"(?!ref\})")
+        if src.exists() and opens.search(src.read_text(encoding="utf-8")) \
                 and not any(css.split(".")[1] in b["cls"].split() for b in info["blocks"]):
             problems.append(f"the source has {{{directive}...}} blocks but no {css} was rendered")
     problems += _check_dropdowns(browser)
