@@ -161,9 +161,14 @@ class Result:
                     seconds=self.seconds, targets=self.check(),
                     attnlib_source=source_hash(),
                     date=time.strftime("%Y-%m-%d", time.gmtime()))
-        (folder / f"{self.name}.json").write_text(json.dumps(meta, indent=2, default=float))
-        np.savez_compressed(folder / f"{self.name}.npz",
-                            **{k: np.asarray(v) for k, v in self.arrays.items()})
+        # arrays first, the JSON last, each renamed into place: the JSON's presence is what
+        # marks a cache hit, so a notebook running at the same time never reads half a result
+        tmp = f".{os.getpid()}.tmp"
+        with open(folder / f"{self.name}.npz{tmp}", "wb") as f:
+            np.savez_compressed(f, **{k: np.asarray(v) for k, v in self.arrays.items()})
+        os.replace(folder / f"{self.name}.npz{tmp}", folder / f"{self.name}.npz")
+        (folder / f"{self.name}.json{tmp}").write_text(json.dumps(meta, indent=2, default=float))
+        os.replace(folder / f"{self.name}.json{tmp}", folder / f"{self.name}.json")
         return folder / f"{self.name}.json"
 
     @classmethod
