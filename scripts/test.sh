@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # make test: every test of the project, in this order (make test runs scripts/setup.sh first):
+#   0. lint   ruff check (the configuration in pyproject.toml)
 #   1. unit   pytest tests/ (all but the browser tests)
 #   2. nbval  every notebook under book/, top to bottom (scripts/nbval.sh)
 #   3. build  a strict build of the book, every page re-read (scripts/build.sh --all)
@@ -27,6 +28,7 @@ step() {
   names+=("$name"); codes+=("$rc"); secs+=("$(( $(date +%s) - t0 ))")
 }
 
+step lint    ruff check .
 step unit    python -m pytest tests -m "not browser" -p no:cacheprovider -q -rfEs
 step nbval   scripts/nbval.sh
 step build   scripts/build.sh --all
