@@ -6,23 +6,25 @@ load on first use: ``al.widgets.token_plane(...)``.
 """
 
 import importlib
+import importlib.util
 
 __version__ = "0.1.0"
 
 # Core API: import attnlib as al; al.random_data(...), al.train(...), al.att_svm(...)
 # (``al.train`` is the function; the module is ``attnlib.train`` via ``from attnlib.train import``)
-from attnlib import data, metrics, models, tokens  # noqa: F401
-from attnlib.data import (  # noqa: F401
-    AttentionData,
+from attnlib import data, examples, metrics, models, tokens  # noqa: F401
+from attnlib._runtime import default_device  # noqa: F401
+from attnlib.data import AttentionData, random_data  # noqa: F401
+from attnlib.examples import (  # noqa: F401
+    EPS,
+    MD_BUDGETS,
     Example,
-    default_device,
     joint_example,
     lambda_head_example,
     loss_example,
     mirror_joint_example,
     mirror_random_data,
     multi_input_example,
-    random_data,
     relu_head_example,
     three_token_example,
     visualization_example,
@@ -40,8 +42,6 @@ from attnlib.metrics import (  # noqa: F401
 from attnlib.models import LambdaHead, LinearHead, MLPHead, ReluHead  # noqa: F401
 from attnlib.tokens import (  # noqa: F401
     cleanly_masked,
-    enumerate_selections,
-    is_locally_optimal,
     optimal_tokens,
     scores,
     selected_sets,
@@ -57,19 +57,30 @@ from attnlib.train import (  # noqa: F401
     train,
 )
 
-_LAZY = ("experiments", "plots", "widgets", "check", "svm")
+_LAZY = ("experiments", "plots", "widgets", "check", "svm", "optimality", "explore",
+         "explorers", "figures")
 
-# The SVM solvers import cvxpy (seconds); they load on first use: al.att_svm(...).
+# The SVM solvers and local optimality import cvxpy (seconds); they load on first use:
+# al.att_svm(...), al.is_locally_optimal(...).
 _LAZY_NAMES = {name: "svm" for name in (
-    "Equivalence", "InfeasibleError", "att_svm", "head_svm", "prompt_svm",
-    "relaxed_prompt_svm", "sequence_svm", "svm_equivalence")}
+    "Equivalence", "InfeasibleError", "UncertifiedError", "SolveConfig", "solve_each",
+    "att_svm", "head_svm", "prompt_svm", "relaxed_prompt_svm", "sequence_svm",
+    "svm_equivalence")}
+_LAZY_NAMES.update({name: "optimality" for name in (
+    "is_locally_optimal", "enumerate_selections", "Selections", "locally_optimal_from")})
+_LAZY_NAMES["TrainConfig"] = "train"
 
 
 def __getattr__(name):
     if name in _LAZY:
         return importlib.import_module(f"attnlib.{name}")
     if name in _LAZY_NAMES:
-        return getattr(importlib.import_module(f"attnlib.{_LAZY_NAMES[name]}"), name)
+        home = _LAZY_NAMES[name]
+        if home == "optimality" and importlib.util.find_spec("attnlib.optimality") is None:
+            home = "tokens"  # until local optimality has moved out of tokens
+        value = getattr(importlib.import_module(f"attnlib.{home}"), name)
+        globals()[name] = value  # resolve once
+        return value
     raise AttributeError(f"module 'attnlib' has no attribute {name!r}")
 
 

@@ -1,0 +1,112 @@
+"""Runtime policy: the default device, dtype checks, and the thread policy for tiny problems.
+
+One device default for the whole package: :func:`default_device` (CUDA when available, else
+CPU). One floating default: float64. One thread policy: :func:`few_threads`.
+
+This module is package-internal: other attnlib modules import its public names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+
+try:  # installed with scikit-learn; optional
+    from threadpoolctl import threadpool_limits
+except ImportError:  # pragma: no cover
+    threadpool_limits = None
+
+__all__ = ["default_device", "resolve_device", "resolve_dtype", "few_threads",
+           "one_blas_thread", "SMALL_WORK"]
+
+#: Below this many elementary operations per step a CPU problem runs on one thread.
+SMALL_WORK = 2e5
+
+
+def default_device() -> torch.device:
+    """CUDA when available, else CPU (the book's default device, the ONE default)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def resolve_device(device=None) -> torch.device:
+    """Validate a device request; ``None`` gives :func:`default_device`.
+
+    Raises
+    ------
+    ValueError
+        If the string is not a device, or CUDA is asked for and not available.
+    """
+    if device is None:
+        return default_device()
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(
+            f"device: expected 'cpu', 'cuda' or a torch.device, got {device!r}") from err
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: expected an available device, got {device!r} "
+                         "(CUDA is not available here)")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device: expected one of {torch.cuda.device_count()} GPUs, "
+                         f"got {device!r}")
+    return dev
+
+
+def resolve_dtype(dtype=None) -> torch.dtype:
+    """Validate a floating dtype (a torch dtype or its name); ``None`` gives float64."""
+    if dtype is None:
+        return torch.float64
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype, None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(
+            f"dtype: expected a floating torch dtype such as torch.float64, got {dtype!r}")
+    return dtype
+
+
+@contextlib.contextmanager
+def few_threads(work=None, device=None):
+    """Run a tiny CPU problem on one thread (torch intra-op and BLAS), restoring after.
+
+    For the book's tensors, thread synchronisation costs far more than it saves: on a loaded
+    2-core machine a training step was ~50x slower with 2 threads than with 1, a tiny softmax
+    100x, and a 300x75 QR inside a cvxpy solve took 0.5 s instead of 3 ms.
+
+    Parameters
+    ----------
+    work : float, optional
+        Size of the problem (elementary operations per step); at or above
+        :data:`SMALL_WORK` the thread settings are left alone. ``None``: small.
+    device : torch.device or str, optional
+        Only CPU work is limited; ``None`` means CPU.
+
+    Usable as a context manager (``with few_threads(work, dev): ...``) and as a decorator
+    (``@few_threads()``).
+    """
+    active = (device is None or torch.device(device).type == "cpu") and \
+        (work is None or work < SMALL_WORK)
+    if not active:
+        yield
+        return
+    saved = torch.get_num_threads()
+    blas = contextlib.nullcontext() if threadpool_limits is None \
+        else threadpool_limits(1, user_api="blas")
+    torch.set_num_threads(1)
+    try:
+        with blas:
+            yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+def one_blas_thread(fn):
+    """Decorator: run ``fn`` under :func:`few_threads` (for the small cvxpy solves)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with few_threads():
+            return fn(*args, **kwargs)
+
+    return wrapper
