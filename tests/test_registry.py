@@ -188,3 +188,18 @@ def test_shipped_recorded_results_match_registered_experiments():
         rec = experiments.recorded(name)
         assert set(rec.params) <= set(experiments.get(name).defaults)
         assert rec.check()  # every declared target has its number in the recording
+
+
+def test_require_prints_checks_and_returns(dummy, capsys):
+    res = experiments.run(dummy)
+    assert res.require("mean") == 10.0
+    assert capsys.readouterr().out == \
+        "✓ mean = 10  target in [9.5, 10.5]  paper 10  [re-simulation, test Fig. 0]\n"
+    assert res.require("seed", "mean") == (0, 10.0)
+    with pytest.raises(KeyError, match="no target 'lr'; declared: mean, seed"):
+        res.require("lr")
+    miss = experiments.run(dummy, steps=20)
+    with pytest.raises(AssertionError, match=r"mean = 20 \(target in \[9.5, 10.5\]"):
+        miss.require("seed", "mean")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].startswith("✓ seed = 0") and lines[-1].startswith("✗ mean = 20")

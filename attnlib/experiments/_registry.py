@@ -67,6 +67,19 @@ class Target:
         if self.lo > self.hi:
             raise ValueError(f"target {self.key!r}: lo={self.lo} > hi={self.hi}")
 
+    def bound(self) -> str:
+        """The accepted interval in words: ``">= 0.99"``, ``"<= 1e-06"``, ``"in [a, b]"``."""
+        lo, hi = _fmt_value(self.lo), _fmt_value(self.hi)
+        if self.lo == self.hi:
+            return f"== {lo}"
+        if math.isinf(self.lo) and math.isinf(self.hi):
+            return "any value"
+        if math.isinf(self.lo):
+            return f"<= {hi}"
+        if math.isinf(self.hi):
+            return f">= {lo}"
+        return f"in [{lo}, {hi}]"
+
     def ok(self, value) -> bool:
         """Whether ``value`` lies in ``[lo, hi]`` (NaN never does)."""
         value = float(value)
@@ -128,6 +141,54 @@ class Result:
                      source=tg.source, note=tg.note)
             )
         return rows
+
+    def require(self, *keys):
+        """Check the declared targets ``keys``; print one line each; return their values.
+
+        Each line reads ``✓ key = value  target >= lo  paper P  [source, paper figure]``. The
+        bound is the experiment's declared :class:`Target` (the one source of truth), so a
+        chapter writes ``res.require("corr")`` instead of restating the bound as a literal.
+
+        Returns
+        -------
+        The value of the one key, or a tuple of values in the order of ``keys``.
+
+        Raises
+        ------
+        KeyError
+            A key that is not a declared target (the message lists the declared ones).
+        AssertionError
+            A target that is not met, naming the target, its value and its bound (all lines
+            are printed first).
+        """
+        if not keys:
+            raise TypeError("require: name at least one declared target, e.g. "
+                            "res.require('corr')")
+        exp = self.experiment
+        declared = [t.key for t in exp.targets]
+        for key in keys:
+            if key not in declared:
+                raise KeyError(f"experiment {self.name!r} declares no target {key!r}; "
+                               f"declared: {', '.join(declared) or '(none)'}")
+        failed, values = [], []
+        for key in keys:
+            if key not in self.numbers:
+                raise KeyError(f"experiment {self.name!r} did not compute target {key!r}")
+            value = self.numbers[key]
+            values.append(value)
+            for tg in exp.targets:
+                if tg.key != key:
+                    continue
+                ok = tg.ok(value)
+                print(f"{'✓' if ok else '✗'} {key} = {_fmt_value(value)}  target "
+                      f"{tg.bound()}  paper {tg.paper}  [{tg.source}, {exp.paper}]")
+                if not ok:
+                    failed.append(f"{key} = {_fmt_value(value)} (target {tg.bound()}: "
+                                  f"{tg.what})")
+        if failed:
+            raise AssertionError(f"experiment {self.name!r} misses its target(s): "
+                                 + "; ".join(failed))
+        return values[0] if len(values) == 1 else tuple(values)
 
     @property
     def passed(self) -> bool:
@@ -363,6 +424,17 @@ def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
         except Exception as e:  # noqa: BLE001 - the report shows the failure in its row
             out[n] = e
     return out
+
+
+def _fmt_value(v) -> str:
+    """A number as the checks print it (6 significant digits, integers as integers)."""
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if math.isnan(v) or math.isinf(v):
+        return str(v)
+    return str(int(v)) if v == int(v) and abs(v) < 1e15 else f"{v:.6g}"
 
 
 def _fmt(v) -> str:
