@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 
 import torch
 
 try:  # installed with scikit-learn; optional
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import ThreadpoolController
 except ImportError:  # pragma: no cover
-    threadpool_limits = None
+    ThreadpoolController = None
 
 __all__ = ["default_device", "resolve_device", "resolve_dtype", "few_threads",
            "one_blas_thread", "SMALL_WORK"]
@@ -66,6 +67,23 @@ def resolve_dtype(dtype=None) -> torch.dtype:
     return dtype
 
 
+_BLAS = {"controller": None, "modules": -1}
+
+
+def _one_blas_thread_limit():
+    """A context limiting every loaded BLAS to one thread (a no-op without threadpoolctl).
+
+    Scanning the loaded libraries costs ~15 ms; the scan is cached and redone only when new
+    Python modules (which may bring a BLAS, e.g. scipy under cvxpy) have been imported.
+    """
+    if ThreadpoolController is None:  # pragma: no cover
+        return contextlib.nullcontext()
+    if _BLAS["controller"] is None or _BLAS["modules"] != len(sys.modules):
+        _BLAS["controller"] = ThreadpoolController()
+        _BLAS["modules"] = len(sys.modules)
+    return _BLAS["controller"].limit(limits=1, user_api="blas")
+
+
 @contextlib.contextmanager
 def few_threads(work=None, device=None):
     """Run a tiny CPU problem on one thread (torch intra-op and BLAS), restoring after.
@@ -91,8 +109,7 @@ def few_threads(work=None, device=None):
         yield
         return
     saved = torch.get_num_threads()
-    blas = contextlib.nullcontext() if threadpool_limits is None \
-        else threadpool_limits(1, user_api="blas")
+    blas = _one_blas_thread_limit()
     torch.set_num_threads(1)
     try:
         with blas:
