@@ -2,7 +2,7 @@
 
 Every function takes arrays (numpy arrays, torch tensors or nested lists) and draws them with
 matplotlib. Each one accepts ``ax=`` to draw into an existing axes (as the explorers of
-:mod:`attnlib.widgets` do) and otherwise makes its own figure; it always returns the
+:mod:`attnlib.explorers` do) and otherwise makes its own figure; it always returns the
 :class:`matplotlib.figure.Figure`. Figures are made without ``pyplot`` (no global figure
 registry, nothing to close) and show themselves as PNG in Jupyter.
 
@@ -29,10 +29,12 @@ import warnings
 import numpy as np
 from matplotlib.figure import Figure
 
+from ._validate import to_numpy
+
 __all__ = [
-    "BookFigure", "new_figure", "title", "log_y", "token_scatter", "rays", "trajectories",
-    "token_plane", "curves", "correlation_curves", "probability_curves", "norm_curves",
-    "histogram", "sweep_curves", "matrix_image",
+    "BookFigure", "new_figure", "title", "log_y", "square_view", "token_scatter", "rays",
+    "trajectories", "token_plane", "curves", "correlation_curves", "probability_curves",
+    "norm_curves", "histogram", "sweep_curves", "matrix_image",
 ]
 
 #: Colours of the book: red = the (globally) optimal / target direction, blue = the other.
@@ -79,6 +81,20 @@ def log_y(ax):
     ax.yaxis.set_minor_locator(NullLocator())
 
 
+def square_view(ax, pts, pad=0.1, margin=0.3):
+    """Equal-aspect square limits around the points ``pts`` (k, 2).
+
+    The square is centred on the points' bounding box; its half side is half the box's larger
+    side times ``1 + pad``, plus ``margin`` (so a single point still gets a view).
+    """
+    pts = _2d(pts, "pts", 2)  # (k, 2)
+    lo, hi = pts.min(0), pts.max(0)
+    c, r = (lo + hi) / 2, (hi - lo).max() / 2 * (1 + pad) + margin
+    ax.set_xlim(c[0] - r, c[0] + r)
+    ax.set_ylim(c[1] - r, c[1] + r)
+    ax.set_aspect("equal", adjustable="box")
+
+
 def new_figure(nrows=1, ncols=1, *, figsize=None, **subplot_kw):
     """A :class:`BookFigure` with a grid of axes: returns ``(fig, axes)`` like ``plt.subplots``."""
     if figsize is None:
@@ -92,10 +108,8 @@ def _np(a, name="array"):
     """``a`` (torch tensor, numpy array or list) as a float numpy array."""
     if a is None:
         return None
-    if hasattr(a, "detach"):
-        a = a.detach().cpu().numpy()
     try:
-        return np.asarray(a, dtype=float)
+        return np.asarray(to_numpy(a), dtype=float)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{name} must be numeric array-like, got {type(a).__name__}") from err
 

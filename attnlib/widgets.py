@@ -78,26 +78,14 @@ Design
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import dataclasses
 import functools
-import hashlib
-import html as _html
-import io
-import itertools
-import math
-import os
-import re
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 
 from . import plots
+from ._runtime import few_threads
+from ._validate import to_numpy
 from .data import (
     AttentionData,
     mirror_random_data,
@@ -105,16 +93,21 @@ from .data import (
     three_token_example,
     visualization_example,
 )
+from .explore import (
+    ENV_VAR,
+    MODES,
+    Control,
+    Explorer,
+    LiveExplorer,
+    StaticExplorer,
+    explorer_mode,
+    show_progress,
+    with_static,
+)
 from .metrics import bregman_direction, correlation
-from .plots import BookFigure
 from .svm import att_svm, prompt_svm
 from .tokens import enumerate_selections, optimal_tokens, scores, selected_tokens, support_tokens
 from .train import train
-
-ENV_VAR = "ATTNLIB_EXPLORER"
-#: True while a live explorer redraws: long trainings then show a tqdm bar in its Output area
-_LIVE = contextvars.ContextVar("attnlib_live_explorer", default=False)
-MODES = ("live", "static")
 
 __all__ = [
     "ENV_VAR", "MODES", "Control", "Explorer", "LiveExplorer", "StaticExplorer",
@@ -123,456 +116,9 @@ __all__ = [
 ]
 
 
-def explorer_mode(mode: str | None = None) -> str:
-    """The rendering mode: ``mode`` if given, else ``$ATTNLIB_EXPLORER``, else ``"live"``."""
-    if mode is None:
-        mode = os.environ.get(ENV_VAR, "").strip().lower() or "live"
-        source = f"environment variable {ENV_VAR}"
-    else:
-        source = "mode"
-    if mode not in MODES:
-        raise ValueError(f"{source} must be one of {MODES}, got {mode!r}")
-    return mode
-
-
-def _fmt(v) -> str:
-    if isinstance(v, bool) or v is None:
-        return str(v)
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        return f"{float(v):.4g}"
-    return str(v)
-
-
-@dataclass(frozen=True)
-class Control:
-    """One control of an explorer: a name, its finite list of values, a default.
-
-    Parameters
-    ----------
-    name : str
-        Keyword passed to the draw function.
-    values : sequence
-        The values the control can take (numbers give a slider, strings a dropdown or toggle
-        buttons, booleans a checkbox).
-    default : optional
-        Initial value (default: the first value). Must be one of ``values``.
-    label : str, optional
-        Text shown beside the control (default: ``name``).
-    static : sequence, optional
-        The values rendered on the static site (default: all values for a slider control,
-        only the default for the others).
-    continuous : bool
-        Live mode: redraw while a slider is dragged, else on release (the default: a redraw
-        takes 0.2-0.3 s, so redraws while dragging would queue up and lag).
-    """
-
-    name: str
-    values: tuple
-    default: Any = None
-    label: str | None = None
-    static: tuple | None = None
-    continuous: bool = False
-
-    def __post_init__(self):
-        vals = tuple(self.values)
-        if not vals:
-            raise ValueError(f"control {self.name!r}: values must be a non-empty sequence")
-        object.__setattr__(self, "values", vals)
-        if self.default is None:
-            object.__setattr__(self, "default", vals[0])
-        self.check(self.default, "default")
-        if self.static is not None:
-            st = tuple(self.static)
-            for v in st:
-                self.check(v, "static")
-            object.__setattr__(self, "static", st)
-
-    def check(self, value, what="value"):
-        """Raise ValueError unless ``value`` is one of the control's values."""
-        if not any(_same(value, v) for v in self.values):
-            shown = ", ".join(_fmt(v) for v in self.values[:12])
-            more = ", ..." if len(self.values) > 12 else ""
-            raise ValueError(f"{self.name} ({what}) must be one of [{shown}{more}], "
-                             f"got {value!r}")
-        return next(v for v in self.values if _same(value, v))
-
-    def widget(self):
-        """The ipywidgets control for this control (imported lazily)."""
-        import ipywidgets as w
-
-        desc = self.label or self.name
-        style = {"description_width": "initial"}
-        if all(isinstance(v, bool) for v in self.values):
-            return w.Checkbox(value=bool(self.default), description=desc, style=style,
-                              indent=False)
-        if all(isinstance(v, (int, float, np.integer, np.floating)) for v in self.values):
-            opts = [(_fmt(v), v) for v in self.values]
-            return w.SelectionSlider(options=opts, value=self.default, description=desc,
-                                     continuous_update=self.continuous, style=style,
-                                     layout=w.Layout(width="340px"))
-        opts = [(_fmt(v), v) for v in self.values]
-        if len(self.values) <= 4 and sum(len(_fmt(v)) for v in self.values) <= 40:
-            return w.ToggleButtons(options=opts, value=self.default, description=desc,
-                                   style={**style, "button_width": "auto"})
-        return w.Dropdown(options=opts, value=self.default, description=desc, style=style)
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, (float, int, np.floating, np.integer)) and not isinstance(a, bool) and \
-            isinstance(b, (float, int, np.floating, np.integer)) and not isinstance(b, bool):
-        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
-    return type(a) is type(b) and a == b
-
-
-class Explorer:
-    """An explorer: a draw function and its controls, shown live or static.
-
-    Parameters
-    ----------
-    draw : callable
-        ``draw(fig, **values)`` draws onto the empty :class:`matplotlib.figure.Figure` ``fig``.
-    controls : sequence of Control
-        The controls; their names are ``draw``'s keyword arguments.
-    name : str
-        Short name (used in the static HTML ids and the page).
-    slider : str or sequence of str, optional
-        Control(s) played by the static player's slider (several are flattened, the last
-        varying fastest). Default: the first control with more than one static value.
-    figsize : (float, float)
-        Figure size in inches.
-    dpi : float
-        Resolution of the live figure.
-    static_dpi : float
-        Largest resolution of the static frames (lowered to fit ``max_bytes``).
-    max_bytes : float
-        Size budget of the static HTML of this explorer.
-    caption : str, optional
-        One sentence shown above the static player (what to move, what to watch).
-    fps : float
-        Frames per second of the static player's play button.
-    margins : dict, optional
-        ``Figure.subplots_adjust`` arguments (fixed margins; no layout engine, for speed).
-    """
-
-    _counter = itertools.count()
-
-    def __init__(self, draw: Callable, controls: Sequence[Control], *, name: str = "explorer",
-                 slider: str | Sequence[str] | None = None, figsize=(8.6, 3.6), dpi: float = 80,
-                 static_dpi: float = 72, max_bytes: float = 2.0e6, caption: str = "",
-                 fps: float = 4.0, margins: dict | None = None):
-        if not callable(draw):
-            raise ValueError(f"draw must be callable draw(fig, **values), got {type(draw)}")
-        self.draw = draw
-        self.controls = {c.name: c for c in controls}
-        if len(self.controls) != len(controls):
-            raise ValueError("controls must have distinct names")
-        self.name = name
-        self.figsize = tuple(figsize)
-        self.dpi = dpi
-        self.static_dpi = static_dpi
-        self.max_bytes = max_bytes
-        self.caption = caption
-        self.fps = fps
-        # fixed margins, no layout engine: constrained layout triples the redraw time
-        self.margins = {**dict(left=0.07, right=0.97, bottom=0.14, top=0.87, wspace=0.3,
-                               hspace=0.35), **(margins or {})}
-        if slider is None:
-            multi = [c.name for c in controls if len(self._static_values(c, True)) > 1]
-            slider = multi[:1]
-        elif isinstance(slider, str):
-            slider = [slider]
-        for s in slider:
-            if s not in self.controls:
-                raise ValueError(f"slider must name controls among {list(self.controls)}, "
-                                 f"got {s!r}")
-        self.slider = list(slider)
-
-    # -- values --------------------------------------------------------------------------
-    def defaults(self) -> dict:
-        return {k: c.default for k, c in self.controls.items()}
-
-    def values(self, **overrides) -> dict:
-        """All control values: the defaults, with ``overrides`` checked and applied."""
-        vals = self.defaults()
-        for k, v in overrides.items():
-            if k not in self.controls:
-                raise ValueError(f"unknown control {k!r}; controls are {list(self.controls)}")
-            vals[k] = self.controls[k].check(v)
-        return vals
-
-    def _static_values(self, c: Control, as_slider: bool) -> tuple:
-        if c.static is not None:
-            return c.static
-        return c.values if as_slider else (c.default,)
-
-    def label(self, values: dict, names=None) -> str:
-        """``"name = value · ..."`` for the controls ``names`` (default: those that vary)."""
-        if names is None:
-            names = [k for k, c in self.controls.items() if len(c.values) > 1]
-        return "   ".join(f"{self.controls[k].label or k} = {_fmt(values[k])}" for k in names)
-
-    # -- drawing -------------------------------------------------------------------------
-    def draw_into(self, fig, values: dict, names=None):
-        """Clear ``fig`` and draw the explorer for ``values`` (with a settings line on top)."""
-        fig.clear()
-        fig.subplots_adjust(**self.margins)
-        self.draw(fig, **values)
-        fig.suptitle(self.label(values, names), fontsize=8.5, color="0.3")
-        return fig
-
-    def figure(self, **values) -> BookFigure:
-        """A new figure for the given control values (defaults for the others)."""
-        fig = BookFigure(figsize=self.figsize, dpi=self.dpi)
-        return self.draw_into(fig, self.values(**values))
-
-    # -- renderers -----------------------------------------------------------------------
-    def live(self) -> LiveExplorer:
-        return LiveExplorer(self)
-
-    def static(self) -> StaticExplorer:
-        return StaticExplorer(self)
-
-    def show(self, mode: str | None = None):
-        """Live widget or static HTML, by :func:`explorer_mode`."""
-        return self.live() if explorer_mode(mode) == "live" else self.static()
-
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
-
-
-class LiveExplorer:
-    """The live renderer: ipywidgets controls, the figure as an Image widget, a status line.
-
-    ``update(**values)`` sets controls and redraws (as moving them would) and returns the
-    figure; ``.figure`` is the current figure, ``.png`` its bytes, ``.widgets`` the controls.
-    """
-
-    def __init__(self, explorer: Explorer):
-        import ipywidgets as w
-
-        self.explorer = explorer
-        self.state = explorer.defaults()
-        self.figure = BookFigure(figsize=explorer.figsize, dpi=explorer.dpi)
-        self.widgets = {k: c.widget() for k, c in explorer.controls.items()}
-        self.image = w.Image(format="png", layout=w.Layout(max_width="100%"))
-        self.status = w.HTML(value="")
-        self.output = w.Output()
-        self._syncing = False
-        for k, wid in self.widgets.items():
-            wid.observe(functools.partial(self._on_change, k), names="value")
-        controls = w.HBox(list(self.widgets.values()), layout=w.Layout(flex_flow="row wrap"))
-        self.box = w.VBox([controls, self.status, self.image, self.output])
-        self.png = b""
-        self.seconds = float("nan")
-        self.redraw()
-
-    def redraw(self):
-        """Recompute (when needed) and redraw the figure for the current state."""
-        self.status.value = "<i>computing...</i>"
-        t0 = time.perf_counter()
-        token = _LIVE.set(True)
-        try:
-            with self.output:
-                self.explorer.draw_into(self.figure, self.state)
-        finally:
-            _LIVE.reset(token)
-        self.png = _png(self.figure)
-        self.image.value = self.png
-        self.seconds = time.perf_counter() - t0
-        self.status.value = f"<small>drawn in {self.seconds:.2f} s</small>"
-        return self.figure
-
-    def update(self, **values):
-        """Set controls (checked) and redraw; returns the figure."""
-        new = self.explorer.values(**{**self.state, **values})
-        self.state = new
-        self._syncing = True
-        try:
-            for k, v in new.items():
-                self.widgets[k].value = v
-        finally:
-            self._syncing = False
-        return self.redraw()
-
-    def _on_change(self, name, change):
-        if self._syncing:
-            return
-        self.state[name] = change["new"]
-        try:
-            self.redraw()
-        except Exception as err:  # a bad setting must not kill the widget: say it
-            self.status.value = (f"<span style='color:#b00'>{type(err).__name__}: "
-                                 f"{_html.escape(str(err))}</span>")
-
-    def _repr_mimebundle_(self, **kwargs):
-        return self.box._repr_mimebundle_(**kwargs)
-
-    def __repr__(self):
-        return f"LiveExplorer({self.explorer.name!r}, {self.state})"
-
-
-_ICONS = {"minus": "&minus;", "fast-backward": "|&#9664;&#9664;", "step-backward": "|&#9664;",
-          "play fa-flip-horizontal": "&#9664;", "pause": "||", "play": "&#9654;",
-          "step-forward": "&#9654;|", "fast-forward": "&#9654;&#9654;|", "plus": "+"}
-
-
-def _sanitize(html: str, uid: str, alt: str = "explorer figure") -> str:
-    """Offline and deterministic: no font-awesome link, text icons, fixed ids, an alt text."""
-    html = re.sub(r"<link[^>]*font-awesome[^>]*>", "", html, flags=re.S)
-    html = re.sub(r'<i class="fa fa-([a-z -]+)"></i>', lambda m: _ICONS.get(m.group(1), "?"),
-                  html)
-    for old in set(re.findall(r'id="_anim_img([0-9a-f]{32})"', html)):  # the player's uuid4
-        html = html.replace(old, uid)
-    return html.replace('<img id="_anim_img', f'<img alt="{_html.escape(alt)}" '
-                        'style="max-width:100%" id="_anim_img')
-
-
-@dataclass
-class _Panel:
-    label: str
-    values: dict
-    html: str = ""
-    frames: int = 0
-
-
-class StaticExplorer:
-    """The static renderer: precomputed frames in ``to_jshtml`` players (no kernel needed).
-
-    Attributes
-    ----------
-    html : str
-        The page fragment (players, one ``<details>`` panel per non-slider setting).
-    panels : list
-        The panels, each with its settings and frame count.
-    dpi : float
-        The frame resolution used (lowered to fit ``max_bytes``).
-    """
-
-    def __init__(self, explorer: Explorer):
-        ex = self.explorer = explorer
-        slider = ex.slider
-        frames = [dict(zip(slider, combo)) for combo in
-                  itertools.product(*(ex._static_values(ex.controls[s], True) for s in slider))]
-        others = [k for k in ex.controls if k not in slider]
-        panel_names = [k for k in others if len(ex._static_values(ex.controls[k], False)) > 1]
-        combos = itertools.product(*(ex._static_values(ex.controls[k], False) for k in others))
-        self.panels = []
-        for combo in combos:
-            vals = dict(zip(others, combo))
-            self.panels.append(_Panel(ex.label(vals, panel_names) if panel_names else "", vals))
-        self._frames, self._shown = frames, slider + panel_names
-        self._uid = next(Explorer._counter)
-        t0 = time.perf_counter()
-        self.dpi = float(ex.static_dpi)
-        self._render()
-        if self.nbytes > ex.max_bytes:  # too big: once more at the resolution that fits
-            self.dpi = max(36.0, round(self.dpi * math.sqrt(ex.max_bytes / self.nbytes) * 0.92,
-                                       1))
-            self._render()
-        self.t_render = time.perf_counter() - t0
-
-    def _render(self):
-        """Render every panel's player at ``self.dpi``; set ``html`` and ``nbytes``."""
-        from matplotlib.animation import FuncAnimation
-
-        ex = self.explorer
-        for j, panel in enumerate(self.panels):
-            fig = BookFigure(figsize=ex.figsize, dpi=self.dpi)
-
-            def update(fr, panel=panel, fig=fig):
-                ex.draw_into(fig, {**panel.values, **fr}, self._shown)
-
-            anim = FuncAnimation(fig, update, frames=self._frames, interval=1000.0 / ex.fps,
-                                 repeat=False, cache_frame_data=False)
-            raw = anim.to_jshtml(default_mode="once")
-            key = f"{ex.name}|{panel.label}|{self._uid}|{j}".encode()
-            alt = f"{ex.name} explorer" + (f", {panel.label}" if panel.label else "")
-            panel.html = _sanitize(raw, hashlib.sha1(key).hexdigest()[:32], alt)
-            panel.frames = len(self._frames)
-        self.html = self._assemble()
-        self.nbytes = len(self.html.encode())
-
-    def _assemble(self) -> str:
-        ex = self.explorer
-        names = ", ".join(ex.controls[s].label or s for s in ex.slider)
-        head = (f'<div class="attnlib-explorer" data-explorer="{_html.escape(ex.name)}">'
-                f'<p class="attnlib-explorer-caption"><b>Explorer.</b> '
-                f'{_html.escape(ex.caption)} Move the slider to change <i>{names}</i>'
-                + ("; open a panel below for another setting." if len(self.panels) > 1 else ".")
-                + "</p>")
-        if len(self.panels) == 1:
-            return head + self.panels[0].html + "</div>"
-        parts = [head]
-        default = ex.defaults()
-        for p in self.panels:
-            is_default = all(_same(v, default[k]) for k, v in p.values.items())
-            parts.append(f'<details class="attnlib-panel"{" open" if is_default else ""}>'
-                         f"<summary>{_html.escape(p.label)}</summary>{p.html}</details>")
-        return "\n".join(parts) + "</div>"
-
-    def _repr_html_(self):
-        return self.html
-
-    def __repr__(self):
-        return (f"StaticExplorer({self.explorer.name!r}, panels={len(self.panels)}, "
-                f"frames={sum(p.frames for p in self.panels)}, {self.nbytes / 1e6:.2f} MB)")
-
-
-# The book's explorers ---------------------------------------------------------------------
-# Each: a cached data function (keyed by the settings that need training; all initialisations
-# are the trials of ONE train call), a draw function built from attnlib.plots, and a public
-# function that declares the controls.
-
-
-@contextlib.contextmanager
-def _one_thread():
-    """Run small torch problems on one thread: on a loaded 2-core machine torch's intra-op
-    thread pool makes a tiny softmax 100x slower (measured: 8 ms instead of 2 us)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
-
-
-def _progress() -> bool:
-    """Show training progress: only in a live redraw inside a Jupyter kernel (the bar goes to
-    the explorer's Output area; elsewhere it would be noise on stderr)."""
-    if not _LIVE.get():
-        return False
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
-
-
-def _np(a):
-    if hasattr(a, "detach"):
-        a = a.detach().cpu().numpy()
-    return np.asarray(a, dtype=float)
-
-
 def _cos(P, u):
     """Cosine of every row of ``P`` (..., k) with the vector ``u`` (k,)."""
-    return _np(correlation(torch.as_tensor(_np(P)), torch.as_tensor(_np(u)), dims=1))
-
-
-def _with_static(controls, static):
-    """Controls with the static values of ``static`` ({name: values}) applied."""
-    static = static or {}
-    unknown = set(static) - {c.name for c in controls}
-    if unknown:
-        raise ValueError(f"static: unknown control(s) {sorted(unknown)}")
-    return [dataclasses.replace(c, static=tuple(static[c.name])) if c.name in static else c
-            for c in controls]
+    return to_numpy(correlation(torch.as_tensor(P), torch.as_tensor(u), dims=1))
 
 
 # -- token plane (chapters 1-4) ---------------------------------------------------------------
@@ -596,8 +142,8 @@ def _token_plane_data(example: str, lr: float, normalized: bool, loss: str) -> d
     W = ex.init["W"]
     settings = {**ex.settings, "lr": lr, "normalized": normalized, "loss": loss,
                 "steps": _TP_ITER[-1], "record_every": _TP_RECORD}
-    with _one_thread():
-        res = train(ex.data, **settings, init=ex.init, progress=_progress())  # 6 runs = trials
+    with few_threads():
+        res = train(ex.data, **settings, init=ex.init, progress=show_progress())  # 6 runs = trials
         sel = enumerate_selections(ex.data, param="p", W=W) if ex.data.T ** ex.data.n <= 27 \
             else None
         alphas = sel.alpha[sel.locally_optimal] if sel is not None else \
@@ -605,33 +151,24 @@ def _token_plane_data(example: str, lr: float, normalized: bool, loss: str) -> d
         dirs, support = [], []
         for a in alphas:
             p_mm = prompt_svm(ex.data, alpha=a, W=W)
-            dirs.append(_np(p_mm)[:2])
+            dirs.append(to_numpy(p_mm)[:2])
             z = p_mm.expand(ex.data.n, -1)  # the prompt model: every query is p
-            support.append(_np(support_tokens(ex.data.X, W, a, z=z)).astype(bool))
-    opt = _np(optimal_tokens(ex.data)).astype(int)
+            support.append(to_numpy(support_tokens(ex.data.X, W, a, z=z)).astype(bool))
+    opt = to_numpy(optimal_tokens(ex.data)).astype(int)
     labels, short = [], []
     for a in alphas:
-        a = _np(a).astype(int)
+        a = to_numpy(a).astype(int)
         kind = "global" if (a == opt).all() else "local"
         sel_txt = ",".join(str(t + 1) for t in a)
         short.append(f"pᵐᵐ(α={sel_txt})")  # unicode: mathtext costs 50 ms a label
         labels.append(f"{short[-1]}, {kind}")
-    P = _np(res.history["p"])[..., :2]  # (6, S, 2): the key plane (W = diag(1, 1, 0))
-    return dict(X=_np(ex.data.X)[..., :2], gamma=_np(scores(ex.data)), P=P,
-                steps=_np(res.history["step"]), prob=_np(res.history["max_prob"]),
+    P = to_numpy(res.history["p"])[..., :2]  # (6, S, 2): the key plane (W = diag(1, 1, 0))
+    return dict(X=to_numpy(ex.data.X)[..., :2], gamma=to_numpy(scores(ex.data)), P=P,
+                steps=to_numpy(res.history["step"]), prob=to_numpy(res.history["max_prob"]),
                 dirs=np.array(dirs), labels=labels, short=short, support=support[0],
                 cos=np.stack([_cos(P, u) for u in dirs]),  # (k, 6, S)
                 target=np.stack([_cos(P[:, -1], u) for u in dirs]).argmax(0),  # (6,)
-                inits=_np(ex.init["p"])[:, :2], info=TOKEN_EXAMPLES[example][1])
-
-
-def _square_view(ax, pts, pad=0.1):
-    """Equal-aspect limits (a square) around the points ``pts`` (k, 2)."""
-    lo, hi = pts.min(0), pts.max(0)
-    c, r = (lo + hi) / 2, (hi - lo).max() / 2 * (1 + pad) + 0.3
-    ax.set_xlim(c[0] - r, c[0] + r)
-    ax.set_ylim(c[1] - r, c[1] + r)
-    ax.set_aspect("equal", adjustable="box")
+                inits=to_numpy(ex.init["p"])[:, :2], info=TOKEN_EXAMPLES[example][1])
 
 
 def _draw_token_plane(fig, example, init, iterations, lr, normalized, loss):
@@ -644,7 +181,7 @@ def _draw_token_plane(fig, example, init, iterations, lr, normalized, loss):
                       title="tokens, paths of p(k), max-margin rays", colorbar=False,
                       ray_length=1e3)
     # the view follows the paths (zooming out as ||p|| grows), tokens always inside
-    _square_view(ax0, np.concatenate([d["P"][:, :k].reshape(-1, 2), d["X"].reshape(-1, 2)]))
+    plots.square_view(ax0, np.concatenate([d["P"][:, :k].reshape(-1, 2), d["X"].reshape(-1, 2)]))
     runs = range(d["P"].shape[0]) if hl is None else [hl]
     steps = d["steps"][:k]
     # each run against the ray it ends closest to: 1 - cos on a log axis
@@ -703,7 +240,7 @@ def token_plane(example: str = "e1-global", *, init="all", iterations: int = 200
         Control("normalized", (True, False), default=normalized),
         Control("loss", ("logistic", "exp", "correlation"), default=loss),
     ]
-    ex = Explorer(_draw_token_plane, _with_static(controls, static), name="token-plane",
+    ex = Explorer(_draw_token_plane, with_static(controls, static), name="token-plane",
                   slider="iterations", figsize=(11.5, 3.6),
                   margins=dict(left=0.05, right=0.98, wspace=0.28),
                   caption="Gradient descent on the prompt p: watch the paths turn toward a "
@@ -718,7 +255,7 @@ _PM_RECORD = 10
 
 def _corr(A, B):
     """Correlation :math:`\\langle A, B\\rangle / (\\|A\\|_F \\|B\\|_F)` of matrices (numpy)."""
-    return _np(correlation(torch.as_tensor(_np(A)), torch.as_tensor(_np(B)), dims=2))
+    return to_numpy(correlation(torch.as_tensor(A), torch.as_tensor(B), dims=2))
 
 
 @functools.lru_cache(maxsize=16)
@@ -729,21 +266,21 @@ def _param_data(version: int, lr: float, normalized: bool) -> dict:
     kw = dict(lr=lr, normalized=normalized, steps=_PM_ITER[-1], eps=eps,
               record_every=_PM_RECORD, loss="logistic")
     out = {}
-    with _one_thread():
-        kw["progress"] = _progress()
+    with few_threads():
+        kw["progress"] = show_progress()
         runs = {"W": train(data, "W", init={"W": ex.init["W"]}, **kw),
                 "KQ": train(data, "KQ", init={"K": ex.init["K"], "Q": ex.init["Q"]},
                                reg=ex.known["reg_KQ"], **kw)}
         for name, res in runs.items():
             alpha = selected_tokens(data, res.W)
-            H = _np(res.history["W"])  # (S, d, d)
-            fro = _np(att_svm(data, alpha=alpha, norm="fro"))
-            nuc = _np(att_svm(data, alpha=alpha, norm="nuc"))
-            out[name] = dict(H=H, fro=fro, nuc=nuc, alpha=_np(alpha).astype(int),
+            H = to_numpy(res.history["W"])  # (S, d, d)
+            fro = to_numpy(att_svm(data, alpha=alpha, norm="fro"))
+            nuc = to_numpy(att_svm(data, alpha=alpha, norm="nuc"))
+            out[name] = dict(H=H, fro=fro, nuc=nuc, alpha=to_numpy(alpha).astype(int),
                              corr_fro=_corr(H, fro), corr_nuc=_corr(H, nuc),
-                             prob=_np(res.history["max_prob"]))
-    out.update(X=_np(data.X), z=_np(data.z), gamma=_np(scores(data)),
-               steps=_np(runs["W"].history["step"]))
+                             prob=to_numpy(res.history["max_prob"]))
+    out.update(X=to_numpy(data.X), z=to_numpy(data.z), gamma=to_numpy(scores(data)),
+               steps=to_numpy(runs["W"].history["step"]))
     return out
 
 
@@ -765,7 +302,7 @@ def _draw_parameterisation(fig, example, param, iterations, lr, normalized):
         plots.rays(d["z"] @ d[name][key].T, ax=ax0, colors=[color] * len(d["z"]), length=3 * R,
                    labels=[f"{norm_name} SVM: Wᵐᵐ z_i"] + [None] * (len(d["z"]) - 1))
     plots.title(ax0, "queries' directions W z_i (scaled)")
-    _square_view(ax0, np.concatenate([d["X"].reshape(-1, 2), np.zeros((1, 2))]), pad=0.4)
+    plots.square_view(ax0, np.concatenate([d["X"].reshape(-1, 2), np.zeros((1, 2))]), pad=0.4)
     ax0.legend(fontsize=7, loc="upper left")
     steps = d["steps"][:k]
     corr, colors, lstyles = {}, {}, {}
@@ -818,7 +355,7 @@ def parameterisation(example: int = 2, *, param: str = "both", iterations: int =
         Control("lr", (0.01, 0.1, 0.5), default=lr, label="step size"),
         Control("normalized", (True, False), default=normalized),
     ]
-    ex = Explorer(_draw_parameterisation, _with_static(controls, static),
+    ex = Explorer(_draw_parameterisation, with_static(controls, static),
                   name="parameterisation", slider="iterations", figsize=(11.5, 3.6),
                   margins=dict(left=0.05, right=0.98, wspace=0.28),
                   caption="W (blue) goes to the Frobenius SVM, (K, Q) (red) to the nuclear one.")
@@ -842,7 +379,7 @@ def _selection_data(position: str, score: float) -> dict:
     data = AttentionData(X, torch.ones(1, dtype=torch.float64),
                            v=torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64))
     W = torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64))
-    with _one_thread():
+    with few_threads():
         sel = enumerate_selections(data, param="p", W=W)
         rows = []
         for a, feas, loc, glob in zip(sel.alpha, sel.feasible, sel.locally_optimal,
@@ -851,10 +388,10 @@ def _selection_data(position: str, score: float) -> dict:
                        globally=bool(glob), p=None, support=None)
             if feas:
                 p_mm = prompt_svm(data, alpha=a, W=W)
-                row["p"] = _np(p_mm)[:2]
-                row["support"] = _np(support_tokens(X, W, a, z=p_mm[None])).astype(bool)
+                row["p"] = to_numpy(p_mm)[:2]
+                row["support"] = to_numpy(support_tokens(X, W, a, z=p_mm[None])).astype(bool)
             rows.append(row)
-    return dict(X=_np(X)[..., :2], gamma=_np(scores(data)), rows=rows)
+    return dict(X=to_numpy(X)[..., :2], gamma=to_numpy(scores(data)), rows=rows)
 
 
 def _draw_selection(fig, position, score, alpha):
@@ -874,7 +411,7 @@ def _draw_selection(fig, position, score, alpha):
         plots.rays(np.array(dirs), ax=ax0, labels=labels, colors=colors, length=5.0)
     for t, x in enumerate(d["X"][0]):
         ax0.annotate(f"x{t + 1}", x, xytext=(-14, -12), textcoords="offset points", fontsize=8)
-    _square_view(ax0, np.concatenate([d["X"][0], np.zeros((1, 2))]), pad=0.6)
+    plots.square_view(ax0, np.concatenate([d["X"][0], np.zeros((1, 2))]), pad=0.6)
     ax0.legend(fontsize=7, loc="upper right")
     plots.title(ax0, f"selection α={int(alpha)}: selected (black) and support (orange) tokens",
                 fontsize=9)
@@ -927,7 +464,7 @@ def selection(position: str = "(0, 0)", *, score: float = 0.0, alpha: int = 1,
         Control("score", _SEL_SCORES, default=score, label="score of x3"),
         Control("alpha", (1, 2, 3), default=alpha, label="selection α"),
     ]
-    ex = Explorer(_draw_selection, _with_static(controls, static), name="selection",
+    ex = Explorer(_draw_selection, with_static(controls, static), name="selection",
                   slider="score", figsize=(10.5, 3.8),
                   margins=dict(left=0.04, right=0.99, wspace=0.05, bottom=0.1),
                   caption="Change the score of x3 and watch which selections stay locally "
@@ -944,14 +481,14 @@ _MD_RECORD = 10
 
 def _bregman_dir(A, B, lp):
     """Directional Bregman divergence of ``A`` (the SVM) from ``B`` (..., d, d) (numpy)."""
-    return _np(bregman_direction(torch.as_tensor(_np(A)), torch.as_tensor(_np(B)), lp, dims=2))
+    return to_numpy(bregman_direction(torch.as_tensor(A), torch.as_tensor(B), lp, dims=2))
 
 
 def _att_svm_robust(data, alpha, norm):
     """Att-SVM with Clarabel, else SCS (Clarabel can fail on lp close to 1), else NaN."""
     for solver in ("CLARABEL", "SCS"):
         try:
-            return _np(att_svm(data, alpha=alpha, norm=norm, solver=solver))
+            return to_numpy(att_svm(data, alpha=alpha, norm=norm, solver=solver))
         except RuntimeError:
             continue
     return np.full((data.d, data.d), np.nan)
@@ -963,20 +500,21 @@ def _mirror_data(lp: float, seed: int, normalized: bool) -> dict:
     ex = mirror_random_data(seed)
     data = ex.data
     method = "gd" if lp == 2.0 else "md"
-    with _one_thread():
+    with few_threads():
         res = train(data, "W", method=method, lp=lp, lr=0.1, normalized=normalized,
                        steps=_MD_ITER[-1], eps=2.220446049250313e-16, record_every=_MD_RECORD,
-                       progress=_progress(),
+                       progress=show_progress(),
                        init={"W": torch.zeros(data.d, data.d, dtype=data.dtype)})
         alpha = selected_tokens(data, res.W)
         svm_lp = _att_svm_robust(data, alpha, float(lp) if lp != 2.0 else "fro")
         svm_2 = _att_svm_robust(data, alpha, "fro")
-    H = _np(res.history["W"])  # (S, d, d)
+    H = to_numpy(res.history["W"])  # (S, d, d)
     big = np.argsort(np.nan_to_num(np.abs(svm_lp)).ravel())[-2:][::-1]
     entries = [divmod(int(j), data.d) for j in big]
-    return dict(H=H, svm_lp=svm_lp, svm_2=svm_2, steps=_np(res.history["step"]), entries=entries,
+    return dict(H=H, svm_lp=svm_lp, svm_2=svm_2, steps=to_numpy(res.history["step"]),
+                entries=entries,
                 D_lp=_bregman_dir(svm_lp, H, lp), D_2=_bregman_dir(svm_2, H, lp),
-                alpha=_np(alpha).astype(int))
+                alpha=to_numpy(alpha).astype(int))
 
 
 def _draw_mirror(fig, lp, iterations, seed, normalized):
@@ -995,7 +533,7 @@ def _draw_mirror(fig, lp, iterations, seed, normalized):
     plots.rays(rays, ax=ax0, length=1.2 * L, colors=["tab:red", "tab:blue"],
                labels=[f"ℓ{lp:g}-AttSVM", "ℓ2-AttSVM"])
     unit = rays / np.maximum(np.linalg.norm(rays, axis=1, keepdims=True), 1e-300)
-    _square_view(ax0, np.concatenate([full, np.zeros((1, 2)), unit * L]))
+    plots.square_view(ax0, np.concatenate([full, np.zeros((1, 2)), unit * L]))
     ax0.set_xlabel(f"W[{r0 + 1},{c0 + 1}]")
     ax0.set_ylabel(f"W[{r1 + 1},{c1 + 1}]")
     ax0.legend(fontsize=7, loc="upper left")
@@ -1054,7 +592,7 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
         Control("seed", (1, 2, 3), default=seed, label="data seed"),
         Control("normalized", (True, False), default=normalized),
     ]
-    ex = Explorer(_draw_mirror, _with_static(controls, static), name="mirror-descent",
+    ex = Explorer(_draw_mirror, with_static(controls, static), name="mirror-descent",
                   slider="lp", figsize=(11.5, 3.6), margins=dict(left=0.05, right=0.98),
                   caption="Slide the exponent lp: the iterates follow the ℓp-AttSVM, whose "
                           "entries get sparse as lp approaches 1.")
@@ -1162,7 +700,7 @@ def sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell: str | 
                 Control("d", ds, default=d if d is not None else ds[len(ds) // 2])]
     if len(names) > 1 and (static is None or "cell" not in static):
         static = {**(static or {}), "cell": names}
-    ex = Explorer(draw, _with_static(controls, static), name="sweep", slider="d",
+    ex = Explorer(draw, with_static(controls, static), name="sweep", slider="d",
                   figsize=(9.5, 3.5), margins=dict(left=0.07, right=0.98, wspace=0.25),
                   caption="Move d: the marked points are the current size.")
     return ex.show(mode)

@@ -1,0 +1,145 @@
+"""The explorer: one draw function, its controls, and the choice of renderer.
+
+:class:`Explorer` holds ``draw(fig, **values)`` and the :class:`~attnlib.explore.Control` s;
+:meth:`Explorer.show` returns the live renderer (:class:`~attnlib.explore.LiveExplorer`) or the
+static one (:class:`~attnlib.explore.StaticExplorer`), chosen by :func:`explorer_mode`: the
+argument ``mode``, else the environment variable ``ATTNLIB_EXPLORER`` (the book's build sets it
+to ``static``), else live. Both renderers call the same ``draw``, so they show the same figure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from ..plots import BookFigure
+from .controls import Control, format_value
+from .live import LiveExplorer
+from .static import StaticExplorer
+
+__all__ = ["ENV_VAR", "MODES", "Explorer", "explorer_mode"]
+
+#: The environment variable that picks the renderer when ``mode`` is not given.
+ENV_VAR = "ATTNLIB_EXPLORER"
+MODES = ("live", "static")
+
+
+def explorer_mode(mode: str | None = None) -> str:
+    """The rendering mode: ``mode`` if given, else ``$ATTNLIB_EXPLORER``, else ``"live"``."""
+    if mode is None:
+        mode = os.environ.get(ENV_VAR, "").strip().lower() or "live"
+        source = f"environment variable {ENV_VAR}"
+    else:
+        source = "mode"
+    if mode not in MODES:
+        raise ValueError(f"{source} must be one of {MODES}, got {mode!r}")
+    return mode
+
+
+class Explorer:
+    """An explorer: a draw function and its controls, shown live or static.
+
+    Parameters
+    ----------
+    draw : callable
+        ``draw(fig, **values)`` draws onto the empty :class:`matplotlib.figure.Figure` ``fig``.
+    controls : sequence of Control
+        The controls; their names are ``draw``'s keyword arguments.
+    name : str
+        Short name (used in the static HTML ids and the page).
+    slider : str or sequence of str, optional
+        Control(s) played by the static player's slider (several are flattened, the last
+        varying fastest). Default: the first control with more than one static value.
+    figsize : (float, float)
+        Figure size in inches.
+    dpi : float
+        Resolution of the live figure.
+    static_dpi : float
+        Largest resolution of the static frames (lowered to fit ``max_bytes``).
+    max_bytes : float
+        Size budget of the static HTML of this explorer.
+    caption : str, optional
+        One sentence shown above the static player (what to move, what to watch).
+    fps : float
+        Frames per second of the static player's play button.
+    margins : dict, optional
+        ``Figure.subplots_adjust`` arguments (fixed margins; no layout engine, for speed).
+    """
+
+    def __init__(self, draw: Callable, controls: Sequence[Control], *, name: str = "explorer",
+                 slider: str | Sequence[str] | None = None, figsize=(8.6, 3.6), dpi: float = 80,
+                 static_dpi: float = 72, max_bytes: float = 2.0e6, caption: str = "",
+                 fps: float = 4.0, margins: dict | None = None):
+        if not callable(draw):
+            raise ValueError(f"draw must be callable draw(fig, **values), got {type(draw)}")
+        self.draw = draw
+        self.controls = {c.name: c for c in controls}
+        if len(self.controls) != len(controls):
+            raise ValueError("controls must have distinct names")
+        self.name = name
+        self.figsize = tuple(figsize)
+        self.dpi = dpi
+        self.static_dpi = static_dpi
+        self.max_bytes = max_bytes
+        self.caption = caption
+        self.fps = fps
+        # fixed margins, no layout engine: constrained layout triples the redraw time
+        self.margins = {**dict(left=0.07, right=0.97, bottom=0.14, top=0.87, wspace=0.3,
+                               hspace=0.35), **(margins or {})}
+        if slider is None:
+            slider = [c.name for c in controls if len(c.static_values(True)) > 1][:1]
+        elif isinstance(slider, str):
+            slider = [slider]
+        for s in slider:
+            if s not in self.controls:
+                raise ValueError(f"slider must name controls among {list(self.controls)}, "
+                                 f"got {s!r}")
+        self.slider = list(slider)
+
+    # -- values --------------------------------------------------------------------------
+    def defaults(self) -> dict:
+        """The default value of every control."""
+        return {k: c.default for k, c in self.controls.items()}
+
+    def values(self, **overrides) -> dict:
+        """All control values: the defaults, with ``overrides`` checked and applied."""
+        vals = self.defaults()
+        for k, v in overrides.items():
+            if k not in self.controls:
+                raise ValueError(f"unknown control {k!r}; controls are {list(self.controls)}")
+            vals[k] = self.controls[k].check(v)
+        return vals
+
+    def label(self, values: dict, names=None) -> str:
+        """``"name = value   ..."`` for the controls ``names`` (default: those that vary)."""
+        if names is None:
+            names = [k for k, c in self.controls.items() if len(c.values) > 1]
+        return "   ".join(f"{self.controls[k].label or k} = {format_value(values[k])}"
+                          for k in names)
+
+    # -- drawing -------------------------------------------------------------------------
+    def draw_into(self, fig, values: dict, names=None):
+        """Clear ``fig`` and draw the explorer for ``values`` (with a settings line on top)."""
+        fig.clear()
+        fig.subplots_adjust(**self.margins)
+        self.draw(fig, **values)
+        fig.suptitle(self.label(values, names), fontsize=8.5, color="0.3")
+        return fig
+
+    def figure(self, **values) -> BookFigure:
+        """A new figure for the given control values (defaults for the others)."""
+        fig = BookFigure(figsize=self.figsize, dpi=self.dpi)
+        return self.draw_into(fig, self.values(**values))
+
+    # -- renderers -----------------------------------------------------------------------
+    def live(self) -> LiveExplorer:
+        """The live renderer (ipywidgets)."""
+        return LiveExplorer(self)
+
+    def static(self) -> StaticExplorer:
+        """The static renderer (precomputed HTML players)."""
+        return StaticExplorer(self)
+
+    def show(self, mode: str | None = None):
+        """Live widget or static HTML, by :func:`explorer_mode`."""
+        return self.live() if explorer_mode(mode) == "live" else self.static()

@@ -1,0 +1,147 @@
+"""attnlib.explore: the Explorer mechanism, its controls and its two renderers (live, static)."""
+
+import re
+
+import numpy as np
+import pytest
+
+from attnlib import explore
+from attnlib.explore import Control, Explorer, LiveExplorer, StaticExplorer
+
+
+def _toy(**kw):
+    """A cheap explorer: a line whose slope and phase are controls."""
+
+    def draw(fig, slope, phase, style):
+        ax = fig.subplots()
+        x = np.linspace(0, 1, 20)
+        ax.plot(x, slope * x + phase, style)
+
+    controls = [Control("slope", (0.0, 1.0, 2.0, 3.0), default=1.0, continuous=True),
+                Control("phase", (0.0, 0.5), static=(0.0, 0.5)),
+                Control("style", ("-", "--"))]
+    return Explorer(draw, controls, name="toy", figsize=(3, 2), max_bytes=4e5, **kw)
+
+
+def _line(fig):
+    return fig.axes[0].get_lines()[0].get_ydata()
+
+
+# -- mode -------------------------------------------------------------------------------------
+def test_mode_env_default_and_override(monkeypatch):
+    monkeypatch.delenv(explore.ENV_VAR, raising=False)
+    assert explore.explorer_mode() == "live"
+    monkeypatch.setenv(explore.ENV_VAR, "static")
+    assert explore.explorer_mode() == "static"
+    assert explore.explorer_mode("live") == "live"
+    assert isinstance(_toy().show(), StaticExplorer)
+    assert isinstance(_toy().show(mode="live"), LiveExplorer)
+    monkeypatch.setenv(explore.ENV_VAR, "movie")
+    with pytest.raises(ValueError, match=explore.ENV_VAR):
+        explore.explorer_mode()
+    with pytest.raises(ValueError, match="mode"):
+        explore.explorer_mode("html")
+
+
+# -- controls ---------------------------------------------------------------------------------
+def test_control_validation():
+    c = Control("lr", (0.01, 0.1, 1.0), default=0.1)
+    assert c.check(0.1 + 1e-15) == 0.1
+    with pytest.raises(ValueError, match="lr"):
+        c.check(0.5)
+    with pytest.raises(ValueError, match="values"):
+        Control("x", ())
+    with pytest.raises(ValueError, match="default"):
+        Control("x", (1, 2), default=3)
+    with pytest.raises(ValueError, match="static"):
+        Control("x", (1, 2), static=(4,))
+
+
+def test_control_widgets_by_value_type():
+    import ipywidgets as w
+
+    assert isinstance(Control("a", (1, 2, 3)).widget(), w.SelectionSlider)
+    assert isinstance(Control("b", ("x", "y")).widget(), w.ToggleButtons)
+    assert isinstance(Control("c", tuple("abcdef")).widget(), w.Dropdown)
+    assert isinstance(Control("d", (False, True)).widget(), w.Checkbox)
+
+
+def test_explorer_rejects_unknown_controls_and_bad_slider():
+    ex = _toy()
+    with pytest.raises(ValueError, match="unknown control"):
+        ex.figure(speed=1)
+    with pytest.raises(ValueError, match="slider"):
+        _toy(slider="nope")
+
+
+# -- live -------------------------------------------------------------------------------------
+def test_live_update_redraws_with_new_values():
+    live = _toy().live()
+    np.testing.assert_allclose(_line(live.figure)[-1], 1.0)  # default slope 1, phase 0
+    png0 = live.png
+    fig = live.update(slope=3.0, phase=0.5)
+    np.testing.assert_allclose(_line(fig)[-1], 3.5)
+    assert live.png != png0 and live.image.value == live.png
+    assert live.widgets["slope"].value == 3.0  # widgets follow update()
+    assert "drawn in" in live.status.value
+    with pytest.raises(ValueError, match="slope"):
+        live.update(slope=7.0)
+
+
+def test_live_widget_change_triggers_redraw_and_errors_are_shown():
+    live = _toy().live()
+    live.widgets["phase"].value = 0.5  # as a reader moving the control
+    np.testing.assert_allclose(_line(live.figure)[0], 0.5)
+
+    def broken(fig, k):
+        if k == 2:
+            raise RuntimeError("no data for k=2")
+        fig.subplots().plot([0, k])
+
+    live = Explorer(broken, [Control("k", (1, 2))]).live()
+    live.widgets["k"].value = 2
+    assert "no data for k=2" in live.status.value
+    bundle = live._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+# -- static -----------------------------------------------------------------------------------
+def test_static_html_has_players_frames_and_panels():
+    st = _toy().static()
+    html = st.html
+    # slider = slope (4 values), panels = phase (2 static values); style stays at its default
+    assert len(st.panels) == 2 and all(p.frames == 4 for p in st.panels)
+    assert html.count('class="anim-slider"') == 2
+    assert html.count("data:image/png;base64,") == 8
+    assert html.count("<details") == 2 and html.count("<details class=\"attnlib-panel\" open>") == 1
+    assert "phase = 0.5" in html
+    assert html.count("new Array(4)") == 2  # each player holds the 4 frames of its slider
+    assert st.nbytes < 4e5
+
+
+def test_static_html_is_offline_and_deterministic():
+    st = _toy().static()
+    assert "font-awesome" not in st.html and "<link" not in st.html
+    assert "https://" not in st.html and 'class="fa' not in st.html
+    ids = set(re.findall(r"_anim_img([0-9a-f]{32})", st.html))
+    assert len(ids) == 2  # one id per player, derived from name + counter (no uuid4)
+    one = explore.sanitize('<img id="_anim_img' + "ab" * 16 + '"> anim' + "ab" * 16, "c" * 32)
+    assert one.count("c" * 32) == 2 and "ab" * 16 not in one and 'alt="explorer figure"' in one
+    assert 'alt="toy explorer, phase = 0.5"' in st.html
+
+
+def test_static_frames_differ_between_slider_values():
+    st = _toy().static()
+    frames = re.findall(r'frames\[(\d+)\] = "data:image/png;base64,([^"]+)"', st.panels[0].html)
+    assert len(frames) == 4
+    assert len({f for _, f in frames}) == 4  # each slider position shows another image
+
+
+def test_static_respects_size_budget_by_lowering_dpi():
+    ex = _toy()
+    ex.max_bytes = 6e4
+    st = ex.static()
+    assert st.dpi < ex.static_dpi
+    assert st.nbytes < 1.3 * ex.max_bytes
+
+
