@@ -1,0 +1,125 @@
+"""Mutation testing of attnlib's core modules: can the tests fail when the code is wrong?
+
+mutmut 3 plants one small bug at a time (an operator flipped, a constant changed, an argument
+dropped) in a copy of the package and runs that module's tests; a mutant is *killed* when a test
+fails. The score per module is killed / (killed + survived); the surviving mutants are listed so
+that each is either killed by a new test or argued equivalent in ``benchmarks/RESULTS.md``.
+
+    .venv/bin/pip install mutmut==3.8.1        # not part of requirements.txt (a dev tool)
+    .venv/bin/python benchmarks/mutation.py            # every module of MODULES
+    .venv/bin/python benchmarks/mutation.py svm train  # some of them
+    .venv/bin/python benchmarks/mutation.py --jobs 2
+
+Each module is mutated in its own scratch copy (under ``_build/mutation/``), with only the test
+files that exercise it, so a run takes minutes, not hours. Writes ``_build/mutation/NAME.json``
+(counts and surviving mutants with their diffs) and prints a Markdown table for RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MUTMUT = Path(sys.executable).with_name("mutmut")
+
+# module name -> (paths to mutate, the test files that exercise them)
+MODULES = {
+    "models": (["attnlib/models.py"], ["tests/test_models.py"]),
+    "metrics": (["attnlib/metrics.py"], ["tests/test_metrics.py"]),
+    "tokens": (["attnlib/tokens.py"], ["tests/test_tokens.py"]),
+    "optimality": (["attnlib/optimality.py"], ["tests/test_optimality.py"]),
+    "train": (["attnlib/train/"], ["tests/test_train*.py", "tests/test_mirror_numerics.py"]),
+    "svm": (["attnlib/svm/"], ["tests/test_svm*.py"]),
+    "check": (["attnlib/check.py"], ["tests/test_check.py"]),
+}
+
+
+def _tests(patterns):
+    found = sorted({str(p.relative_to(ROOT)) for pat in patterns for p in ROOT.glob(pat)})
+    if not found:
+        raise SystemExit(f"no test files match {patterns}")
+    return found
+
+
+def run_module(name: str, jobs: int) -> dict:
+    paths, patterns = MODULES[name]
+    tests = _tests(patterns)
+    work = ROOT / "_build" / "mutation" / name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    for item in ("attnlib", "tests"):
+        shutil.copytree(ROOT / item, work / item,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    cfg = (ROOT / "pyproject.toml").read_text()
+    cfg += ("\n[tool.mutmut]\n"
+            f"paths_to_mutate = {json.dumps(paths)}\n"
+            f"tests_dir = {json.dumps(tests)}\n"
+            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-m", "not slow"]\n'
+            'also_copy = ["attnlib/", "tests/"]\n')
+    (work / "pyproject.toml").write_text(cfg)
+    t0 = time.perf_counter()
+    proc = subprocess.run([str(MUTMUT), "run", "--max-children", str(jobs)], cwd=work,
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    subprocess.run([str(MUTMUT), "export-cicd-stats"], cwd=work, capture_output=True, text=True)
+    stats_file = work / "mutants" / "mutmut-cicd-stats.json"
+    if proc.returncode != 0 or not stats_file.exists():
+        tail = (proc.stdout + proc.stderr)[-3000:]
+        raise SystemExit(f"mutmut failed on {name} (exit {proc.returncode}):\n{tail}")
+    stats = json.loads(stats_file.read_text())
+    listing = subprocess.run([str(MUTMUT), "results"], cwd=work, capture_output=True, text=True)
+    survivors = [line.split(":")[0].strip() for line in listing.stdout.splitlines()
+                 if line.strip().endswith(": survived")]
+    diffs = {}
+    for m in survivors:
+        shown = subprocess.run([str(MUTMUT), "show", m], cwd=work, capture_output=True,
+                               text=True)
+        diffs[m] = shown.stdout.strip()
+    decided = stats["killed"] + stats["survived"]
+    out = dict(module=name, paths=paths, tests=tests, seconds=round(seconds, 1), **stats,
+               score=stats["killed"] / decided if decided else float("nan"),
+               survivors=diffs)
+    (ROOT / "_build" / "mutation" / f"{name}.json").write_text(json.dumps(out, indent=1))
+    return out
+
+
+def table(results: list[dict]) -> str:
+    rows = ["| module | mutants | killed | survived | timeout | no tests | score | time |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        rows.append(f"| {r['module']} | {r['total']} | {r['killed']} | {r['survived']} | "
+                    f"{r['timeout']} | {r['no_tests']} | {100 * r['score']:.1f} % | "
+                    f"{r['seconds']:.0f} s |")
+    return "\n".join(rows)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("modules", nargs="*", help=f"some of {list(MODULES)} (default: all)")
+    ap.add_argument("--jobs", type=int, default=1, help="mutants tested at once")
+    args = ap.parse_args(argv)
+    if not MUTMUT.exists():
+        raise SystemExit(f"mutmut is not installed in this environment ({MUTMUT}); "
+                         "pip install mutmut==3.8.1")
+    unknown = sorted(set(args.modules) - set(MODULES))
+    if unknown:
+        ap.error(f"unknown module(s) {unknown}; expected some of {list(MODULES)}")
+    results = []
+    for name in args.modules or list(MODULES):
+        print(f"[mutation] {name} ...", flush=True)
+        r = run_module(name, args.jobs)
+        print(f"[mutation] {name}: {r['killed']}/{r['killed'] + r['survived']} killed "
+              f"({100 * r['score']:.1f} %), {r['seconds']:.0f} s", flush=True)
+        results.append(r)
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
