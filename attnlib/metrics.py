@@ -1,18 +1,32 @@
-"""Metrics: correlation, directional Bregman divergence, numerical rank, max softmax probability.
+"""Metrics: correlation, lp norms, Bregman divergences, numerical rank, sparsity, max probability.
 
-Depends on nothing but torch. Every function is batched over leading dimensions.
+Every function is batched over leading dimensions and accepts tensors, numpy arrays and
+numpy/torch scalars. Scale-sensitive sums are computed on inputs rescaled by a power of two
+(exact in floating point), so the results do not overflow or underflow for entries anywhere
+between 1e-20 and 1e20, in float32 as in float64. NaN in gives NaN out, never a silent 0.
 """
 
 from __future__ import annotations
 
 import torch
 
+from attnlib._validate import choice, number
+
 __all__ = ["correlation", "bregman", "bregman_direction", "numerical_rank", "max_prob",
-           "lp_norm", "bregman_divergence", "directional_bregman"]
+           "lp_norm", "sparsity", "bregman_divergence", "directional_bregman"]
 
 
 def _as(x):
-    return x if isinstance(x, torch.Tensor) else torch.as_tensor(x, dtype=torch.float64)
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(x, dtype=torch.float64)
+    return t if t.is_floating_point() else t.to(torch.float64)
+
+
+def _pow2_scale(A, ax):
+    """The power of two just above ``max|A|`` over ``ax`` (keepdim); 1 where that max is 0,
+    NaN or Inf. Dividing by it is exact, so it changes no digit of a scale-free ratio."""
+    m = A.abs().amax(ax, keepdim=True)
+    _, e = torch.frexp(torch.where(torch.isfinite(m) & (m > 0), m, torch.ones_like(m)))
+    return torch.ldexp(torch.ones_like(m), e)
 
 
 def _dims(A, B, dims):
@@ -35,7 +49,12 @@ def correlation(A, B, dims=None) -> torch.Tensor:
     form one object: 1 for vectors (``p``, ``v``), 2 for matrices (``W``). By default (``None``)
     the objects are matrices when both arguments end in square (d, d) dimensions and vectors
     otherwise; pass ``dims`` for non-square matrices (``K``) or batched vectors whose batch size
-    equals d. A zero argument gives 0.
+    equals d.
+
+    Scale invariant: each object is divided by the power of two above its largest entry before
+    the products (exact, so ordinary inputs give the same digits as the plain formula), and
+    ``correlation(1e20 * A, A)`` is 1 in float32 too. A zero argument gives 0; NaN (or Inf) in
+    an object gives NaN.
 
     Examples
     --------
@@ -44,27 +63,55 @@ def correlation(A, B, dims=None) -> torch.Tensor:
     See chapter 2, *The Att-SVM and gradient descent*.
     """
     A, B = _as(A), _as(B)
+    A, B = A.reshape(1) if A.ndim == 0 else A, B.reshape(1) if B.ndim == 0 else B
     ax = _dims(A, B, dims)
+    A, B = A / _pow2_scale(A, ax), B / _pow2_scale(B, ax)
     num = (A * B).sum(ax)
     den = torch.sqrt((A * A).sum(ax)) * torch.sqrt((B * B).sum(ax))
-    return torch.where(den > 0, num / torch.where(den > 0, den, torch.ones_like(den)),
-                       torch.zeros_like(num))
+    zero = den == 0  # a zero argument (NaN compares False and stays NaN)
+    return torch.where(zero, torch.zeros_like(num), num / torch.where(zero, 1.0, den))
 
 
 def lp_norm(A, lp: float, dims=None) -> torch.Tensor:
-    """Entrywise :math:`\\|A\\|_p = (\\sum_{jk}|A_{jk}|^p)^{1/p}` over the trailing ``dims``."""
+    """Entrywise :math:`\\|A\\|_p = (\\sum_{jk}|A_{jk}|^p)^{1/p}` over the trailing ``dims``.
+
+    Computed as :math:`m\\,\\|A/m\\|_p` with :math:`m=\\max|A_{jk}|`, so no power overflows or
+    underflows. ``dims`` as in :func:`correlation`; ``lp`` >= 1. NaN in gives NaN, an infinite
+    entry gives Inf. See chapter 9, *Mirror descent selects tokens too*.
+    """
+    lp = number("lp", lp, lo=1)
     A = _as(A)
     ax = _dims(A, A, dims)
-    m = A.abs().amax(ax, keepdim=True)
-    m = torch.where(m > 0, m, torch.ones_like(m))
-    return (A / m).abs().pow(lp).sum(ax).pow(1.0 / lp) * m.reshape(
-        m.shape[:m.ndim - len(ax)])
+    m0 = A.abs().amax(ax, keepdim=True)
+    m = torch.where(m0 > 0, m0, torch.ones_like(m0))
+    out = (A / m).abs().pow(lp).sum(ax).pow(1.0 / lp) * m.reshape(m.shape[:m.ndim - len(ax)])
+    m0 = m0.reshape(out.shape)
+    return torch.where(torch.isinf(m0), m0, out)
+
+
+def sparsity(W, rel: float, dims: int = 2) -> torch.Tensor:
+    """Fraction of near-zero entries, per object.
+
+    .. math::
+
+        \\mathrm{sparsity}(W) = \\#\\{jk: |W_{jk}| < \\mathrm{rel}\\max|W|\\} / \\#\\{jk\\}
+
+    Per object over the trailing ``dims`` (2: matrices, 1: vectors), batched over the leading
+    ones. A relative threshold, so the result does not depend on the scale of W; a zero matrix
+    has no near-zero entries by this definition (0). NaN in an object gives NaN.
+    See chapter 10, *Real data*.
+    """
+    rel = number("rel", rel, lo=0)
+    dims = choice("dims", dims, (1, 2))
+    W = _as(W)
+    ax = _dims(W, W, dims)
+    A = W.abs()
+    frac = (A < rel * A.amax(ax, keepdim=True)).to(W.dtype).mean(ax)
+    return torch.where(torch.isnan(W).any(ax), torch.nan, frac)
 
 
 def _check_lp(lp):
-    if not isinstance(lp, (int, float)) or isinstance(lp, bool) or not lp > 1:
-        raise ValueError(f"lp: expected a number > 1, got {lp!r}")
-    return float(lp)
+    return number("lp", lp, lo=1, lo_open=True)
 
 
 def bregman(W, V, lp: float = 2.0) -> torch.Tensor:
@@ -122,8 +169,7 @@ def numerical_rank(W, rtol: float = 1e-6) -> torch.Tensor:
     W = _as(W)
     if W.ndim < 2:
         raise ValueError(f"W: expected a matrix (..., d, d), got shape {tuple(W.shape)}")
-    if not rtol > 0:
-        raise ValueError(f"rtol: expected a positive number, got {rtol!r}")
+    rtol = number("rtol", rtol, lo=0, lo_open=True)
     sv = torch.linalg.svdvals(W)
     top = sv[..., :1]
     return ((sv > rtol * top) & (top > 0)).sum(-1)
@@ -138,14 +184,13 @@ def max_prob(s, reduce: str = "mean") -> torch.Tensor:
     s = _as(s)
     if s.ndim < 2:
         raise ValueError(f"s: expected shape (..., n, T), got {tuple(s.shape)}")
-    m = s.amax(-1)
+    reduce = choice("reduce", reduce, ("mean", "min", "none"))
+    m = s.amax(-1)  # (..., n)
     if reduce == "mean":
         return m.mean(-1)
     if reduce == "min":
         return m.amin(-1)
-    if reduce == "none":
-        return m
-    raise ValueError(f"reduce: expected 'mean', 'min' or 'none', got {reduce!r}")
+    return m
 
 
 # the names used by the mirror-descent experiments
