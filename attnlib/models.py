@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from attnlib._validate import as_tensor, choice, number
+
 __all__ = [
     "LOSSES",
     "logits",
@@ -204,24 +206,24 @@ def make_head(head="linear", params=None, d=None, dtype=torch.float64, device="c
     if head in ("relu", "mlp"):
         if "V" not in params:
             raise ValueError(f"head: {head!r} needs its value matrix as init['V'] (shape (d, m))")
-        V = torch.as_tensor(params["V"]).to(**kw)
+        V = as_tensor(params["V"], "init['V']", **kw)
         if V.ndim != 2 or (d is not None and V.shape[0] != d):
             raise ValueError(f"init['V']: expected shape (d, m) with d={d}, got {tuple(V.shape)}")
         m = V.shape[1]
-        u = torch.as_tensor(params.get("u", torch.ones(m))).to(**kw)
+        u = as_tensor(params.get("u", torch.ones(m)), "init['u']", **kw)
         if u.shape != (m,):
             raise ValueError(f"init['u']: expected shape ({m},), got {tuple(u.shape)}")
         if head == "relu":
             return ReluHead(V, u)
-        b = torch.as_tensor(params.get("b", torch.zeros(m))).to(**kw)
+        b = as_tensor(params.get("b", torch.zeros(m)), "init['b']", **kw)
         if b.shape != (m,):
             raise ValueError(f"init['b']: expected shape ({m},), got {tuple(b.shape)}")
         return MLPHead(V, b, u)
     if head == "lambda":
-        lam = params.get("lam")
-        if lam is None or not float(lam) >= 0:
-            raise ValueError("head: 'lambda' needs init['lam'], a number >= 0")
-        return LambdaHead(float(lam))
+        if params.get("lam") is None:
+            raise ValueError("init['lam']: expected a number >= 0 for the 'lambda' head, got "
+                             "nothing")
+        return LambdaHead(number("init['lam']", params["lam"], lo=0))
     raise ValueError(f"head: expected 'linear', 'relu', 'lambda', 'mlp' or a head object, "
                      f"got {head!r}")
 
@@ -237,8 +239,8 @@ def output(X, s, v=None, head=None):
 
 # ----------------------------------------------------------------------------- losses
 def _check_loss(loss):
-    if loss not in LOSSES:
-        raise ValueError(f"loss: expected one of {LOSSES}, got {loss!r}")
+    if not (isinstance(loss, str) and loss in LOSSES):  # fast path: called every step
+        choice("loss", loss, LOSSES)
 
 
 def loss_value(u: torch.Tensor, loss: str = "logistic") -> torch.Tensor:
