@@ -1,0 +1,69 @@
+r"""The data of chapter 9's explorer: one ℓp mirror-descent path and its AttSVMs.
+
+``md_path`` trains W by ℓp mirror descent (arXiv 2410.14581),
+:math:`W_{k+1} = \nabla\psi^{-1}(\nabla\psi(W_k) - \eta\nabla\mathcal L(W_k))` with
+:math:`\nabla\psi(W) = \mathrm{sign}(W)|W|^{p-1}`, from :math:`W(0) = 0` on one synthetic data
+set, and solves the ℓp- and the ℓ2-AttSVM of the final selection. The explorer
+:func:`attnlib.explorers.mirror.mirror_descent` reads it through :func:`attnlib.experiments.run`
+(cached), so a slider move never retrains. See chapter 9.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from attnlib._runtime import few_threads, resolve_device
+from attnlib.examples import EPS, mirror_random_data
+from attnlib.metrics import bregman_direction
+from attnlib.tokens import selected_tokens
+from attnlib.train import train
+
+from ._registry import Target, experiment
+from .mirror import solve_each  # TEMP
+
+PAPER = "2410.14581"
+
+
+@experiment(
+    "md_path", paper=f"{PAPER} §5.1 (one dataset, W(0) = 0)", chapter="09_mirror_descent",
+    title="One ℓp-MD path from W(0) = 0 and the ℓp- and ℓ2-AttSVMs of its selection",
+    targets=[
+        Target("matched_closer", "at the end the iterate is no farther (D_dir) from the "
+               "ℓp-AttSVM than from the ℓ2-AttSVM", "closer", 1, 1, "exact", "suggested",
+               "the data of the chapter's explorer (attnlib.widgets.mirror_descent)"),
+    ],
+)
+def path(lp: float = 1.75, seed: int = 1, normalized: bool = True, steps: int = 1500,
+         record_every: int = 10, lr: float = 0.1, progress: bool = False,
+         device: str | None = "cpu"):
+    r"""ℓp mirror descent (plain GD at p = 2) from :math:`W(0) = 0` on one data set of
+    :func:`attnlib.examples.mirror_random_data` (n = 6, T = 8, d = 10), recorded every
+    ``record_every`` steps, and the ℓp- and ℓ2-AttSVM of the final selection.
+
+    Arrays: ``W`` (S, d, d) the iterates, ``steps`` (S,), ``svm_lp`` and ``svm_2`` (d, d)
+    (NaN where no solver answered), ``alpha`` (n,), ``entries`` (2, 2) the (row, column) of
+    the two largest entries of ``|svm_lp|``, and ``D_lp``, ``D_2`` (S,) the directional
+    Bregman divergences :math:`D_{dir}(W^{mm}, W(k))` in the ℓp geometry. See chapter 9.
+    """
+    dev = resolve_device(device)
+    data = mirror_random_data(seed, device=dev).data
+    with few_threads(device=dev):
+        run = train(data, "W", method="gd" if lp == 2.0 else "md", lp=lp, lr=lr,
+                    normalized=normalized, steps=steps, eps=EPS, record_every=record_every,
+                    progress=progress, init={"W": torch.zeros(data.d, data.d, dtype=data.dtype,
+                                                              device=dev)})
+        alpha = selected_tokens(data, run.W)
+        svm_lp = solve_each(data, alpha, norm=float(lp) if lp != 2.0 else "fro")
+        svm_2 = solve_each(data, alpha, norm="fro")
+    H = run.history["W"]  # (S, d, d)
+    W_lp, W_2 = svm_lp.W.reshape(data.d, data.d), svm_2.W.reshape(data.d, data.d)
+    big = np.argsort(np.nan_to_num(W_lp.abs().cpu().numpy()).ravel())[-2:][::-1]
+    D_lp = bregman_direction(W_lp, H, lp, dims=2)
+    D_2 = bregman_direction(W_2, H, lp, dims=2)
+    numbers = dict(ddir_lp=float(D_lp[-1]), ddir_2=float(D_2[-1]),
+                   matched_closer=int(bool(D_lp[-1] <= D_2[-1])),
+                   svm_fallbacks=int(svm_lp.fallback.sum() + svm_2.fallback.sum()))
+    return numbers, dict(W=H, steps=run.history["step"], svm_lp=W_lp, svm_2=W_2, alpha=alpha,
+                         entries=np.array([divmod(int(j), data.d) for j in big]),
+                         D_lp=D_lp, D_2=D_2)
