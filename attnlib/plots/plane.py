@@ -1,0 +1,205 @@
+"""Drawing in the plane of the tokens: tokens coloured by score, max-margin rays, trajectories.
+
+:func:`token_plane`, the book's main picture (chapters 1-5, 9), is :func:`token_scatter` +
+:func:`rays` + :func:`trajectories`: the tokens :math:`x_{it}` coloured by their score
+:math:`\\gamma_{it} = Y_i v^\\top x_{it}`, the rays of the SVM solutions (:math:`p^{mm}` or
+:math:`W^{mm} z_i`), the support tokens and gradient-descent paths of :math:`p(k)` or
+:math:`W(k) z_i`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import style
+from .style import COLORS, MARKERS, SCORE_CMAP, as_array, as_points, target_axes
+
+__all__ = ["token_scatter", "rays", "trajectories", "token_plane"]
+
+
+def token_scatter(X, scores=None, *, ax=None, optimal=None, selected=None, support=None,
+                  annotate=True, vmin=None, vmax=None, colorbar=True, size=70):
+    """Tokens in the plane, coloured by score.
+
+    Parameters
+    ----------
+    X : array (T, 2) or (n, T, 2)
+        Token positions (keys) of one input or of ``n`` inputs; input ``i`` gets marker
+        ``MARKERS[i]``.
+    scores : array (T,) or (n, T), optional
+        Token scores :math:`\\gamma_{it} = Y_i v^\\top x_{it}`, shown as colours.
+    optimal : array of int (n,), optional
+        Index of each input's optimal token (drawn with a star). Default: argmax of ``scores``.
+    selected : array of int (n,), optional
+        A selection :math:`\\alpha`: these tokens get a thick black edge.
+    support : bool array (n, T), optional
+        Support tokens of the selection (constraint active): a dashed ring.
+    annotate : bool
+        Write the score next to each token.
+
+    Returns
+    -------
+    Figure
+    """
+    fig, ax = target_axes(ax)
+    X = as_points(X, "X", 3)  # (n, T, 2)
+    n, T, _ = X.shape
+    g = None if scores is None else as_array(scores, "scores").reshape(-1, T)
+    if g is not None and g.shape[0] != n:
+        raise ValueError(f"scores must have shape (n, T) = ({n}, {T}), got {g.shape}")
+    if optimal is None and g is not None:
+        optimal = g.argmax(-1)
+    lo = vmin if vmin is not None else (g.min() if g is not None else 0.0)
+    hi = vmax if vmax is not None else (g.max() if g is not None else 1.0)
+    if hi <= lo:
+        hi = lo + 1.0
+    sc = None
+    for i in range(n):
+        c = g[i] if g is not None else COLORS[i % len(COLORS)]
+        sc = ax.scatter(X[i, :, 0], X[i, :, 1], c=c, cmap=SCORE_CMAP if g is not None else None,
+                        vmin=lo if g is not None else None, vmax=hi if g is not None else None,
+                        marker=MARKERS[i % len(MARKERS)], s=size, edgecolors="0.2",
+                        linewidths=0.6, zorder=3, label=f"input {i + 1}" if n > 1 else None)
+        if optimal is not None:
+            o = int(np.asarray(optimal).reshape(-1)[i])
+            ax.scatter(X[i, o, 0], X[i, o, 1], marker="*", s=3.2 * size, c="none",
+                       edgecolors="tab:red", linewidths=1.2, zorder=4)
+        if annotate and g is not None:
+            for t in range(T):
+                ax.annotate(f"{g[i, t]:.2g}", X[i, t], xytext=(4, 4), textcoords="offset points",
+                            fontsize=7, color="0.25")
+    if selected is not None:
+        sel = np.asarray(as_array(selected, "selected"), dtype=int).reshape(-1)
+        ax.scatter(X[np.arange(n), sel, 0], X[np.arange(n), sel, 1], s=1.6 * size,
+                   facecolors="none", edgecolors="black", linewidths=2.0, zorder=5)
+    if support is not None:
+        sup = np.asarray(as_array(support, "support"), dtype=bool).reshape(n, T)
+        pts = X[sup]
+        ax.scatter(pts[:, 0], pts[:, 1], s=4 * size, facecolors="none", edgecolors="tab:orange",
+                   linewidths=1.4, linestyles="--", zorder=2, label="support tokens")
+    if colorbar and g is not None and sc is not None:
+        fig.colorbar(sc, ax=ax, shrink=0.8, label="score γ")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.axhline(0, color="0.85", lw=0.6, zorder=0)
+    ax.axvline(0, color="0.85", lw=0.6, zorder=0)
+    return fig
+
+
+def rays(directions, *, ax=None, labels=None, colors=None, length=None, origin=(0.0, 0.0),
+         linestyle="--"):
+    """Max-margin rays: dashed half-lines from ``origin`` along each direction.
+
+    Parameters
+    ----------
+    directions : array (k, 2)
+        Directions, e.g. :math:`p^{mm}(\\alpha)` or :math:`W^{mm} z_i`; they are normalised.
+    length : float, optional
+        Length of each ray; default: reach the current data limits.
+
+    Returns
+    -------
+    Figure
+    """
+    fig, ax = target_axes(ax)
+    D = as_points(directions, "directions", 2)  # (k, 2)
+    norms = np.linalg.norm(D, axis=-1, keepdims=True)
+    D = D / np.where(norms > 0, norms, 1.0)
+    if length is None:
+        ax.autoscale_view()
+        x0, x1 = ax.get_xlim()
+        y0, y1 = ax.get_ylim()
+        length = float(np.hypot(max(abs(x0), abs(x1)), max(abs(y0), abs(y1))))
+    o = np.asarray(origin, dtype=float)
+    for j, d in enumerate(D):
+        color = colors[j] if colors is not None else COLORS[j % len(COLORS)]
+        label = labels[j] if labels is not None else None
+        ax.plot([o[0], o[0] + length * d[0]], [o[1], o[1] + length * d[1]], linestyle=linestyle,
+                color=color, lw=1.5, label=label, zorder=1)
+    return fig
+
+
+def trajectories(P, *, ax=None, color="0.35", arrow_every=None, highlight=None, label=None,
+                 lw=1.0):
+    """Trajectories in the plane (e.g. of :math:`p(k)` or :math:`W(k) z_i`) with arrowheads.
+
+    Parameters
+    ----------
+    P : array (S, 2) or (B, S, 2)
+        ``B`` trajectories of ``S`` recorded points.
+    arrow_every : int, optional
+        Distance in recorded points between arrowheads (default: about 6 per trajectory).
+    highlight : int, optional
+        Index of a trajectory drawn thick and in red (the others grey).
+
+    Returns
+    -------
+    Figure
+    """
+    fig, ax = target_axes(ax)
+    P = as_points(P, "P", 3)  # (B, S, 2)
+    B, S, _ = P.shape
+    step = arrow_every or max(1, S // 6)
+    heads = []  # (x, y, dx, dy, colour) of every arrowhead: one quiver call draws them all
+    for b in range(B):
+        hl = highlight is not None and b == highlight
+        c = "tab:red" if hl else color
+        ax.plot(P[b, :, 0], P[b, :, 1], color=c, lw=2.2 * lw if hl else lw, zorder=2 + hl,
+                label=label if b == 0 else None)
+        ax.plot(P[b, 0, 0], P[b, 0, 1], "o", color=c, ms=3, zorder=2)
+        for k in range(step, S, step):
+            dx, dy = P[b, k] - P[b, k - 1]
+            if dx or dy:
+                heads.append((P[b, k, 0], P[b, k, 1], dx, dy, c))
+    if heads:
+        x, y, dx, dy = (np.array([h[j] for h in heads]) for j in range(4))
+        nrm = np.hypot(dx, dy)
+        ax.quiver(x, y, dx / nrm, dy / nrm, color=[h[4] for h in heads], angles="xy",
+                  scale_units="inches", scale=12.0, pivot="tip", width=0.004, headwidth=5,
+                  headlength=6, headaxislength=5, zorder=3)
+    return fig
+
+
+def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels=None,
+                support=None, selected=None, highlight=None, ax=None, title=None,
+                legend="upper left", colorbar=True, ray_length=None, annotate=None):
+    """The book's main picture: tokens, max-margin rays and GD trajectories in one plane.
+
+    Parameters
+    ----------
+    X : array (T, 2) or (n, T, 2)
+        Token positions (keys).
+    scores : array (T,) or (n, T), optional
+        Scores :math:`\\gamma_{it}`.
+    paths : array (S, 2) or (B, S, 2), optional
+        Trajectories, e.g. :math:`p(k)`, :math:`k = 0, \\dots, S-1`.
+    directions : array (k, 2), optional
+        SVM directions drawn as rays (first one red: the target).
+    support, selected :
+        As in :func:`token_scatter`.
+    highlight : int, optional
+        Trajectory drawn in red.
+    colorbar : bool
+        Draw a colour bar of the scores.
+    ray_length : float, optional
+        Length of the rays (default: to the data limits).
+    annotate : bool, optional
+        Write each token's score beside it (default: when there are at most 8 tokens).
+
+    Returns
+    -------
+    Figure
+    """
+    fig, ax = target_axes(ax)
+    if paths is not None:
+        trajectories(paths, ax=ax, highlight=highlight)
+    if annotate is None:
+        annotate = as_array(X, "X").size // 2 <= 8
+    token_scatter(X, scores, ax=ax, support=support, selected=selected, colorbar=colorbar,
+                  annotate=annotate)
+    if directions is not None:
+        rays(directions, ax=ax, labels=direction_labels, length=ray_length)
+    if title:
+        style.title(ax, title)
+    if legend and (direction_labels is not None or support is not None):
+        ax.legend(fontsize=7, loc=legend if isinstance(legend, str) else "upper left")
+    return fig
