@@ -1,12 +1,15 @@
 """attnlib.explore: the Explorer mechanism, its controls and its two renderers (live, static)."""
 
+import base64
+import itertools
 import re
 
 import numpy as np
 import pytest
 
 from attnlib import explore
-from attnlib.explore import Control, Explorer, LiveExplorer, StaticExplorer
+from attnlib.explore import Control, Explorer, LiveExplorer, StaticExplorer, png_bytes
+from attnlib.plots import BookFigure
 
 
 def _toy(**kw):
@@ -57,6 +60,28 @@ def test_control_validation():
         Control("x", (1, 2), static=(4,))
 
 
+def test_values_compare_and_format_as_shown():
+    assert explore.same_value(0.1, 0.1 + 1e-15) and explore.same_value(np.int64(2), 2.0)
+    assert not explore.same_value(True, 1) and not explore.same_value("1", 1)
+    assert not explore.same_value(0.1, 0.1001)
+    assert [explore.format_value(v) for v in (np.float64(0.123456), np.int32(7), True, "a")] == \
+        ["0.1235", "7", "True", "a"]
+
+
+def test_static_values_default_and_with_static():
+    c = Control("k", (1, 2, 3), default=2)
+    assert c.static_values(as_slider=True) == (1, 2, 3) and c.static_values(False) == (2,)
+    got = explore.with_static([c, Control("s", ("a", "b"))], {"k": [1, 3]})
+    assert got[0].static == (1, 3) and got[0].static_values(False) == (1, 3)
+    assert got[1].static is None
+    with pytest.raises(ValueError, match="unknown control"):
+        explore.with_static([c], {"speed": (1,)})
+    with pytest.raises(ValueError, match="static"):
+        explore.with_static([c], {"k": (4,)})
+    with pytest.raises(ValueError, match="dict"):
+        explore.with_static([c], [("k", (1,))])
+
+
 def test_control_widgets_by_value_type():
     import ipywidgets as w
 
@@ -64,6 +89,17 @@ def test_control_widgets_by_value_type():
     assert isinstance(Control("b", ("x", "y")).widget(), w.ToggleButtons)
     assert isinstance(Control("c", tuple("abcdef")).widget(), w.Dropdown)
     assert isinstance(Control("d", (False, True)).widget(), w.Checkbox)
+
+
+def test_explorer_values_label_and_default_slider():
+    ex = _toy()
+    assert ex.slider == ["slope"]  # the first control with several static values
+    assert ex.values(phase=0.5 + 1e-14) == dict(slope=1.0, phase=0.5, style="-")
+    assert ex.label(ex.values(slope=2)) == "slope = 2   phase = 0   style = -"
+    with pytest.raises(ValueError, match="distinct"):
+        Explorer(lambda fig, a: None, [Control("a", (1,)), Control("a", (2,))])
+    with pytest.raises(ValueError, match="callable"):
+        Explorer("draw", [Control("a", (1,))])
 
 
 def test_explorer_rejects_unknown_controls_and_bad_slider():
@@ -105,6 +141,28 @@ def test_live_widget_change_triggers_redraw_and_errors_are_shown():
     assert "application/vnd.jupyter.widget-view+json" in bundle
 
 
+def test_show_progress_only_inside_a_live_redraw_in_a_kernel(monkeypatch):
+    import IPython
+
+    class Kernel:
+        kernel = object()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Kernel())
+    seen = []
+
+    def draw(fig, k):
+        seen.append(explore.show_progress())
+        fig.subplots()
+
+    ex = Explorer(draw, [Control("k", (1, 2))])
+    ex.figure()
+    ex.live().update(k=2)
+    assert seen == [False, True, True]  # figure(): no; the first redraw and the update: yes
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    ex.live()
+    assert seen[-1] is False  # no kernel: no bar on stderr
+
+
 # -- static -----------------------------------------------------------------------------------
 def test_static_html_has_players_frames_and_panels():
     st = _toy().static()
@@ -130,11 +188,37 @@ def test_static_html_is_offline_and_deterministic():
     assert 'alt="toy explorer, phase = 0.5"' in st.html
 
 
-def test_static_frames_differ_between_slider_values():
-    st = _toy().static()
-    frames = re.findall(r'frames\[(\d+)\] = "data:image/png;base64,([^"]+)"', st.panels[0].html)
-    assert len(frames) == 4
-    assert len({f for _, f in frames}) == 4  # each slider position shows another image
+def _frames(panel):
+    """The PNG bytes of a static panel's frames, in order."""
+    found = re.findall(r'frames\[(\d+)\] = "data:image/png;base64,([^"]+)"', panel.html)
+    return [base64.b64decode(f) for _, f in sorted(found, key=lambda kf: int(kf[0]))]
+
+
+def test_static_renders_every_frame_as_the_live_figure():
+    ex = _toy()
+    st = ex.static()
+    for panel in st.panels:  # oracle: the same draw at the same dpi, byte for byte
+        frames = _frames(panel)
+        assert len(frames) == 4
+        for slope, png in zip(ex.controls["slope"].values, frames):
+            fig = BookFigure(figsize=ex.figsize, dpi=st.dpi)
+            ex.draw_into(fig, {**panel.values, "slope": slope}, ["slope", "phase"])
+            assert png == png_bytes(fig)
+    assert len({f for p in st.panels for f in _frames(p)}) == 8  # every setting differs
+
+
+def test_static_ids_are_deterministic(monkeypatch):
+    monkeypatch.setattr(explore.static, "_COUNTER", itertools.count())
+    one = _toy().static().html
+    monkeypatch.setattr(explore.static, "_COUNTER", itertools.count())
+    assert _toy().static().html == one  # a rebuilt page is identical
+    assert _toy().static().html != one  # a second explorer on the page gets other ids
+
+
+def test_several_slider_controls_are_flattened_last_fastest():
+    st = _toy(slider=["phase", "slope"]).static()
+    assert len(st.panels) == 1 and st.panels[0].frames == 8
+    assert st._frames[:2] == [dict(phase=0.0, slope=0.0), dict(phase=0.0, slope=1.0)]
 
 
 def test_static_respects_size_budget_by_lowering_dpi():
