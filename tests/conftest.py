@@ -1,9 +1,18 @@
 """Shared pytest fixtures and markers for the attnlib tests."""
 
+import os
+
 import pytest
 import torch
+from hypothesis import settings
 
 import attnlib.data as D
+
+# Property tests: few examples and no deadline (2 shared CPU cores); HYPOTHESIS_PROFILE=thorough
+# for a longer search.
+settings.register_profile("attnlib", max_examples=50, deadline=None)
+settings.register_profile("thorough", max_examples=1000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "attnlib"))
 
 HAS_CUDA = torch.cuda.is_available()
 

@@ -1,0 +1,95 @@
+"""Tests of attnlib._runtime: the one device default, dtype checks, the thread policy."""
+
+import pytest
+import torch
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import attnlib._runtime as R
+
+
+def blas_threads():
+    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info()
+            if lib["user_api"] == "blas"}
+
+
+def test_default_device_is_cuda_when_available():
+    want = "cuda" if torch.cuda.is_available() else "cpu"
+    assert R.default_device() == torch.device(want)
+    assert R.resolve_device(None) == R.default_device()
+    assert R.resolve_device("cpu") == torch.device("cpu")
+    assert R.resolve_device(torch.device("cpu")) == torch.device("cpu")
+
+
+@pytest.mark.parametrize("bad", ["gpu0", 3.5, "cuda:99"])
+def test_resolve_device_rejects(bad):
+    with pytest.raises(ValueError, match=r"^device: expected "):
+        R.resolve_device(bad)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_cuda_is_an_error():
+    with pytest.raises(ValueError, match=r"^device: expected an available device, got 'cuda'"):
+        R.resolve_device("cuda")
+
+
+def test_resolve_dtype():
+    assert R.resolve_dtype() == torch.float64
+    assert R.resolve_dtype("float32") == torch.float32
+    assert R.resolve_dtype(torch.float16) == torch.float16
+    for bad in (torch.int64, "int32", "nonsense", float, 3):
+        with pytest.raises(ValueError, match=r"^dtype: expected a floating torch dtype"):
+            R.resolve_dtype(bad)
+
+
+@pytest.fixture
+def two_threads():
+    """Two torch and two BLAS threads, whatever the environment set."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    with threadpool_limits(2, user_api="blas"):
+        assert set(blas_threads().values()) == {2}
+        yield
+    torch.set_num_threads(saved)
+
+
+@pytest.mark.parametrize("work, device, active", [
+    (None, None, True), (10.0, "cpu", True), (R.SMALL_WORK - 1, torch.device("cpu"), True),
+    (R.SMALL_WORK, "cpu", False), (1e9, None, False), (None, "cuda", False),
+    (10.0, "meta", False)])
+def test_few_threads_limits_small_cpu_work_only(two_threads, work, device, active):
+    before = blas_threads()
+    with R.few_threads(work, device):
+        assert torch.get_num_threads() == (1 if active else 2)
+        inside = blas_threads()
+        if active:
+            assert set(inside.values()) == {1}
+        else:
+            assert inside == before
+    assert torch.get_num_threads() == 2 and blas_threads() == before
+
+
+def test_few_threads_restores_after_an_error(two_threads):
+    before = blas_threads()
+    with pytest.raises(RuntimeError, match="boom"), R.few_threads():
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == 2 and blas_threads() == before
+
+
+def test_decorators(two_threads):
+    seen = []
+
+    @R.few_threads()
+    def f(x):
+        seen.append((torch.get_num_threads(), set(blas_threads().values())))
+        return 2 * x
+
+    @R.one_blas_thread
+    def g(x):
+        """doc"""
+        seen.append((torch.get_num_threads(), set(blas_threads().values())))
+        return x + 1
+
+    assert f(3) == 6 and f(4) == 8 and g(1) == 2  # reusable, returns the value
+    assert g.__doc__ == "doc" and g.__name__ == "g"
+    assert all(n == 1 and b == {1} for n, b in seen) and len(seen) == 3
+    assert torch.get_num_threads() == 2
