@@ -31,9 +31,29 @@ def test_token_scatter_draws_every_token_with_score_colours():
 
 def test_token_scatter_accepts_torch_and_several_inputs():
     X = torch.randn(3, 4, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    fig = plots.token_scatter(X, torch.rand(3, 4, dtype=torch.float64), colorbar=False)
-    markers = {c.get_paths()[0].vertices.shape for c in fig.axes[0].collections[:12:2]}
-    assert len(fig.axes) == 1 and len(markers) >= 2  # one marker shape per input
+    g = torch.rand(3, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    fig = plots.token_scatter(X, g, colorbar=False)
+    ax = fig.axes[0]
+    inputs = [c for c in ax.collections if c.get_label().startswith("input")]
+    assert [c.get_label() for c in inputs] == ["input 1", "input 2", "input 3"]
+    for i, c in enumerate(inputs):  # each input's tokens, coloured by its scores
+        np.testing.assert_allclose(c.get_offsets(), X[i].numpy())
+        np.testing.assert_allclose(c.get_array(), g[i].numpy())
+    stars = [c.get_offsets()[0] for c in ax.collections if not c.get_label().startswith("input")]
+    np.testing.assert_allclose(stars, X[torch.arange(3), g.argmax(-1)].numpy())  # optimal
+    assert len(fig.axes) == 1 and len({c.get_paths()[0].vertices.shape for c in inputs}) >= 2
+
+
+def test_token_scatter_marks_selected_and_support_tokens():
+    X = np.array([[[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]], [[3.0, 0.0], [0.0, 3.0], [1.0, 1.0]]])
+    sup = np.array([[False, True, True], [True, False, False]])
+    fig = plots.token_scatter(X, np.ones((2, 3)), selected=[2, 1], support=sup, annotate=False,
+                              colorbar=False)
+    cols = {c.get_label(): c for c in fig.axes[0].collections}
+    np.testing.assert_allclose(cols["support tokens"].get_offsets(), X[sup])
+    (ring,) = [c for c in fig.axes[0].collections if c.get_linewidths()[0] == 2.0]  # selection
+    np.testing.assert_allclose(ring.get_offsets(), [[2.0, 2.0], [0.0, 3.0]])  # X[i, alpha_i]
+    np.testing.assert_allclose(ring.get_edgecolor()[0], [0, 0, 0, 1])
 
 
 @pytest.mark.parametrize("bad", [np.zeros((3, 3)), np.zeros((2, 2, 3, 2))])
@@ -45,6 +65,33 @@ def test_token_scatter_rejects_bad_shapes(bad):
 def test_token_scatter_rejects_mismatched_scores():
     with pytest.raises(ValueError, match="scores"):
         plots.token_scatter(np.zeros((2, 3, 2)), np.zeros((3, 3)))
+
+
+def test_square_view_is_a_square_around_the_points():
+    fig, ax = plots.new_figure()
+    pts = np.array([[0.0, 0.0], [4.0, 1.0], [2.0, -1.0]])
+    plots.square_view(ax, pts, pad=0.5)
+    r = 4.0 / 2 * 1.5 + 0.3  # half the larger side, padded, plus the margin
+    np.testing.assert_allclose(ax.get_xlim(), (2.0 - r, 2.0 + r))
+    np.testing.assert_allclose(ax.get_ylim(), (0.0 - r, 0.0 + r))
+    assert ax.get_aspect() == 1.0
+    with pytest.raises(ValueError, match="pts"):
+        plots.square_view(ax, np.zeros((3, 3)))
+
+
+def test_title_and_log_axis_labels():
+    fig, ax = plots.new_figure()
+    plots.title(ax, "corr")
+    assert ax.get_title() == "corr" and ax.title.get_position()[1] == 1.0
+    plots.log_y(ax)
+    fmt = ax.yaxis.get_major_formatter()
+    assert ax.get_yscale() == "log"
+    assert [fmt(y) for y in (1e-3, 1.0, 100.0, 0.5, 0.0)] == ["1e-3", "1e0", "1e2", "0.5", ""]
+
+
+def test_arrays_must_be_numeric():
+    with pytest.raises(ValueError, match="steps must be numeric"):
+        plots.curves(["a", "b"], {"x": [1, 2]})
 
 
 def test_rays_are_unit_directions_scaled_to_length():
@@ -76,18 +123,31 @@ def test_token_plane_combines_tokens_paths_and_rays():
     assert ax.get_title() == "E1"
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
     assert r"$p^{mm}$" in texts
-    assert any(len(ln.get_xdata()) == 30 for ln in ax.get_lines())
+    (path,) = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 30]
+    np.testing.assert_allclose(path.get_xydata(), P)
+    ray = ax.get_lines()[-1].get_xydata()  # from 0 along the unit direction of (-0.1, 1)
+    np.testing.assert_allclose(ray[1, 0] * 1.0 - ray[1, 1] * -0.1, 0.0, atol=1e-12)
+    assert ray[1] @ [-0.1, 1.0] > 0 and np.allclose(ray[0], 0)
 
 
 def test_curves_mean_and_band_and_one_minus():
     steps = np.arange(5)
-    vals = np.array([[0.5, 0.6, 0.7, 0.8, 0.9], [0.7, 0.8, 0.9, 1.0, 1.0]])
+    vals = np.array([[0.5, 0.6, 0.7, 0.8, 0.99], [0.7, 0.8, 0.9, 0.9, 0.99],
+                     [0.6, 0.7, 0.8, 0.85, 0.5]])
     fig = plots.correlation_curves(steps, {"W": vals}, one_minus=True, mark=3)
     ax = fig.axes[0]
-    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), 1 - vals.mean(0))
+    m, sd = (1 - vals).mean(0), (1 - vals).std(0)
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), m)
     assert ax.get_yscale() == "log"
-    assert len(ax.collections) == 1  # the std band
     assert ax.get_ylabel() == "1 - correlation"
+    assert len(ax.collections) == 1  # the std band: mean -/+ std of 1 - corr
+    band = ax.collections[0].get_paths()[0].vertices
+    lo = np.where(m - sd > 0, m - sd, m)  # on a log axis a band below 0 starts at the mean
+    assert lo[4] == m[4]
+    for k in range(5):
+        ys = band[np.isclose(band[:, 0], k), 1]
+        np.testing.assert_allclose([ys.min(), ys.max()], [lo[k], m[k] + sd[k]])
+    assert ax.get_lines()[-1].get_xdata()[0] == 3  # the marked iteration
 
 
 def test_curves_lines_draws_every_trial():
@@ -117,8 +177,11 @@ def test_histogram_counts_every_value():
     v = np.abs(np.random.default_rng(0).normal(size=(10, 10)))
     fig = plots.histogram({"lp=1.1": v, "lp=2": v / 2}, bins=10)
     ax = fig.axes[0]
-    heights = [p.get_height() for p in ax.patches]
-    assert sum(heights) == 200
+    heights = np.array([p.get_height() for p in ax.patches]).reshape(2, 10)
+    lo, hi = v.min() / 2, v.max()  # the common range of both histograms
+    np.testing.assert_array_equal(heights[0], np.histogram(v, bins=10, range=(lo, hi))[0])
+    np.testing.assert_array_equal(heights[1], np.histogram(v / 2, bins=10, range=(lo, hi))[0])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["lp=1.1", "lp=2"]
 
 
 def test_sweep_curves_mark_the_current_point():
@@ -130,6 +193,8 @@ def test_sweep_curves_mark_the_current_point():
     assert ax.get_lines()[1].get_linestyle() == "--"
     with pytest.raises(ValueError, match="points"):
         plots.sweep_curves([1, 2], {"a": [1, 2, 3]})
+    every = plots.sweep_curves([2, 4, 6], {"fro": [2, 4, 5], "nuc": [2, 3.5, 4.5]}, current=5.1)
+    np.testing.assert_allclose(every.axes[0].collections[-1].get_offsets(), [[6, 5], [6, 4.5]])
 
 
 def test_matrix_image_symmetric_scale_and_png():
