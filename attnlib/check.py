@@ -18,9 +18,13 @@ How a chapter writes a self-checking exercise (see the instructor guide):
 
 Indices are 0-based, as everywhere in attnlib (sample ``i``, token ``t``). A wrongly shaped
 *answer* is feedback (a falsy :class:`Feedback`), not an exception; wrong *reference*
-arguments (the data, a norm name) raise ``ValueError``. Set the environment variable
-``ATTNLIB_CHECK_STRICT=1`` to make every failed check raise ``AssertionError`` (used when
-grading, and to test the instructor editions).
+arguments (the data, a norm name) raise ``ValueError``.
+
+Strict mode: ``al.check.strict(True)`` makes every failed check raise ``AssertionError``
+(grading, testing the instructor editions); ``Feedback(..., strict=True)`` does it for one
+check. Its default comes from the environment variable ``ATTNLIB_CHECK_STRICT`` (``1``: on),
+read in one place, :func:`is_strict`, so that a grader (``scripts/assignments.py``, the
+notebook tests) can switch it on for a whole notebook run without editing it.
 """
 
 from __future__ import annotations
@@ -31,13 +35,40 @@ from dataclasses import dataclass, field
 
 import torch
 
-from attnlib import svm, tokens
+from attnlib import optimality, svm, tokens
+from attnlib.metrics import correlation
 from attnlib.train import inverse_mirror_map, mirror_map
 
-__all__ = ["Feedback", "check_svm_direction", "check_prompt_direction", "check_selection",
-           "check_locally_optimal", "check_rank", "check_md_step", "check_value"]
+__all__ = ["Feedback", "strict", "is_strict", "STRICT_ENV", "check_svm_direction",
+           "check_prompt_direction", "check_selection", "check_locally_optimal", "check_rank",
+           "check_md_step", "check_value"]
 
 _DT = torch.float64
+STRICT_ENV = "ATTNLIB_CHECK_STRICT"  # "1": failed checks raise (the grader's switch)
+_STRICT = {"on": None}  # set by strict(); None: follow STRICT_ENV
+
+
+def strict(on=None) -> bool:
+    """Switch strict mode on or off (``None``: leave it); returns whether it is on.
+
+    In strict mode every failed check raises ``AssertionError`` with its message.
+    ``strict(None)`` after ``strict(True|False)`` keeps the setting; the environment
+    variable ``ATTNLIB_CHECK_STRICT`` is the default until ``strict`` is first called with a
+    bool.
+    """
+    if on is not None:
+        if not isinstance(on, bool):
+            raise ValueError(f"on: expected True, False or None, got {on!r}")
+        _STRICT["on"] = on
+    return is_strict()
+
+
+def is_strict() -> bool:
+    """Whether failed checks raise: the value set by :func:`strict`, else the environment
+    variable ``ATTNLIB_CHECK_STRICT`` (set and not ``"0"``): the one place it is read."""
+    if _STRICT["on"] is not None:
+        return _STRICT["on"]
+    return os.environ.get(STRICT_ENV, "") not in ("", "0")
 
 
 @dataclass
@@ -54,15 +85,19 @@ class Feedback:
         What is right, or precisely what is wrong.
     details : dict
         The numbers behind the message (margins, correlation, ...), for graders.
+    strict : bool, optional
+        Raise ``AssertionError`` at creation when the answer failed; default
+        :func:`is_strict`.
     """
 
     ok: bool
     title: str
     message: str
     details: dict = field(default_factory=dict)
+    strict: bool | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
-        if not self.ok and os.environ.get("ATTNLIB_CHECK_STRICT", "") not in ("", "0"):
+        if not self.ok and (is_strict() if self.strict is None else self.strict):
             raise AssertionError(str(self))
 
     def __bool__(self) -> bool:
@@ -144,7 +179,7 @@ def _check_norm(norm):
 
 def _alpha(alpha, data):
     """Validate a reference selection (raises: it is not the learner's answer)."""
-    return tokens._alpha(alpha, torch.as_tensor(data.X))
+    return tokens.as_selection(alpha, torch.as_tensor(data.X))
 
 
 # -- checks ----------------------------------------------------------------------------------
@@ -259,7 +294,7 @@ def _direction(ans, sym, shape, data, alpha, norm, margins, solve, exact, min_co
     except svm.InfeasibleError as e:
         return _fail(title, f"no {sym} satisfies the constraints of this selection ({e}).")
     name = _norm_name(norm)
-    corr = float(_corr(x, ref))
+    corr = float(correlation(x, ref, dims=x.dim()))
     details = dict(correlation=corr, min_margin=float(m.min()), constraints=total)
     if exact:
         nx, nref = float(_norm(x, norm)), float(_norm(ref, norm))
@@ -278,11 +313,6 @@ def _direction(ans, sym, shape, data, alpha, norm, margins, solve, exact, min_co
                             f"corr({sym}, {sym}^mm) = {corr:.4f} < {min_corr}.", **details)
     return Feedback(True, title, f"all {total} margins positive and corr({sym}, {sym}^mm) = "
                                  f"{corr:.4f} ≥ {min_corr} ({name} {svm_name}).", details)
-
-
-def _corr(A, B):
-    r""":math:`\langle A, B\rangle / (\|A\| \|B\|)` over all entries."""
-    return (A * B).sum() / (torch.linalg.vector_norm(A) * torch.linalg.vector_norm(B))
 
 
 def check_selection(alpha, data, W=None, *, p=None) -> Feedback:
@@ -377,7 +407,7 @@ def check_locally_optimal(answer, data, alpha=None, norm="fro", *, param="W",
         if not isinstance(answer, (bool, int)) and not (torch.is_tensor(answer)
                                                         and answer.numel() == 1):
             return _fail(title, f"answer must be True or False, got {answer!r}.")
-        truth = bool(tokens.is_locally_optimal(data, alpha, **kw))
+        truth = bool(optimality.is_locally_optimal(data, alpha, **kw))
         sel = alpha.tolist()
         if bool(answer) == truth:
             return Feedback(True, title, f"selection {sel} is {'' if truth else 'not '}locally "
@@ -396,7 +426,7 @@ def check_locally_optimal(answer, data, alpha=None, norm="fro", *, param="W",
                             "sample or {(0, 0), (1, 0)} for two.")
     if any(len(s) != n for s in given):
         return _fail(title, f"each selection must name {n} token(s), one per sample.")
-    sels = tokens.enumerate_selections(data, **kw)
+    sels = optimality.enumerate_selections(data, **kw)
     truth = {tuple(a.tolist()) for a, ok in zip(sels.alpha, sels.locally_optimal) if ok}
     fmt = lambda S: "{" + ", ".join(str(s[0]) if n == 1 else str(s) for s in sorted(S)) + "}"
     if given == truth:
@@ -416,19 +446,18 @@ def _why_local(data, alpha, truth, norm, param, W):
         return "Every support token scores lower than its selected token."
     try:
         if param == "W":
-            sup = tokens.support_tokens(data, svm.att_svm(data, alpha=alpha, norm=norm), alpha)
+            bad = optimality.violations(data, svm.att_svm(data, alpha=alpha, norm=norm), alpha)
         else:
             p_mm = svm.prompt_svm(data, alpha=alpha, W=W, norm=norm)
             Wf = torch.eye(data.d, dtype=_DT) if W is None else W
-            sup = tokens.support_tokens(data.X, Wf, alpha, z=p_mm.expand(data.n, -1))
+            bad = optimality.violations(data, Wf, alpha, z=p_mm.expand(data.n, -1))
     except svm.InfeasibleError:
         return "No solution satisfies its margin constraints: the selection is infeasible."
     gamma = tokens.scores(data)  # (n, T)
     own = gamma[torch.arange(data.n), alpha][:, None]
-    worse = sup & (gamma >= own - 1e-10)
-    if not worse.any():
+    if not bad.any():
         return ""
-    i, t = (int(u) for u in torch.nonzero(worse)[0])
+    i, t = (int(u) for u in torch.nonzero(bad)[0])
     return (f"At sample {i}, the support token {t} scores {float(gamma[i, t]):.4g} ≥ "
             f"{float(own[i, 0]):.4g}, the score of the selected token {int(alpha[i])}.")
 

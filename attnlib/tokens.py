@@ -6,31 +6,31 @@ token scores :math:`\\gamma_{it} = Y_i v^\\top x_{it}` (chapter 1, *Attention as
 .. math:: Y_i f(X_i) = \\sum_t s_{it}\\,\\gamma_{it}, \\qquad s_i = \\mathrm{softmax}(X_i W z_i).
 
 Everything here is a pure tensor function of the data and works with a leading trials
-dimension ``B``. :func:`is_locally_optimal` and :func:`enumerate_selections` solve SVMs and so
-call :mod:`attnlib.svm` (imported inside them: svm sits above tokens).
+dimension ``B``; nothing here solves an SVM (local optimality, which does, lives in
+:mod:`attnlib.optimality`). The input helpers :func:`token_inputs`, :func:`as_selection` and
+:func:`as_mask` validate the arguments every token-level function shares (also used by
+:mod:`attnlib.svm` and :mod:`attnlib.optimality`).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from typing import NamedTuple
 
 import torch
 
-from attnlib.data import as_tensor
+from attnlib._validate import as_tensor
 from attnlib.models import logits, logits_prompt
 
 __all__ = [
+    "token_inputs",
+    "as_selection",
+    "as_mask",
     "scores",
     "optimal_tokens",
     "attention_logits",
     "selected_tokens",
     "token_margins",
     "support_tokens",
-    "is_locally_optimal",
-    "Selections",
-    "enumerate_selections",
     "selected_sets",
     "cleanly_masked",
 ]
@@ -42,11 +42,27 @@ def _field(data, name):
     return getattr(data, name, None)
 
 
-def _tokens(data_or_X, z=None, *, need_z=True, dtype=None):
+def token_inputs(data_or_X, z=None, *, need_z=True, dtype=None):
     """Tokens ``X`` (..., n, T, d) and queries ``z`` (..., n, d) as float tensors.
 
-    ``data_or_X`` is an :class:`~attnlib.data.AttentionData` (or any object with ``.X``) or a
-    raw tensor/array ``X``; an explicit ``z`` overrides ``data.z``.
+    Parameters
+    ----------
+    data_or_X : AttentionData (or any object with ``.X``) or tensor/array (n,T,d) / (B,n,T,d)
+    z : tensor (n,d) or (B,n,d), optional
+        Overrides ``data.z``.
+    need_z : bool
+        Raise ``ValueError`` when there are no queries (else ``z`` comes back ``None``).
+    dtype : torch dtype, optional
+
+    Returns
+    -------
+    X : tensor (n,T,d) or (B,n,T,d)
+    z : tensor (n,d) or (B,n,d), or None
+
+    Raises
+    ------
+    ValueError
+        Naming ``X`` or ``z`` and the expected shape.
     """
     if hasattr(data_or_X, "X"):
         X = as_tensor(data_or_X.X, "data.X", dtype=dtype)
@@ -69,8 +85,22 @@ def _tokens(data_or_X, z=None, *, need_z=True, dtype=None):
     return X, z
 
 
-def _alpha(alpha, X, name="alpha"):
-    """Validate a selection: integer tensor (n,) or (B,n) with entries in [0, T)."""
+def as_selection(alpha, X, name="alpha"):
+    """A selection as a long tensor (n,) or (B,n) with entries in [0, T), checked against X.
+
+    Parameters
+    ----------
+    alpha : int array/tensor (n,) or (B,n)
+        0-based token indices (integral floats are accepted).
+    X : tensor (n,T,d) or (B,n,T,d)
+    name : str
+        Argument name for the error message.
+
+    Raises
+    ------
+    ValueError
+        On a wrong shape, dtype or an index outside [0, T).
+    """
     n, T = X.shape[-3], X.shape[-2]
     a = torch.as_tensor(alpha, device=X.device)
     if a.is_floating_point():
@@ -88,8 +118,20 @@ def _alpha(alpha, X, name="alpha"):
     return a
 
 
-def _mask(mask, X):
-    """Validate a visibility mask: bool (n,T) or (B,n,T); ``None`` means every token visible."""
+def as_mask(mask, X):
+    """A visibility mask as a bool tensor (n,T) or (B,n,T); ``None`` stays ``None`` (every
+    token visible).
+
+    Parameters
+    ----------
+    mask : bool or 0/1 array/tensor (n,T) or (B,n,T), or None
+    X : tensor (n,T,d) or (B,n,T,d)
+
+    Raises
+    ------
+    ValueError
+        On non-boolean values, a wrong shape, or an input with no visible token.
+    """
     if mask is None:
         return None
     m = torch.as_tensor(mask, device=X.device)
@@ -128,7 +170,7 @@ def scores(data) -> torch.Tensor:
 
     See chapter 1, *Attention as token selection*.
     """
-    X, _ = _tokens(data, need_z=False)
+    X, _ = token_inputs(data, need_z=False)
     Y, v = _field(data, "Y"), _field(data, "v")
     if Y is None or v is None:
         raise ValueError("data: the token scores need the labels Y and the head v (data.v is "
@@ -155,7 +197,7 @@ def optimal_tokens(data, mask=None) -> torch.Tensor:
     See chapter 1.
     """
     gamma = scores(data)
-    m = _mask(mask, gamma.unsqueeze(-1))
+    m = as_mask(mask, gamma.unsqueeze(-1))
     if m is not None:
         gamma = gamma.masked_fill(~m, -math.inf)
     return gamma.argmax(-1)
@@ -180,7 +222,7 @@ def attention_logits(data_or_X, W=None, *, p=None, z=None) -> torch.Tensor:
     -------
     a : tensor (n,T) or (B,n,T)
     """
-    X, z = _tokens(data_or_X, z, need_z=p is None)
+    X, z = token_inputs(data_or_X, z, need_z=p is None)
     d = X.shape[-1]
     if W is not None:
         W = as_tensor(W, "W", dtype=X.dtype, device=X.device)
@@ -219,7 +261,7 @@ def selected_tokens(data_or_X, W=None, *, p=None, z=None, mask=None) -> torch.Te
     See chapter 3, *Local versus global optimality*.
     """
     a = attention_logits(data_or_X, W, p=p, z=z)
-    m = _mask(mask, a.unsqueeze(-1))
+    m = as_mask(mask, a.unsqueeze(-1))
     if m is not None:
         a = a.masked_fill(~m, -math.inf)
     return a.argmax(-1)
@@ -240,8 +282,8 @@ def token_margins(data_or_X, W, alpha, *, z=None) -> torch.Tensor:
     margins : tensor (n,T) or (B,n,T); 0 at the selected token.
     """
     a = attention_logits(data_or_X, W, z=z)
-    X, _ = _tokens(data_or_X, z, need_z=False)
-    alpha = _alpha(alpha, X)
+    X, _ = token_inputs(data_or_X, z, need_z=False)
+    alpha = as_selection(alpha, X)
     return _take(a, alpha).unsqueeze(-1) - a
 
 
@@ -279,11 +321,11 @@ def support_tokens(data_or_X, W_mm, alpha, *, z=None, mask=None, tol=1e-6) -> to
     if not tol >= 0:
         raise ValueError(f"tol: expected a number >= 0, got {tol!r}")
     marg = token_margins(data_or_X, W_mm, alpha, z=z)  # (..., n, T)
-    X, _ = _tokens(data_or_X, z, need_z=False)
-    alpha = _alpha(alpha, X)
+    X, _ = token_inputs(data_or_X, z, need_z=False)
+    alpha = as_selection(alpha, X)
     other = torch.ones_like(marg, dtype=torch.bool)
     other = other.scatter(-1, alpha.expand(marg.shape[:-1]).unsqueeze(-1), False)
-    m = _mask(mask, X)
+    m = as_mask(mask, X)
     if m is not None:
         other = other & m
     big = torch.full_like(marg, math.inf)
@@ -292,145 +334,6 @@ def support_tokens(data_or_X, W_mm, alpha, *, z=None, mask=None, tol=1e-6) -> to
         raise ValueError("W_mm: some margin is <= 0, so W_mm does not select alpha; pass the "
                          "SVM solution for this selection")
     return other & (marg <= low * (1 + tol))
-
-
-# ----------------------------------------------------------------------------- local optimality
-def _local(data, alpha, norm, param, W, mask, tol, score_tol):
-    """(feasible, locally optimal) as bool tensors of the trials' shape, () or (B,).
-
-    All trials are solved in one call; if one is infeasible, trial by trial.
-    """
-    from attnlib import svm  # svm sits above tokens in the layering
-
-    X = data.X
-    try:
-        if param == "W":
-            W_mm = svm.att_svm(data, alpha=alpha, norm=norm, mask=mask)
-            sup = support_tokens(data, W_mm, alpha, mask=mask, tol=tol)
-        else:  # prompt model: queries z_i = p^mm for every i, W fixed
-            p_mm = svm.prompt_svm(data, alpha=alpha, W=W, norm=norm, mask=mask)
-            Wf = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device) if W is None else W
-            z = p_mm.unsqueeze(-2).expand(*p_mm.shape[:-1], X.shape[-3], X.shape[-1])
-            sup = support_tokens(X, Wf, alpha, z=z, mask=mask, tol=tol)
-    except svm.InfeasibleError:
-        if X.ndim == 3:
-            return torch.tensor(False), torch.tensor(False)
-        B = X.shape[0]
-        one = [_local(data.trial(b), alpha.expand(B, -1)[b], norm, param,
-                      W if W is None or torch.as_tensor(W).ndim == 2 else W[b],
-                      None if mask is None else mask.expand(B, *mask.shape[-2:])[b], tol,
-                      score_tol) for b in range(B)]  # one solve per trial
-        return torch.stack([f for f, _ in one]), torch.stack([lo for _, lo in one])
-    gamma = scores(data)  # (..., n, T)
-    best = _take(gamma, alpha).unsqueeze(-1)  # (..., n, 1)
-    ok = (~sup | (gamma < best - score_tol)).flatten(-2).all(-1)  # every support scores lower
-    return torch.ones_like(ok), ok.cpu()
-
-
-def is_locally_optimal(data, alpha, norm="fro", *, param="W", W=None, mask=None, tol=1e-6,
-                       score_tol=1e-10):
-    """Whether a selection is locally optimal.
-
-    :math:`\\alpha` is locally optimal when its SVM is feasible and every support token scores
-    strictly below the selected token:
-
-    .. math::
-
-        \\gamma_{i\\alpha_i} > \\gamma_{it}
-        \\quad \\text{for all } t \\in \\mathcal T_i(\\alpha),\\ i \\in [n].
-
-    Parameters
-    ----------
-    data : AttentionData
-        Needs ``Y`` and ``v`` (the scores); ``z`` for ``param="W"``.
-    alpha : int tensor (n,) or (B,n)
-    norm : {"fro", "nuc"} or float lp > 1
-        The SVM's norm: Frobenius (W), nuclear ((K,Q)), entrywise lp (mirror descent).
-    param : {"W", "p"}
-        ``"W"``: Att-SVM for the key-query matrix (queries ``data.z``); ``"p"``: the p-SVM of
-        the prompt model with ``W`` fixed (default identity).
-    W : tensor (d,d), optional
-        The fixed key-query matrix of the prompt model.
-    mask : bool tensor (n,T), optional
-        Visible tokens.
-    tol : float
-        Relative tolerance for a constraint to count as active.
-    score_tol : float
-        Scores closer than this count as equal (a tie fails the strict inequality).
-
-    Returns
-    -------
-    bool, or bool tensor (B,) for batched data (all trials solved in one call).
-
-    See chapter 3, *Local versus global optimality*.
-    """
-    if param not in ("W", "p"):
-        raise ValueError(f"param: expected 'W' or 'p', got {param!r}")
-    X, _ = _tokens(data, need_z=False)
-    alpha = _alpha(alpha, X)
-    local = _local(data, alpha, norm, param, W, _mask(mask, X), tol, score_tol)[1]
-    return bool(local) if X.ndim == 3 else local
-
-
-class Selections(NamedTuple):
-    """Every selection of a small instance with its labels (see :func:`enumerate_selections`).
-
-    Attributes
-    ----------
-    alpha : long tensor (K, n)
-        All :math:`K = T^n` selections, in lexicographic order.
-    feasible : bool tensor (K,)
-        The SVM of the selection is feasible.
-    locally_optimal : bool tensor (K,)
-    globally_optimal : bool tensor (K,)
-        The selection is the optimal tokens.
-    """
-
-    alpha: torch.Tensor
-    feasible: torch.Tensor
-    locally_optimal: torch.Tensor
-    globally_optimal: torch.Tensor
-
-
-def enumerate_selections(data, norm="fro", *, param="W", W=None, mask=None, tol=1e-6,
-                         score_tol=1e-10, max_selections=4096) -> Selections:
-    """All :math:`T^n` selections of a small instance, labelled feasible / locally optimal.
-
-    Parameters
-    ----------
-    data : AttentionData (unbatched)
-    norm, param, W, mask, tol, score_tol
-        As in :func:`is_locally_optimal`.
-    max_selections : int
-        Refuse instances with more than this many selections.
-
-    Returns
-    -------
-    Selections
-
-    See chapter 3, *Local versus global optimality*.
-    """
-    X, _ = _tokens(data, need_z=False)
-    if X.ndim != 3:
-        raise ValueError("data: enumerate_selections needs unbatched data (n,T,d)")
-    n, T = X.shape[-3], X.shape[-2]
-    if T**n > max_selections:
-        raise ValueError(f"data: T^n = {T}^{n} = {T**n} selections exceed max_selections="
-                         f"{max_selections}")
-    m = _mask(mask, X)
-    alphas = torch.tensor(list(itertools.product(range(T), repeat=n)), dtype=torch.long)
-    opt = optimal_tokens(data, mask=m).cpu()
-    feas, loc = [], []
-    for a in alphas:  # one SVM solve per selection
-        if m is not None and not bool(m.cpu()[torch.arange(n), a].all()):
-            feas.append(False)
-            loc.append(False)
-            continue
-        f, lo = _local(data, a.to(X.device), norm, param, W, m, tol, score_tol)
-        feas.append(bool(f))
-        loc.append(bool(lo))
-    return Selections(alphas, torch.tensor(feas), torch.tensor(loc),
-                      (alphas == opt).all(-1))
 
 
 # ----------------------------------------------------------------------------- sets O_i
@@ -494,3 +397,21 @@ def cleanly_masked(s, threshold=1e-3, masked=1e-6) -> torch.Tensor:
     ambiguous = ((s > masked) & (s <= threshold)).flatten(-2).any(-1)
     some_masked = (s <= masked).flatten(-2).any(-1)
     return ~ambiguous & some_masked
+
+
+# ----------------------------------------------------------------------------- moved names
+def is_locally_optimal(*args, **kwargs):
+    """Deprecated alias of :func:`attnlib.optimality.is_locally_optimal` (TEMPORARY: removed
+    once experiments/max_margin.py, widgets.py and their tests import from
+    :mod:`attnlib.optimality`; it is the last arrow from tokens up to svm)."""
+    from attnlib import optimality
+
+    return optimality.is_locally_optimal(*args, **kwargs)
+
+
+def enumerate_selections(*args, **kwargs):
+    """Deprecated alias of :func:`attnlib.optimality.enumerate_selections` (TEMPORARY, as
+    :func:`is_locally_optimal`)."""
+    from attnlib import optimality
+
+    return optimality.enumerate_selections(*args, **kwargs)

@@ -7,6 +7,7 @@ import scipy.optimize
 import torch
 
 from attnlib import svm
+from attnlib.svm import engine
 from attnlib.data import AttentionData, random_data
 from attnlib.metrics import numerical_rank
 from attnlib.svm import InfeasibleError
@@ -171,14 +172,14 @@ def test_batched_equals_looped_and_one_vectorized_constraint():
     for b in range(3):
         torch.testing.assert_close(Wb[b], svm.att_svm(data.trial(b), norm="fro"),
                                    atol=1e-10, rtol=0)
-    info = svm._compiled.cache_info()
+    info = engine.compiled.cache_info()
     svm.att_svm(data.trial(0), norm="fro")
-    assert svm._compiled.cache_info().hits == info.hits + 1  # same shape: compiled once
+    assert engine.compiled.cache_info().hits == info.hits + 1  # same shape: compiled once
     # one matrix constraint: none (Frobenius dual, lam >= 0), the LMI (nuclear), the margins
     # and one vectorized power cone (lp)
     for norm, count in [("fro", 0), ("nuc", 1), (1.5, 2)]:
         svm.att_svm(data.trial(0), norm=norm)
-        assert len(svm._compiled(5 * 6, 0, (7, 5) if norm != 1.5 else (7, 7), norm)
+        assert len(engine.compiled(5 * 6, 0, (7, 5) if norm != 1.5 else (7, 7), norm)
                    .prob.constraints) == count
 
 

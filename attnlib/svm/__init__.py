@@ -1,0 +1,37 @@
+"""The SVM problems of attention, solved along one certified path.
+
+* :mod:`~attnlib.svm.config` -- :class:`SolveConfig` (solver order, tolerances) and the errors
+  :class:`InfeasibleError` (confirmed by a Farkas certificate) and :class:`UncertifiedError`;
+* :mod:`~attnlib.svm.engine` -- compile once per shape (cvxpy Parameters), solve, certify
+  (margins, duality gap), rescale and fall back;
+* :mod:`~attnlib.svm.rows` -- the constraint rows, one array per instance;
+* :mod:`~attnlib.svm.problems` -- Att-SVM, Att-SVM⋆, ℓp-AttSVM (:func:`att_svm`),
+  SAtt-SVM (:func:`sequence_svm`), p-SVM (:func:`prompt_svm`, :func:`relaxed_prompt_svm`),
+  v-SVM (:func:`head_svm`);
+* :mod:`~attnlib.svm.primal` -- the same problems written as in the papers, one cvxpy
+  constraint per token (readable; the tests' oracle);
+* :mod:`~attnlib.svm.equivalence` -- the SVM equivalence of nonlinear heads;
+* :mod:`~attnlib.svm.batch` -- :func:`solve_each`, the per-trial solve with fallback.
+
+See chapters 2-9.
+"""
+
+from attnlib.svm.batch import Solutions, solve_each
+from attnlib.svm.config import InfeasibleError, SolveConfig, UncertifiedError
+from attnlib.svm.equivalence import Equivalence, svm_equivalence
+from attnlib.svm.problems import att_svm, head_svm, prompt_svm, relaxed_prompt_svm, sequence_svm
+
+__all__ = [
+    "InfeasibleError",
+    "UncertifiedError",
+    "SolveConfig",
+    "att_svm",
+    "sequence_svm",
+    "prompt_svm",
+    "head_svm",
+    "relaxed_prompt_svm",
+    "Equivalence",
+    "svm_equivalence",
+    "Solutions",
+    "solve_each",
+]

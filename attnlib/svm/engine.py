@@ -1,0 +1,411 @@
+"""The one solve path of every SVM: compile once per shape, solve, certify, fall back.
+
+Every problem is "smallest norm subject to linear margin constraints",
+
+.. math:: \\min_w \\|w\\| \\quad\\text{s.t.}\\quad A w \\ge b,\\; C w = c,
+
+with one row of ``A`` per (input, token) pair, given as :class:`Rows`. A cvxpy problem is
+compiled once per (shape, norm) with ``cp.Parameter`` data (DPP), so repeated solves of one
+shape pay canonicalisation once. How each norm is solved:
+
+* ``"fro"`` -- the dual QP :math:`\\max_{\\lambda\\ge0,\\mu}\\, b^\\top\\lambda + c^\\top\\mu
+  - \\tfrac12\\|A^\\top\\lambda + C^\\top\\mu\\|^2`, :math:`w = A^\\top\\lambda + C^\\top\\mu`;
+* ``"nuc"`` -- the dual SDP :math:`\\max\\, b^\\top\\lambda + c^\\top\\mu` s.t.
+  :math:`\\|\\mathrm{mat}(A^\\top\\lambda + C^\\top\\mu)\\|_2 \\le 1`; W from the dual of its LMI;
+* a float ``lp > 1`` -- :math:`\\min \\sum_j |w_j|^p` with one vectorized power cone.
+
+After every solve the answer is certified (:func:`certify`): margins
+:math:`A_k w \\ge b_k(1 - \\mathrm{tol})`, dual feasibility, and a relative duality gap
+:math:`\\le \\mathrm{tol}`. An uncertified answer is re-solved on rescaled rows (rows / s,
+:math:`w = w'/s`), then with the next solver of :class:`SolveConfig`. A solver's "infeasible"
+is believed only with a verified Farkas certificate (:func:`farkas`).
+
+See chapter 2, *The Att-SVM and gradient descent*.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from typing import NamedTuple
+
+import cvxpy as cp
+import numpy as np
+
+from attnlib.svm.config import InfeasibleError, SolveConfig, UncertifiedError
+
+__all__ = ["Rows", "Certificate", "Infeasible", "compiled", "certify", "farkas", "solve_all",
+           "CHUNK"]
+
+
+class Rows(NamedTuple):
+    """One instance: min ||w|| s.t. A w >= b, C w = c, w of ``shape``; W = M U^T if U given."""
+
+    A: np.ndarray
+    b: np.ndarray
+    C: np.ndarray | None
+    c: np.ndarray | None
+    shape: tuple
+    U: np.ndarray | None = None
+
+
+class Infeasible(InfeasibleError):
+    """Instance ``index`` is infeasible, confirmed by a Farkas certificate (the problem
+    functions re-raise it as an :class:`InfeasibleError` naming the selection)."""
+
+    def __init__(self, index=None):
+        super().__init__(f"instance {index} is infeasible")
+        self.index = index
+
+
+class Piece(NamedTuple):
+    objective: cp.Expression  # to minimise
+    constraints: list
+    load: object  # (rows: Rows) -> None: put the numbers into the Parameters
+    read: object  # (rows: Rows) -> (w (D,), lam (m,), mu (m_eq,))
+
+
+def _dual_vars(m, m_eq):
+    """Multipliers lam >= 0 (inequalities), mu (equalities), and the b, c Parameters."""
+    lam = cp.Variable(m, nonneg=True, name="lam") if m else None
+    mu = cp.Variable(m_eq, name="mu") if m_eq else None
+    b = cp.Parameter(m, name="b") if m else None
+    c = cp.Parameter(m_eq, name="c") if m_eq else None
+    obj = (b @ lam if m else 0) + (c @ mu if m_eq else 0)  # b'lam + c'mu
+    return lam, mu, b, c, obj
+
+
+def _values(lam, mu):
+    return (lam.value if lam is not None else np.zeros(0),
+            mu.value if mu is not None else np.zeros(0))
+
+
+def _piece(m: int, m_eq: int, shape: tuple, norm) -> Piece:
+    """The cvxpy objective and constraints of one instance, with Parameters for its data."""
+    D = math.prod(shape)
+    if norm == "fro":  # dual QP: max b'lam + c'mu - 1/2 ||A'lam + C'mu||^2, w = A'lam + C'mu
+        lam, mu, b, c, obj = _dual_vars(m, m_eq)
+        F = cp.Parameter((min(m + m_eq, D), m + m_eq), name="F")  # [A; C]' = Q F, so
+        y = cp.hstack([v for v in (lam, mu) if v is not None])  # ||F y|| = ||[A; C]' y||
+
+        def load(r):
+            F.value = np.linalg.qr((np.vstack([r.A, r.C]) if m_eq else r.A).T, mode="r")
+            if m:
+                b.value = r.b
+            if m_eq:
+                c.value = r.c
+
+        def read(r):
+            lv, mv = _values(lam, mu)
+            return r.A.T @ lv + (r.C.T @ mv if m_eq else 0), lv, mv
+
+        return Piece(0.5 * cp.sum_squares(F @ y) - obj, [], load, read)
+    A = cp.Parameter((m, D), name="A") if m else None
+    C = cp.Parameter((m_eq, D), name="C") if m_eq else None
+
+    def load(r):
+        if m:
+            A.value, b.value = r.A, r.b
+        if m_eq:
+            C.value, c.value = r.C, r.c
+
+    if norm == "nuc":  # dual SDP: max b'lam + c'mu  s.t. ||mat(A'lam + C'mu)||_2 <= 1
+        rows, cols = shape
+        lam, mu, b, c, obj = _dual_vars(m, m_eq)
+        G = cp.reshape((A.T @ lam if m else 0) + (C.T @ mu if m_eq else 0), shape, order="C")
+        lmi = cp.bmat([[np.eye(rows), G], [G.T, np.eye(cols)]]) >> 0
+
+        def read(r):
+            W = -2.0 * lmi.dual_value[:rows, rows:]  # primal W from the LMI's multiplier
+            return (W.reshape(-1), *_values(lam, mu))
+
+        return Piece(-obj, [lmi], load, read)
+    # entrywise lp: the primal  min sum_j |w_j|^p  s.t.  Aw >= b, Cw = c, with one vectorized
+    # power cone t_j^(1/p) >= |w_j| (Clarabel's native cone; cp.pnorm's rational SOC tree
+    # compiles slower and fails near p = 1)
+    b = cp.Parameter(m, name="b") if m else None
+    c = cp.Parameter(m_eq, name="c") if m_eq else None
+    w, t = cp.Variable(D, name="w"), cp.Variable(D, name="t")
+    cons = ([A @ w >= b] if m else []) + ([C @ w == c] if m_eq else [])
+    cons.append(cp.constraints.PowCone3D(t, np.ones(D), w, 1.0 / norm))
+
+    def read(r):  # cvxpy's equality multiplier has the opposite sign of mu in grad f = A'l + C'mu
+        lv = cons[0].dual_value if m else np.zeros(0)
+        mv = -cons[1 if m else 0].dual_value if m_eq else np.zeros(0)
+        return w.value, lv, mv
+
+    return Piece(cp.sum(t), cons, load, read)
+
+
+class Compiled(NamedTuple):
+    prob: cp.Problem
+    pieces: list
+    status_infeasible: tuple
+    clarabel: dict  # extra Clarabel settings for this problem
+
+
+@functools.lru_cache(maxsize=64)
+def compiled(m: int, m_eq: int, shape: tuple, norm, k: int = 1) -> Compiled:
+    """``k`` independent instances of one shape as one cvxpy problem (their sum).
+
+    Built once per (shape, norm, k) and cached; its data are Parameters (DPP), so every later
+    solve only substitutes numbers.
+    """
+    pieces = [_piece(m, m_eq, shape, norm) for _ in range(k)]
+    prob = cp.Problem(cp.Minimize(sum(p.objective for p in pieces)),
+                      [con for p in pieces for con in p.constraints])
+    if norm in ("fro", "nuc"):  # dual problems: an infeasible SVM has an unbounded dual
+        infeasible = ("unbounded", "unbounded_inaccurate")
+    else:
+        infeasible = ("infeasible", "infeasible_inaccurate")
+    # a nuclear LMI's scaling block is dense: faer's supernodal LDL is ~2x faster from ~24 rows
+    extra = dict(direct_solve_method="faer") if norm == "nuc" and sum(shape) >= 24 else {}
+    return Compiled(prob, pieces, infeasible, extra)
+
+
+# Clarabel's defaults stop at a 1e-8 duality gap, which leaves ~1e-5 errors in W when a
+# constraint is nearly degenerate. We ask for 1e-10 and accept "almost solved" only at
+# Clarabel's default full accuracy (1e-8); if even that fails, retry with the defaults.
+CLARABEL_TIGHT = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8,
+                      reduced_tol_gap_abs=1e-8, reduced_tol_gap_rel=1e-8, reduced_tol_feas=1e-8,
+                      reduced_tol_ktratio=1e-6)
+# Frobenius instances are solved 8 at a time as one QP: it saves ~25% CPU per instance. The
+# nuclear SDPs gain nothing (the solve dominates) and lose wall time, so they go one by one.
+CHUNK = 8
+_ITERS = {"CLARABEL": "max_iter", "SCS": "max_iters", "OSQP": "max_iter", "ECOS": "max_iters"}
+
+
+def _attempts(comp: Compiled, solver: str, config: SolveConfig) -> list:
+    """(options, warm start) to try in order: for Clarabel 1. accurate, reusing the solver
+    object of the last solve; 2. the same fresh (a reused one occasionally fails after an
+    earlier instance); 3. the solver's default accuracy, fresh."""
+    cap = {} if config.max_iters is None or solver not in _ITERS \
+        else {_ITERS[solver]: int(config.max_iters)}
+    if solver == "CLARABEL":
+        tight = {**CLARABEL_TIGHT, **comp.clarabel, **cap}
+        return [(tight, True), (tight, False), ({**comp.clarabel, **cap}, False)]
+    return [(cap, False)]
+
+
+def _run(comp: Compiled, items: list, solver: str, opts: dict, warm: bool):
+    """One solver call on ``items``: ("solved", [(w, lam, mu)]), ("infeasible", None) or
+    ("failed", reason)."""
+    for piece, r in zip(comp.pieces, items):
+        piece.load(r)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            comp.prob.solve(solver=solver, warm_start=warm, **opts)
+    except cp.error.SolverError as err:
+        return "failed", f"solver error ({str(err).splitlines()[0][:80]})"
+    status = comp.prob.status
+    if status in comp.status_infeasible:
+        return "infeasible", None
+    if status not in ("optimal", "optimal_inaccurate"):
+        return "failed", f"status {status!r}"
+    return "solved", [piece.read(r) for piece, r in zip(comp.pieces, items)]
+
+
+# ----------------------------------------------------------------------------- certificates
+class Certificate(NamedTuple):
+    """The checks of one answer: ``ok`` when all are within ``tol``.
+
+    ``margin`` is the largest relative margin violation
+    :math:`\\max_k (b_k - A_k w)/|b_k|` (0 when every margin holds), ``gap`` the relative
+    duality gap, ``dual`` the dual infeasibility (negative multipliers; for "nuc" the excess of
+    :math:`\\|\\mathrm{mat}(A^\\top\\lambda + C^\\top\\mu)\\|_2` over 1).
+    """
+
+    ok: bool
+    margin: float
+    gap: float
+    dual: float
+
+
+def certify(r: Rows, w, lam, mu, norm, tol: float) -> Certificate:
+    """Primal feasibility, dual feasibility and duality gap of an answer (w, lam, mu)."""
+    w, lam = np.asarray(w, dtype=np.float64).reshape(-1), np.asarray(lam, dtype=np.float64)
+    mu = np.asarray(mu, dtype=np.float64)
+    if not (np.isfinite(w).all() and np.isfinite(lam).all() and np.isfinite(mu).all()):
+        return Certificate(False, math.inf, math.inf, math.inf)
+    wn = float(np.linalg.norm(w))
+    margin = 0.0
+    if len(r.b):
+        Aw = r.A @ w
+        scale = np.where(r.b != 0, np.abs(r.b), np.linalg.norm(r.A, axis=1) * wn + 1e-300)
+        margin = max(0.0, float(((r.b - Aw) / scale).max()))
+    if r.C is not None and len(r.C):
+        scale = np.maximum(np.abs(r.c), np.linalg.norm(r.C, axis=1) * wn) + 1e-300
+        margin = max(margin, float((np.abs(r.C @ w - r.c) / scale).max()))
+    y = (r.A.T @ lam if len(lam) else 0) + (r.C.T @ mu if len(mu) else 0)  # A'lam + C'mu
+    dual_obj = float(r.b @ lam if len(lam) else 0) + float(r.c @ mu if len(mu) else 0)
+    dual = max(0.0, -float(lam.min()) / (float(np.abs(lam).max()) + 1e-300)) if len(lam) \
+        else 0.0
+    if norm == "fro":  # primal 1/2||w||^2, dual b'lam + c'mu - 1/2||A'lam + C'mu||^2
+        primal = wn * wn
+        gap = abs(primal - dual_obj) / max(primal, abs(dual_obj), 1e-300)
+        dual = max(dual, float(np.linalg.norm(w - y)) / (wn + 1e-300))
+    elif norm == "nuc":  # primal ||W||_*, dual b'lam + c'mu with ||mat(y)||_2 <= 1
+        primal = float(np.linalg.norm(w.reshape(r.shape), "nuc"))
+        gap = abs(primal - dual_obj) / max(primal, 1e-300)
+        spec = float(np.linalg.norm(np.reshape(y, r.shape), 2)) if np.ndim(y) else 0.0
+        dual = max(dual, spec - 1.0)
+    else:  # primal sum|w|^p, dual b'lam + c'mu - sum (p-1)(|y|/p)^q, q = p/(p-1)
+        p = float(norm)
+        primal = float((np.abs(w) ** p).sum())
+        conj = (p - 1.0) * float(((np.abs(y) / p) ** (p / (p - 1.0))).sum()) if np.ndim(y) \
+            else 0.0
+        gap = abs(primal - (dual_obj - conj)) / max(primal, 1e-300)
+    ok = margin <= tol and gap <= tol and dual <= tol
+    return Certificate(bool(ok), margin, float(gap), float(dual))
+
+
+def farkas(r: Rows, ratio: float) -> bool:
+    """Whether infeasibility of ``r`` is confirmed by a verified Farkas certificate.
+
+    With every row of ``[A | b]`` (and ``[C | c]``) scaled to unit norm, find
+    :math:`0 \\le \\lambda \\le 1`, :math:`|\\mu| \\le 1` maximising
+    :math:`g = b^\\top\\lambda + c^\\top\\mu` subject to :math:`A^\\top\\lambda + C^\\top\\mu = 0`;
+    confirmed when :math:`g \\ge` ``ratio`` :math:`\\cdot \\|A^\\top\\lambda + C^\\top\\mu\\|`
+    recomputed in float64 (then every w with :math:`Aw \\ge b, Cw = c` would need
+    :math:`\\|w\\| \\ge` ``ratio``).
+    """
+    def unit(M, v):
+        nrm = np.sqrt((M * M).sum(1) + v * v) + 1e-300
+        return M / nrm[:, None], v / nrm
+
+    A, b = unit(r.A, r.b)
+    eq = r.C is not None and len(r.C) > 0
+    C, c = unit(r.C, r.c) if eq else (np.zeros((0, A.shape[1])), np.zeros(0))
+    lam = cp.Variable(len(b), nonneg=True)
+    mu = cp.Variable(len(c)) if eq else None
+    res = A.T @ lam + (C.T @ mu if eq else 0)
+    cons = [lam <= 1, res == 0] + ([cp.abs(mu) <= 1] if eq else [])
+    prob = cp.Problem(cp.Maximize(b @ lam + (c @ mu if eq else 0)), cons)
+    try:
+        prob.solve(solver="CLARABEL", **CLARABEL_TIGHT)
+    except cp.error.SolverError:
+        return False
+    if prob.status not in ("optimal", "optimal_inaccurate") or lam.value is None:
+        return False
+    lv = np.clip(lam.value, 0.0, None)
+    mv = mu.value if eq else np.zeros(0)
+    g = float(b @ lv + c @ mv)
+    resid = float(np.linalg.norm(A.T @ lv + C.T @ mv))
+    return g > 0 and g >= ratio * resid
+
+
+# ----------------------------------------------------------------------------- solving
+def _row_scale(r: Rows) -> float:
+    """Largest norm of a constraint row (1 when every row is zero)."""
+    norms = [np.linalg.norm(M, axis=1).max() for M in (r.A, r.C) if M is not None and len(M)]
+    s = max(norms, default=0.0)
+    return float(s) if s > 0 and math.isfinite(s) else 1.0
+
+
+def _scaled(r: Rows, s: float) -> Rows:
+    return r if s == 1.0 else r._replace(A=r.A / s, C=None if r.C is None else r.C / s)
+
+
+def _unscale(sol, s: float, norm):
+    """Rows / s give w' = s w and multipliers scaled by s^2 (fro), s (nuc), s^p (lp)."""
+    w, lam, mu = sol
+    if s == 1.0:
+        return w, lam, mu
+    k = 2.0 if norm == "fro" else 1.0 if norm == "nuc" else float(norm)
+    return np.asarray(w) / s, np.asarray(lam) / s**k, np.asarray(mu) / s**k
+
+
+def _finish(r: Rows, w, lam):
+    w = np.asarray(w, dtype=np.float64).reshape(r.shape)
+    return (w if r.U is None else w @ r.U.T, np.asarray(lam, dtype=np.float64))
+
+
+def _key(r: Rows):
+    return len(r.b), 0 if r.C is None else len(r.C), tuple(r.shape)
+
+
+def solve_one(r: Rows, norm, config: SolveConfig, index: int = 0):
+    """One instance through every attempt; (W, lam) or raises Infeasible / UncertifiedError."""
+    s = _row_scale(r)
+    lo, hi = config.rescale_outside
+    scalings = [s] if not lo <= s <= hi else [1.0] + ([s] if s != 1.0 else [])
+    comp = compiled(*_key(r), norm, 1)
+    notes, confirmed = [], None
+    for solver in config.solvers:
+        tol = config.tol_of(solver)
+        for sc in scalings:
+            tag = f"{solver}{'' if sc == 1.0 else ', rescaled'}"
+            for opts, warm in _attempts(comp, solver, config):
+                status, out = _run(comp, [_scaled(r, sc)], solver, opts, warm)
+                if status == "solved":
+                    w, lam, mu = _unscale(out[0], sc, norm)
+                    cert = certify(r, w, lam, mu, norm, tol)
+                    if cert.ok:
+                        return _finish(r, w, lam)
+                    notes.append(f"{tag}: margin violation {cert.margin:.1e}, duality gap "
+                                 f"{cert.gap:.1e}, dual violation {cert.dual:.1e}")
+                elif status == "infeasible":
+                    confirmed = farkas(r, config.farkas_ratio) if confirmed is None \
+                        else confirmed
+                    if confirmed:
+                        raise Infeasible(index)
+                    notes.append(f"{tag}: reported infeasible, but no Farkas certificate")
+                    break  # next scaling
+                else:
+                    notes.append(f"{tag}: {out}")
+    if confirmed is None and farkas(r, config.farkas_ratio):
+        raise Infeasible(index)
+    err = UncertifiedError(
+        f"the SVM answer (instance {index}) could not be certified to tol="
+        f"{config.tol:g} (first-order solvers {config.first_order_tol:g}) after "
+        f"{len(notes)} attempts, and it is not provably infeasible: " + "; ".join(notes[-4:])
+        + ". The data may be nearly degenerate; try SolveConfig(solvers=...) with "
+        "another solver.")
+    err.index = index
+    raise err
+
+
+def solve_all(items: list, norm, config: SolveConfig, progress=False, desc="SVM") -> list:
+    """Solve and certify every instance; returns [(W, lam)].
+
+    Raises :class:`Infeasible` (``.index`` set) or :class:`UncertifiedError`. Instances of one
+    shape share a compiled problem; Frobenius ones are solved ``CHUNK`` at a time as one
+    problem, and an instance of a chunk that fails or is not certified is re-solved alone.
+    """
+    out = [None] * len(items)
+    groups = {}
+    for j, r in enumerate(items):
+        groups.setdefault(_key(r), []).append(j)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(items), desc=desc)
+    first = config.solvers[0]
+    lo, hi = config.rescale_outside
+    for key, idx in groups.items():
+        k = CHUNK if norm == "fro" and len(idx) >= CHUNK else 1
+        chunks = [idx[i:i + k] for i in range(0, len(idx) - len(idx) % k, k)]
+        chunks += [[j] for j in idx[len(idx) - len(idx) % k:]]
+        for ch in chunks:
+            if len(ch) > 1 and all(lo <= _row_scale(items[j]) <= hi for j in ch):
+                comp = compiled(*key, norm, len(ch))
+                for opts, warm in _attempts(comp, first, config):
+                    status, sols = _run(comp, [items[j] for j in ch], first, opts, warm)
+                    if status != "failed":
+                        break
+                if status == "solved":
+                    tol = config.tol_of(first)
+                    for j, sol in zip(ch, sols):
+                        if certify(items[j], *sol, norm, tol).ok:
+                            out[j] = _finish(items[j], sol[0], sol[1])
+            for j in ch:
+                if out[j] is None:
+                    out[j] = solve_one(items[j], norm, config, j)
+            if bar is not None:
+                bar.update(len(ch))
+    if bar is not None:
+        bar.close()
+    return out
