@@ -1,0 +1,157 @@
+r"""Figures of *Max-Margin Token Selection in Attention Mechanism* (arXiv 2306.13596).
+
+One function per experiment of :mod:`attnlib.experiments.max_margin`: a
+:class:`~attnlib.experiments.Result` in, a matplotlib Figure out, drawn from
+``result.arrays`` only (nothing is recomputed). Chapters 2-4 show them through
+``result.figure()`` (the experiment's ``plot=``) or by name (``mm.plot_e1(e1, panels=...)``).
+
+Notation as in the book: tokens :math:`x_t` in the key plane, scores :math:`\gamma_t`, the
+prompt :math:`p(k)` after :math:`k` steps, the Att-SVM direction :math:`p^{mm}`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnlib import plots as _plots
+
+__all__ = ["plot_e1", "plot_e2", "plot_e3", "plot_e4", "plot_regpath", "plot_certificate"]
+
+_LOSS_NAMES = {"correlation": "ℓ(u) = −u", "logistic": "logistic"}
+
+
+def _upto(steps_recorded, steps: int) -> int:
+    """Number of recorded points at or before iteration ``steps``."""
+    return int(np.searchsorted(steps_recorded, steps, side="right"))
+
+
+def plot_e1(res, panels=("global", "local"), steps=200):
+    r"""E1 figure: tokens, GD paths of :math:`p` (first ``steps`` iterations), SVM rays.
+
+    ``panels`` picks the global and/or the local panel (chapter 2 shows the global one,
+    chapter 3 the local one). The rays are :math:`p^{mm}(\alpha)` for :math:`\alpha = 1, 2`.
+    See chapters 2 and 3.
+    """
+    a = res.arrays
+    fig, axes = _plots.new_figure(1, len(panels), figsize=(4.4 * len(panels), 3.8))
+    axes = np.atleast_1d(axes)
+    k = _upto(a["steps"], steps)
+    for ax, panel in zip(axes, panels):
+        j = 0 if panel == "global" else 1
+        g = ", ".join(f"{x:g}" for x in a["scores"][j])
+        _plots.token_plane(a["keys"], a["scores"][j], paths=a["paths"][j][:, :k],
+                           directions=a["p_mm"][:2],
+                           direction_labels=[r"$p^{mm}(\alpha=1)$", r"$p^{mm}(\alpha=2)$"],
+                           ax=ax, title=f"{panel} scores γ = ({g})")
+    return fig
+
+
+def plot_e2(res, steps=200):
+    """E2 figure: (a) tokens, NGD paths and the p^mm ray; (b) optimal-token probability and
+    (c) ‖p‖ against the iteration for the run from p(0) = 0, NGD (red) vs GD (blue).
+
+    See chapter 2.
+    """
+    a = res.arrays
+    fig, axes = _plots.new_figure(1, 3, figsize=(13.0, 3.8))
+    k = _upto(a["steps"], steps)
+    _plots.token_plane(a["keys"], a["scores"], paths=a["ngd_paths"][:, :k],
+                       directions=a["p_mm"][None], direction_labels=[r"$p^{mm}$"], ax=axes[0],
+                       title="(a) normalised GD paths of p")
+    i0 = int(res.numbers["zero_init_index"])
+    s = a["steps"][:k]
+    curves = {"normalised GD": a["ngd_prob"][i0, :k], "GD (constant η)": a["gd_prob"][i0, :k]}
+    _plots.probability_curves(s, curves, ax=axes[1], title="(b) optimal-token probability")
+    norms = {"normalised GD": a["ngd_norm"][i0, :k], "GD (constant η)": a["gd_norm"][i0, :k]}
+    _plots.norm_curves(s, norms, ax=axes[2], title="(c) ‖p‖")
+    return fig
+
+
+def plot_e3(res, steps=200):
+    """E3 figure: (a) tight and (b) non-tight paths of p (red) and v (blue) with the SVM rays;
+    (c) mean softmax probability of the optimal token and mean logistic probability, run (a).
+
+    See chapter 4.
+    """
+    a = res.arrays
+    fig, axes = _plots.new_figure(1, 3, figsize=(13.0, 3.8))
+    k = _upto(a["steps"], steps)
+    for j, (ax, name) in enumerate(zip(axes[:2], ("(a) tight", "(b) non-tight"))):
+        dirs = [a["p_relax"][j], a["v_mm"][j]] + ([a["p_mm"][j]] if j == 1 else [])
+        labels = [r"$p^{relax}$" if j else r"$p^{mm}$", r"$v^{mm}$"] + ([r"$p^{mm}$"] if j else [])
+        _plots.token_scatter(a["X"][j], ax=ax, colorbar=False, annotate=False)
+        _plots.trajectories(a["p_path"][j, :k], ax=ax, color="tab:red", label="p")
+        _plots.trajectories(a["v_path"][j, :k], ax=ax, color="tab:blue", label="v")
+        _plots.rays(dirs, ax=ax, labels=labels, colors=["tab:red", "tab:blue", "0.5"])
+        ax.set_title(f"{name}: paths of p and v", fontsize=10)
+        ax.legend(fontsize=7)
+    _plots.probability_curves(a["steps"][:k], {"softmax prob. of optimal token":
+                                               a["softmax_prob"][0, :k],
+                                               "logistic prob. σ(Y f)": a["logistic_prob"][0, :k]},
+                              ax=axes[2], title="(c) probabilities, tight run")
+    axes[2].set_ylabel("probability")
+    return fig
+
+
+def plot_e4(res, steps=200):
+    """E4 figure: paths of p for every C, correlation loss (red) and logistic loss (blue),
+    opacity growing with C, C = 100 dashed; the p^mm axis in black.
+
+    See chapter 3.
+    """
+    a = res.arrays
+    fig, ax = _plots.new_figure(figsize=(5.6, 4.2))
+    k = _upto(a["steps"], steps)
+    C = np.asarray(a["C"])
+    for j, (loss, color) in enumerate((("correlation", "tab:red"), ("logistic", "tab:blue"))):
+        for b, c in enumerate(C):
+            alpha = 0.25 + 0.75 * b / max(len(C) - 1, 1)
+            ax.plot(a["paths"][j, b, :k, 0], a["paths"][j, b, :k, 1], color=color, alpha=alpha,
+                    ls="--" if c >= 100 else "-", lw=1.2,
+                    label=_LOSS_NAMES[loss] if b == len(C) - 1 else None)
+    ax.axhline(0, color="black", lw=0.8, ls=":", label=r"$p^{mm}$ axis")
+    ax.set_xlabel("$p_1$")
+    ax.set_ylabel("$p_2$")
+    ax.set_title(f"paths of p for C = {', '.join(f'{c:g}' for c in C)}", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.set_aspect("equal", adjustable="datalim")
+    return fig
+
+
+def plot_regpath(res):
+    r"""Regularisation path: :math:`\cos(\bar p(R), p^{mm})` against R, and
+    :math:`\bar p(R)/R` in the token plane. See chapter 2."""
+    a = res.arrays
+    fig, axes = _plots.new_figure(1, 2, figsize=(9.0, 3.8))
+    axes[0].plot(a["radii"], a["cos"], "o-", color="tab:red")
+    axes[0].set_xscale("log", base=2)
+    axes[0].set_xlabel("radius R")
+    axes[0].set_ylabel(r"cos($\bar p(R)$, $p^{mm}$)")
+    axes[0].grid(alpha=0.3)
+    _plots.token_plane(a["keys"], a["scores"], directions=np.concatenate([a["p_mm"][None],
+                                                                         a["directions"]]),
+                       direction_labels=[r"$p^{mm}$"] + [f"R = {r:g}" for r in a["radii"]],
+                       ax=axes[1], title=r"directions $\bar p(R)/R$")
+    return fig
+
+
+def plot_certificate(res):
+    """Where random initialisations end: count of GD endpoints per selection, bars coloured
+    by whether the selection is locally optimal (the globally optimal one starred).
+
+    See chapter 3.
+    """
+    a = res.arrays
+    fig, ax = _plots.new_figure(figsize=(7.0, 3.4))
+    K = len(a["locally_optimal"])
+    counts = np.bincount(np.asarray(a["endpoint_index"], dtype=int), minlength=K)
+    colors = ["tab:red" if lo else "0.75" for lo in a["locally_optimal"]]
+    ax.bar(np.arange(K), counts, color=colors)
+    ax.set_xticks(np.arange(K))
+    ax.set_xticklabels(["".join(str(int(u) + 1) for u in s) for s in a["alpha"]], rotation=90,
+                       fontsize=7)
+    g = int(np.flatnonzero(a["globally_optimal"])[0])
+    ax.annotate("★ global", (g, counts[g]), ha="center", va="bottom", fontsize=8)
+    ax.set_xlabel("selection α (tokens of inputs 1, 2, 3; red: locally optimal)")
+    ax.set_ylabel("GD runs ending there")
+    return fig
