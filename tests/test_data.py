@@ -1,6 +1,4 @@
-"""Tests of attnlib.data: validation, the random law, the hand-made examples."""
-
-import math
+"""Tests of attnlib.data: validation, the random law (the examples: test_examples.py)."""
 
 import numpy as np
 import pytest
@@ -80,7 +78,12 @@ def test_numpy_input_and_shared_fields():
     [
         (dict(X=torch.zeros(3, 4), Y=torch.ones(3)), "X"),
         (dict(X=torch.zeros(2, 3, 4), Y=torch.ones(3)), "Y"),
-        (dict(X=torch.zeros(2, 3, 4), Y=torch.tensor([1.0, 0.0])), "Y"),
+        (dict(X=torch.zeros(2, 3, 4), Y=torch.tensor([1.0, 0.0])),
+         r"^Y: expected labels in \{-1, \+1\}, got values such as \[0.0\]"),
+        (dict(X=torch.zeros(2, 3, 4), Y=np.array([1, 2])), r"^Y: expected labels in"),
+        (dict(X=torch.zeros(2, 3, 4, 5, 6), Y=torch.ones(2)),
+         r"^X: expected shape \(n,T,d\) or \(B,n,T,d\), got \(2, 3, 4, 5, 6\)"),
+        (dict(X=torch.zeros(2, 0, 4), Y=torch.ones(2)), r"^X: expected every dimension >= 1"),
         (dict(X=torch.full((2, 3, 4), float("nan")), Y=torch.ones(2)), "X"),
         (dict(X=torch.zeros(2, 3, 4), Y=torch.ones(2), z=torch.zeros(2, 3)), "z"),
         (dict(X=torch.zeros(2, 3, 4), Y=torch.ones(2), v=torch.zeros(3)), "v"),
@@ -98,9 +101,11 @@ def test_bad_data_raises(kwargs, word):
     "kwargs, word",
     [
         (dict(n=0, T=3, d=2), "n"),
-        (dict(n=2, T=3, d=2.5), "d"),
+        (dict(n=2, T=3, d=2.5), r"^d: expected an int >= 1, got 2.5"),
+        (dict(n=True, T=3, d=2), r"^n: expected an int >= 1, got True"),
+        (dict(n=2, T=3, d=2, seed=1.5), r"^seed: expected an int, got 1.5"),
         (dict(n=2, T=3, d=2, trials=0), "trials"),
-        (dict(n=2, T=3, d=2, attention="both"), "attention"),
+        (dict(n=2, T=3, d=2, attention="both"), r"^attention: expected one of \('cross', 'self'\)"),
         (dict(n=2, T=3, d=2, dtype=torch.int64), "dtype"),
         (dict(n=2, T=3, d=2, device="nonsense"), "device"),
     ],
@@ -124,57 +129,45 @@ def test_cuda_reproducible():
     assert torch.equal(gpu.X.cpu(), cpu.X)
 
 
-def test_three_token_example():
-    ex = D.three_token_example("local", device="cpu")
-    X = ex.data.X
-    gamma = X[0] @ ex.data.v
-    assert gamma.tolist() == [1.0, 0.9, 0.0]
-    # p_mm(alpha=1) satisfies its constraints with equality on token 3 (index 2)
-    k = X[0] @ ex.init["W"]
-    p = ex.known["p_mm"][0]
-    assert torch.allclose((k[0] - k[2]) @ p, torch.tensor(1.0, dtype=X.dtype))
-    assert (k[0] - k[1]) @ p > 1
-    assert ex.init["p"].shape == (6, 3)
+def test_numpy_and_torch_scalars_accepted():
+    a = D.random_data(np.int64(3), torch.tensor(4), 5, trials=np.int32(2), seed=np.int64(7),
+                      device="cpu")
+    b = D.random_data(3, 4, 5, trials=2, seed=7, device="cpu")
+    assert torch.equal(a.X, b.X) and a.B == 2
+    assert a.batched(np.int64(2)) is a and torch.equal(a.trial(np.int64(1)).X, b.X[1])
+    assert torch.equal(a.trial(-1).X, b.X[1])
 
 
-def test_multi_input_example_recipe():
-    ex = D.multi_input_example(device="cpu")
-    X = ex.data.X
-    assert X.shape == (3, 7, 3)
-    assert torch.all(X[:, 0, 2] == 1) and torch.all(X[:, 1:, 2] == 0.5)
-    g = torch.Generator().manual_seed(0)
-    raw = torch.randn((3, 7, 3), generator=g) * 0.2
-    assert torch.allclose(X[:, 0, :2].float(), raw[:, 0, :2] + torch.tensor([1.0, 0.0]))
-    assert torch.allclose(X[:, 4:, :2].float(), raw[:, 4:, :2] - 0.5)
-    assert torch.allclose(X[:, 1:4, :2].float(), raw[:, 1:4, :2] + torch.tensor([-1.0, 1.0]))
+def test_trial_and_batched_bounds():
+    b = D.random_data(3, 4, 5, trials=2, seed=0, device="cpu")
+    with pytest.raises(ValueError, match=r"^b: expected an int >= -2 and <= 1, got 2"):
+        b.trial(2)
+    with pytest.raises(ValueError, match=r"^B: data already has 2 trials"):
+        b.batched(3)
+    with pytest.raises(ValueError, match=r"^B: expected an int >= 1"):
+        b.trial(0).batched(0)
+    with pytest.raises(ValueError, match=r"^b: this data has no trials"):
+        b.trial(0).trial(0)
+    with pytest.raises(ValueError, match=r"^fields: unknown field"):
+        b.with_(W=1)
+    assert torch.equal(b.with_(Y=-b.Y).Y, -b.Y)
 
 
-def test_joint_and_loss_examples():
-    ex = D.joint_example(tight=False, device="cpu")
-    assert ex.data.X[2, 1].tolist() == [0.5, 1.5]
-    assert ex.known["p_relax"].tolist() == [1.0, 0.0]
-    le = D.loss_example(device="cpu")
-    assert le.data.B == 11 and le.data.X[-1, 0, 1, 2] == 100
-    assert D.loss_example(C=3, device="cpu").data.B is None
-    with pytest.raises(ValueError, match="C"):
-        D.loss_example(C=[[1, 2]])
+def test_official_draw_order():
+    """v, Y, X, z from one generator, in this order; self-attention draws no z."""
+    g1, g2 = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+    v, Y, X, z = D.official_draw(3, 4, 5, g1, "cross")
+    rv, rY, rX, rz = (torch.randn(5, generator=g2), torch.randn(3, generator=g2),
+                      torch.randn(3, 4, 5, generator=g2), torch.randn(3, 5, generator=g2))
+    assert torch.equal(v, rv) and torch.equal(X, rX) and torch.equal(z, rz)
+    assert torch.equal(Y, 2.0 * (rY > 0).double() - 1.0)
+    assert D.official_draw(3, 4, 5, torch.Generator(), "self")[3] is None
 
 
-def test_visualization_and_mirror_examples():
-    v2 = D.visualization_example(2, device="cpu")
-    assert v2.data.X[0, 0].tolist() == [1.0, 0.5] and v2.data.T == 5
-    assert D.visualization_example(1, device="cpu").data.T == 3
-    mj = D.mirror_joint_example(3.0, device="cpu")
-    assert torch.equal(mj.data.z, mj.data.X[:, 0]) and mj.settings["steps"] == 20000
-    mr = D.mirror_random_data(seed=1, trials=2, device="cpu")
-    assert mr.init["W"].shape == (2, 10, 10) and mr.data.B == 2
+def test_device_policy_reexported():
+    import attnlib._runtime as R
+    import attnlib._validate as V
 
-
-def test_lambda_head_example_optimum():
-    ex = D.lambda_head_example(lam=0.25, gamma=(1.0, 0.8, 0.2, -0.5), device="cpu")
-    s = ex.known["s_opt"]
-    assert math.isclose(float(s.sum()), 1.0) and ex.known["selected"] == [0, 1]
-    # the mixture beats every vertex of the simplex for f = gamma^T s - lam ||s||^2
-    gam = ex.data.v
-    f = gam @ s - 0.25 * s @ s
-    assert f > gam.max() - 0.25
+    assert D.default_device is R.default_device and D.resolve_device is R.resolve_device
+    assert D.resolve_dtype is R.resolve_dtype and D.as_tensor is V.as_tensor
+    assert D.random_data(2, 2, 2).device == R.default_device()  # the one default
