@@ -52,11 +52,12 @@ from attnlib.figures.max_margin import (
     plot_regpath,
 )
 from attnlib.metrics import correlation
+from attnlib.optimality import enumerate_selections
 from attnlib.svm import head_svm, prompt_svm, relaxed_prompt_svm
-from attnlib.tokens import enumerate_selections, scores, selected_tokens, support_tokens
+from attnlib.tokens import scores, selected_tokens, support_tokens
 from attnlib.train import train
 
-from ._registry import Target, experiment
+from .registry import Target, experiment
 
 __all__ = ["PAPER", "ray_losses", "plot_e1", "plot_e2", "plot_e3", "plot_e4", "plot_regpath",
            "plot_certificate", "e1_basins", "e2_multi_input", "e3_joint", "e4_loss", "regpath",
@@ -99,7 +100,7 @@ def _history_attention(X, W, P):
 @experiment(
     "mm_e1_basins", paper=f"{PAPER} Fig. 1 (E1)", chapter="03_local_global",
     title="One input, three tokens: global and local convergence of normalised GD",
-    plot=plot_e1,
+    plot=plot_e1, bounds={"sweep": (0, None)},
     targets=[
         Target("svm1_p1", "ATT-SVM(α=1), first entry of p^mm", "-0.09901", -0.09911, -0.09891,
                "±1e-4", "official code"),

@@ -25,9 +25,9 @@ from attnlib import models as _models
 from attnlib._runtime import few_threads, resolve_device
 from attnlib.figures.max_margin import plot_certificate, plot_regpath
 from attnlib.metrics import correlation
+from attnlib.optimality import enumerate_selections
 from attnlib.svm import prompt_svm
 from attnlib.tokens import (
-    enumerate_selections,
     optimal_tokens,
     scores,
     selected_tokens,
@@ -35,7 +35,7 @@ from attnlib.tokens import (
 )
 from attnlib.train import regularization_path, train
 
-from ._registry import Target, experiment
+from .registry import Target, experiment
 
 __all__ = ["PAPER", "SELECTION_POSITIONS", "TOKEN_EXAMPLES", "ray_losses"]
 
