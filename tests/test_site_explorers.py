@@ -1,6 +1,6 @@
 """The static explorers of the built book respond in a real browser (headless Chromium).
 
-For every page of ``_build/html`` that holds a static explorer (``attnlib.widgets`` in static
+For every page of ``_build/html`` that holds a static explorer (``attnlib.explore`` in static
 mode, ``div.attnlib-explorer``): every player's slider is moved with the keyboard, as a reader
 would, and the displayed frame must change (another image); the "next frame" button must move
 it again; a closed panel (``<details>``) opens on click and its player works too. A screenshot
