@@ -1,9 +1,10 @@
 """Tests of attnlib.models: analytic gradients against autograd, saturation accuracy, heads."""
 
+import numpy as np
 import pytest
 import torch
 
-import attnlib.data as D
+import attnlib.examples as E
 import attnlib.models as M
 
 LOSSES = ["logistic", "exp", "correlation"]
@@ -40,8 +41,10 @@ def test_grad_W_matches_autograd(batched_data, loss, head):
 
 
 @pytest.mark.parametrize("loss", LOSSES)
-def test_grad_KQ_matches_autograd(batched_data, loss):
+@pytest.mark.parametrize("head", ["linear", "relu", "lambda", "mlp"])
+def test_grad_KQ_matches_autograd(batched_data, loss, head):
     d = batched_data
+    hd = _heads(d.d)[head]
     g = torch.Generator().manual_seed(2)
     K = torch.randn(3, d.d, 4, dtype=torch.float64, generator=g)
     Q = torch.randn(3, d.d, 4, dtype=torch.float64, generator=g)
@@ -49,20 +52,20 @@ def test_grad_KQ_matches_autograd(batched_data, loss):
 
     def risk(K, Q):
         s = M.softmax(M.logits_kq(d.X, K, Q, d.z))
-        return M.risk(d.X, d.Y, s, d.v, None, loss) + reg * ((K**2).sum((-1, -2))
-                                                             + (Q**2).sum((-1, -2)))
+        return M.risk(d.X, d.Y, s, d.v, hd, loss) + reg * ((K**2).sum((-1, -2))
+                                                           + (Q**2).sum((-1, -2)))
 
     rK, rQ = _autograd(risk, K, Q)
-    gK, gQ = M.grad_KQ(d.X, d.Y, d.z, K, Q, d.v, None, loss, reg=reg)
+    gK, gQ = M.grad_KQ(d.X, d.Y, d.z, K, Q, d.v, hd, loss, reg=reg)
     assert torch.allclose(gK, rK, rtol=1e-10, atol=1e-13)
     assert torch.allclose(gQ, rQ, rtol=1e-10, atol=1e-13)
     assert torch.allclose(M.logits_kq(d.X, K, Q, d.z), M.logits(d.X, K @ Q.mT, d.z))
 
 
 @pytest.mark.parametrize("loss", LOSSES)
-@pytest.mark.parametrize("head", ["linear", "lambda", "relu"])
+@pytest.mark.parametrize("head", ["linear", "lambda", "relu", "mlp"])
 def test_grad_p_matches_autograd(loss, head):
-    ex = D.multi_input_example(device="cpu")
+    ex = E.multi_input_example(device="cpu")
     d, W = ex.data, ex.init["W"] + 0.3 * torch.eye(3, dtype=torch.float64)
     h = _heads(3)[head]
     p = torch.tensor([[0.3, -0.2, 0.5], [1.0, 2.0, -1.0]], dtype=torch.float64)
@@ -143,7 +146,7 @@ def test_losses_and_derivatives():
 
 
 def test_lambda_head_optimum_is_a_mixture():
-    ex = D.lambda_head_example(device="cpu")
+    ex = E.lambda_head_example(device="cpu")
     d, head = ex.data, M.LambdaHead(ex.init["lam"])
     s_opt = ex.known["s_opt"]
     f_opt = head.value((d.X[0].T @ s_opt)[None], d.v)
@@ -167,3 +170,90 @@ def test_make_head_needs_its_tensors():
         M.make_head("lambda", {})
     h = M.make_head("relu", {"V": torch.eye(3)}, d=3)
     assert isinstance(h, M.ReluHead) and torch.equal(h.u, torch.ones(3, dtype=torch.float64))
+
+
+def test_forward_pieces_against_loops(small_data):
+    d = small_data
+    W = torch.randn(d.d, d.d, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    a = M.logits(d.X, W, d.z)
+    s = M.softmax(a)
+    assert torch.allclose(M.log_softmax(a).exp(), s, rtol=1e-14)
+    for i in range(d.n):
+        for t in range(d.T):
+            assert torch.allclose(a[i, t], d.X[i, t] @ W @ d.z[i], rtol=1e-13)
+        e = torch.exp(a[i] - a[i].max())
+        assert torch.allclose(s[i], e / e.sum(), rtol=1e-13)
+        h = sum(s[i, t] * d.X[i, t] for t in range(d.T))
+        assert torch.allclose(M.attend(d.X, s)[i], h, rtol=1e-13)
+        assert torch.allclose(M.output(d.X, s, d.v)[i], h @ d.v, rtol=1e-13)
+    Y = d.Y
+    u = Y * M.output(d.X, s, d.v)
+    for loss, ell in [("logistic", lambda x: torch.log1p(torch.exp(-x))),
+                      ("exp", lambda x: torch.exp(-x)), ("correlation", lambda x: -x)]:
+        assert torch.allclose(M.risk(d.X, Y, s, d.v, loss=loss), ell(u).mean(), rtol=1e-13)
+
+
+@pytest.mark.parametrize("head", ["relu", "lambda", "mlp"])
+def test_head_gradients_match_autograd(head):
+    h0 = torch.randn(3, 4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    v = torch.randn(3, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    hd = _heads(6)[head]
+    (ref,) = _autograd(lambda h: hd.value(h, v), h0)
+    assert torch.allclose(hd.grad(h0, v), ref, rtol=1e-12, atol=1e-14)
+    assert hd.value(h0, v).shape == (3, 4)
+
+
+def test_logit_gradient_fast_path_and_outputs(batched_data):
+    d = batched_data
+    W = torch.randn(3, d.d, d.d, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    a = M.logits(d.X, W, d.z)
+    full = M.logit_gradient(d.X, d.Y, a, d.v, loss="exp")
+    g = torch.einsum("...ntd,...d->...nt", d.X, d.v)
+    fast = M.logit_gradient(d.X, d.Y, a, values=g, pair_diff=g.unsqueeze(-1) - g.unsqueeze(-2),
+                            loss="exp", extras=False, y_weight=(-d.Y / d.n).unsqueeze(-1))
+    assert torch.allclose(fast["da"], full["da"], rtol=1e-13, atol=1e-16)
+    assert fast["h"] is None and "loss" not in fast and "lprime" not in fast
+    assert torch.allclose(fast["f"], full["f"], rtol=1e-13)
+    s = M.softmax(a)
+    assert torch.allclose(full["s"], s, rtol=1e-13)
+    assert torch.allclose(full["u"], d.Y * M.output(d.X, s, d.v), rtol=1e-13)
+    assert torch.allclose(full["lprime"], M.loss_derivative(full["u"], "exp"), rtol=1e-13)
+    assert torch.allclose(full["loss"], M.risk(d.X, d.Y, s, d.v, loss="exp"), rtol=1e-13)
+    assert full["log_scale"].shape == (3,) and (full["log_scale"] == 0).all()
+    (ref,) = _autograd(lambda a: M.risk(d.X, d.Y, M.softmax(a), d.v, None, "exp"), a)
+    assert torch.allclose(full["da"], ref, rtol=1e-10, atol=1e-14)
+    # scaled: e^K dL/da, K per trial so that the largest pair weight is 1
+    sc = M.logit_gradient(d.X, d.Y, a, d.v, loss="exp", scaled=True)
+    K = sc["log_scale"]
+    assert torch.allclose(sc["da"], full["da"] * torch.exp(K)[:, None, None], rtol=1e-12)
+    ls, la = M.log_softmax(a), M.loss_log_abs_derivative(full["u"], "exp")
+    lw = ls.unsqueeze(-1) + (ls + la.unsqueeze(-1)).unsqueeze(-2)
+    off = ~torch.eye(d.T, dtype=torch.bool)
+    assert torch.allclose(-K, lw[..., off].flatten(1).amax(-1), rtol=1e-13)
+
+
+def test_one_token_has_zero_gradient():
+    X = torch.randn(2, 1, 3, dtype=torch.float64)
+    out = M.logit_gradient(X, torch.ones(2, dtype=torch.float64), torch.zeros(2, 1),
+                           torch.ones(3, dtype=torch.float64), scaled=True)
+    assert (out["da"] == 0).all() and (out["log_scale"] == 0).all()
+
+
+def test_make_head_passes_objects_and_casts():
+    V = torch.eye(3, dtype=torch.float32)
+    r = M.make_head(M.ReluHead(V, torch.ones(3)), dtype=torch.float64)
+    assert r.V.dtype == torch.float64 and r.u.dtype == torch.float64
+    m = M.make_head(M.MLPHead(V, torch.zeros(3), torch.ones(3)), dtype=torch.float64)
+    assert m.V.dtype == m.b.dtype == m.u.dtype == torch.float64
+    lam = M.LambdaHead(0.5)
+    assert M.make_head(lam) is lam and isinstance(M.make_head(), M.LinearHead)
+    mlp = M.make_head("mlp", {"V": torch.eye(3)}, d=3)
+    assert mlp.b.tolist() == [0.0] * 3 and mlp.u.tolist() == [1.0] * 3
+    assert M.make_head("lambda", {"lam": np.float64(0.25)}).lam == 0.25
+    for params, word in [({"V": torch.eye(2)}, r"^init\['V'\]: expected shape \(d, m\) with d=3"),
+                         ({"V": torch.eye(3), "u": torch.ones(2)}, r"^init\['u'\]"),
+                         ({"V": torch.eye(3), "b": torch.ones(2)}, r"^init\['b'\]")]:
+        with pytest.raises(ValueError, match=word):
+            M.make_head("mlp", params, d=3)
+    with pytest.raises(ValueError, match=r"^init\['lam'\]: expected a finite number >= 0"):
+        M.make_head("lambda", {"lam": -1})
