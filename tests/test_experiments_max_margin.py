@@ -28,6 +28,7 @@ TINY = {
     "mm_local_certificate": dict(steps=50, trials=4),
     "mm_token_plane": dict(example="e1-local", steps=40, record_every=10),
     "mm_selection": dict(score=0.9),
+    "mm_ray_risk": dict(radii=(0, 2, 64)),
 }
 PAPER_FIGURES = ("mm_e1_basins", "mm_e2_multi_input", "mm_e3_joint", "mm_e4_loss",
                  "mm_regpath", "mm_local_certificate")
@@ -190,6 +191,17 @@ def test_ray_losses_against_a_direct_computation():
         assert risk[j, 1] == pytest.approx(float(torch.log1p(torch.exp(-f))), rel=1e-12)
         assert s[j, 1, 0].tolist() == pytest.approx(w.tolist(), rel=1e-12)
     assert risk[0, 0] == risk[1, 0]  # p = 0: uniform attention on both rays
+
+
+def test_ray_risk_against_the_logistic_loss(results):
+    res = results["mm_ray_risk"]
+    risk, att = res.arrays["risk"], res.arrays["attention"]
+    ell = lambda u: np.log1p(np.exp(-u))  # noqa: E731
+    assert res.numbers["gap_inf_x1"] == pytest.approx(abs(risk[0, -1] - ell(1.0)), abs=1e-15)
+    assert res.numbers["gap_inf_x2"] == pytest.approx(abs(risk[1, -1] - ell(0.9)), abs=1e-15)
+    assert risk[0, 0] == pytest.approx(ell((1.0 + 0.9 + 0.9) / 3))  # R = 0: uniform attention
+    assert res.numbers["risk_decreasing"] == float((np.diff(risk[0, 1:]) < 0).all())
+    assert res.numbers["s1_Rmax"] == att[0, -1, 0, 0]
 
 
 def test_bad_settings():

@@ -61,7 +61,7 @@ from .registry import Target, experiment
 
 __all__ = ["PAPER", "ray_losses", "plot_e1", "plot_e2", "plot_e3", "plot_e4", "plot_regpath",
            "plot_certificate", "e1_basins", "e2_multi_input", "e3_joint", "e4_loss", "regpath",
-           "local_certificate", "token_plane", "selection"]
+           "local_certificate", "token_plane", "selection", "ray_risk"]
 
 PAPER = "2306.13596"
 _INITS = (1.0, 0.5, 0.0, -0.5, -1.0, -1.5)  # the official p(0) offsets c of E1 and E2
@@ -461,6 +461,7 @@ def e4_loss(C: tuple[float, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 100), steps: 
 from .max_margin_checks import (  # noqa: E402
     local_certificate,
     ray_losses,
+    ray_risk,
     regpath,
     selection,
     token_plane,

@@ -4,6 +4,7 @@ Beside the paper's four figures (:mod:`attnlib.experiments.max_margin`), the boo
 
 ========================  ===============================================================
 :func:`ray_losses`        chapter 1: the risk :math:`\mathcal L(R\,u)` along rays of p
+``mm_ray_risk``           chapter 1: how close the risk gets to its infimum along two rays
 ``mm_regpath``            the regularisation path on E1-global (suggested check, R1)
 ``mm_local_certificate``  the README's certificate: GD ends at locally optimal selections
 ``mm_token_plane``        the six GD runs and the SVM rays behind the token-plane explorer
@@ -72,6 +73,41 @@ def ray_losses(example, directions, radii, loss: str = "logistic"):
     s = _models.softmax(_models.logits_prompt(d.X, example.init["W"], P))  # (k, m, n, T)
     risk = _models.loss_value(d.Y * _models.output(d.X, s, d.v), loss).mean(-1)
     return risk, s
+
+
+@experiment(
+    "mm_ray_risk", paper=f"{PAPER} Sec. 2 (no finite minimiser)", chapter="01_token_selection",
+    title="The risk along rays of p: it falls to ℓ(max γ) only toward the optimal token",
+    targets=[
+        Target("risk_decreasing", "risk along the ray toward x1 keeps falling as ‖p‖ grows",
+               "decreasing", 1, 1, "shape", "paper"),
+        Target("gap_inf_x1", "toward x1: |L(R u) − ℓ(γ_1)| at the largest R (the infimum, "
+               "reached only in the limit)", "→ 0", 0.0, 1e-6, "≤ 1e-6", "paper"),
+        Target("gap_inf_x2", "toward x2: |L(R u) − ℓ(γ_2)| at the largest R (a worse value)",
+               "→ 0", 0.0, 1e-6, "≤ 1e-6", "paper"),
+        Target("s1_Rmax", "toward x1: attention on x1 at the largest R (almost one-hot)",
+               "→ 1", 0.9999, 1.0, "> 0.9999", "re-simulation"),
+    ],
+)
+def ray_risk(radii: tuple[float, ...] = (0, 1, 2, 4, 8, 16, 32, 64), loss: str = "logistic",
+             device: str | None = "cpu"):
+    r"""Chapter 1: :func:`ray_losses` on E1-global toward :math:`x_1 = (-0.1, 1)` and
+    :math:`x_2 = (1, 0)`, and how close the risk gets to :math:`\ell(\gamma_1)`,
+    :math:`\ell(\gamma_2)` (logistic: :math:`\ell(u) = \log(1 + e^{-u})`). See chapter 1.
+    """
+    ex = _data.three_token_example("global", device=resolve_device(device))
+    u = torch.tensor([[-0.1, 1.0, 0.0], [1.0, 0.0, 0.0]], dtype=ex.data.dtype,
+                     device=ex.data.device)
+    risk, att = ray_losses(ex, u, radii, loss=loss)  # (2, m), (2, m, 1, 3)
+    gamma = scores(ex.data)[0]  # (1, 0.9, 0.9)
+    inf = _models.loss_value(gamma[:2], loss)  # ℓ(γ_1), ℓ(γ_2)
+    numbers = {"risk_decreasing": float(bool((risk[0, 1:].diff() < 0).all())),
+               "gap_inf_x1": float((risk[0, -1] - inf[0]).abs()),
+               "gap_inf_x2": float((risk[1, -1] - inf[1]).abs()),
+               "s1_Rmax": float(att[0, -1, 0, 0])}
+    arrays = {"radii": torch.as_tensor(radii, dtype=torch.float64), "directions": u,
+              "risk": risk, "attention": att}
+    return numbers, arrays
 
 
 # ----------------------------------------------------------------------------- R1 check

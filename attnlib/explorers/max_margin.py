@@ -31,15 +31,6 @@ __all__ = ["token_plane", "token_plane_data", "approached_ray", "selection", "so
            "joint_explorer", "TOKEN_EXAMPLES", "SELECTION_POSITIONS"]
 
 
-def _square_view(ax, pts, pad=0.1):
-    """Equal-aspect limits (a square) around the points ``pts`` (k, 2)."""
-    lo, hi = pts.min(0), pts.max(0)
-    c, r = (lo + hi) / 2, (hi - lo).max() / 2 * (1 + pad) + 0.3
-    ax.set_xlim(c[0] - r, c[0] + r)
-    ax.set_ylim(c[1] - r, c[1] + r)
-    ax.set_aspect("equal", adjustable="box")
-
-
 # -- token plane (chapters 1-3) ---------------------------------------------------------------
 _TP_ITER = (0, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 125, 150, 175, 200, 300, 500, 1000)
 _TP_STATIC = (0, 10, 20, 40, 60, 100, 150, 200)  # 8 frames: a chapter's build budget
@@ -88,7 +79,7 @@ def _draw_token_plane(fig, example, init, iterations, lr, normalized, loss):
                       title="tokens, paths of p(k), max-margin rays", colorbar=False,
                       ray_length=1e3)
     # the view follows the paths (zooming out as ||p|| grows), tokens always inside
-    _square_view(ax0, np.concatenate([d["P"][:, :k].reshape(-1, 2), d["X"].reshape(-1, 2)]))
+    plots.square_view(ax0, np.concatenate([d["P"][:, :k].reshape(-1, 2), d["X"].reshape(-1, 2)]))
     runs = range(d["P"].shape[0]) if hl is None else [hl]
     steps = d["steps"][:k]
     # each run against the ray it ends closest to: 1 - cos on a log axis
@@ -193,7 +184,7 @@ def _draw_selection(fig, position, score, alpha):
         plots.rays(np.array(dirs), ax=ax0, labels=labels, colors=colors, length=5.0)
     for t, x in enumerate(d["X"][0]):
         ax0.annotate(f"x{t + 1}", x, xytext=(-14, -12), textcoords="offset points", fontsize=8)
-    _square_view(ax0, np.concatenate([d["X"][0], np.zeros((1, 2))]), pad=0.6)
+    plots.square_view(ax0, np.concatenate([d["X"][0], np.zeros((1, 2))]), pad=0.6)
     ax0.legend(fontsize=7, loc="upper right")
     plots.title(ax0, f"selection α={int(alpha)}: selected (black) and support (orange) tokens",
                 fontsize=9)
