@@ -1,12 +1,13 @@
 """Explorer speed: live redraw time and static rendering (time, frames, size) per explorer.
 
-Run: ``python benchmarks/bench_widgets.py [--write]``. For every explorer of
-:mod:`attnlib.widgets` it measures, in one process,
+Run: ``python benchmarks/bench_widgets.py [--write]``. For every explorer of the book
+(:mod:`attnlib.explorers`, called as the chapters do through :mod:`attnlib.widgets`) it
+measures, in one process,
 
 * the first live display (data computed: training, SVMs, and the first draw),
 * the live redraw after a cheap control change (the slider control: no recomputation),
   median of ``--repeat`` redraws, wall-clock and CPU time of this process,
-* a recomputing change (a control that retrains), wall and CPU,
+* a recomputing change (a control that retrains, where the explorer has one), wall and CPU,
 * the static rendering of the chapter defaults: seconds, frames, HTML size.
 
 CPU time (``time.process_time``) is reported beside wall time because the machine may be
@@ -43,6 +44,9 @@ CASES = {
     "sweep": (dict(result="tf_svm_rank", trials=5, ds=(2, 4, 6, 10),
                    cells=((5, 5), (10, 5)), progress=False),
               [dict(d=4), dict(d=10)], None),
+    "softmax_explorer": (dict(), [dict(norm=4.0), dict(norm=1.0)], None),
+    "joint_explorer": (dict(), [dict(iterations=100), dict(iterations=200)], None),
+    "causal_explorer": (dict(), [dict(iterations=1000), dict(iterations=2000)], None),
 }
 
 
