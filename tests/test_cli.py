@@ -1,24 +1,24 @@
-"""The command line: python -m attnlib list | reproduce NAME|all."""
+"""attnlib.cli: python -m attnlib list | reproduce NAME|all | cache info|clear."""
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
-from test_registry import CALLS, dummy  # noqa: F401  (the fixture registering 'dummy')
+from experiment_fakes import CALLS, dummy, fake_dummy, fakes  # noqa: F401  (fixtures)
 
 from attnlib import experiments
-from attnlib.__main__ import main
-from attnlib.experiments import _registry
+from attnlib.cli import main
 
 
-def test_list_shows_dummy(dummy, capsys):  # noqa: F811
+def test_list_shows_scale_and_expected_time(dummy, capsys):  # noqa: F811
     assert main(["list"]) == 0
-    out = capsys.readouterr().out
-    header, rule, *rows = out.splitlines()
-    assert header.split()[:2] == ["name", "paper"]
+    header, rule, *rows = capsys.readouterr().out.splitlines()
+    assert header.split()[:2] == ["name", "paper"] and header.endswith("time (2 cores)")
     row = next(r for r in rows if r.startswith("dummy "))
     assert "test Fig. 0" in row and "00_test" in row and "trials=3, steps=10" in row
+    assert row.endswith("~2 min")  # seconds=150
 
 
 def test_reproduce_writes_figure_numbers_and_summary(dummy, tmp_path, capsys):  # noqa: F811
@@ -31,7 +31,7 @@ def test_reproduce_writes_figure_numbers_and_summary(dummy, tmp_path, capsys):  
     assert [t["ok"] for t in meta["targets"]] == [True, True]
     text = capsys.readouterr().out
     assert "dummy: a dummy  [test Fig. 0]" in text and "✓ mean equals steps" in text
-    assert CALLS[-1]["trials"] == 5
+    assert CALLS[-1]["trials"] == 5 and CALLS[-1]["progress"] is True  # bars on in the CLI
     # cached on the second call, recomputed with --no-cache
     main(["reproduce", "dummy", "--trials", "5", "--out", str(out), "--no-figure"])
     assert len(CALLS) == 1 and "(cached)" in capsys.readouterr().out
@@ -39,47 +39,84 @@ def test_reproduce_writes_figure_numbers_and_summary(dummy, tmp_path, capsys):  
     assert len(CALLS) == 2
 
 
-def test_set_and_strict(dummy, tmp_path, capsys):  # noqa: F811
-    args = ["reproduce", "dummy", "--set", "scale=2.0", "--out", str(tmp_path), "--no-figure"]
+def test_set_parses_by_type_and_strict(dummy, tmp_path, capsys):  # noqa: F811
+    args = ["reproduce", "dummy", "--set", "scale=2", "--set", "sizes=3,4", "--set",
+            "progress=false", "--out", str(tmp_path), "--no-figure"]
     assert main(args) == 0  # a missed target is reported ...
-    assert CALLS[-1]["scale"] == 2.0
+    assert CALLS[-1]["scale"] == 2.0 and CALLS[-1]["sizes"] == (3, 4)
+    assert CALLS[-1]["progress"] is False
     assert "1 target(s) missed: dummy.mean" in capsys.readouterr().out
     assert main(args + ["--strict"]) == 1  # ... and fails the run with --strict
 
 
 @pytest.mark.parametrize("argv, message", [
     (["reproduce", "nope"], "unknown experiment 'nope'"),
-    (["reproduce", "dummy", "--trials", "0"], "expected a positive integer"),
-    (["reproduce", "dummy", "--trials", "many"], "expected a positive integer"),
-    (["reproduce", "dummy", "--set", "lr=0.1"], "does not take --set lr=..."),
+    (["reproduce", "dummy", "--set", "steps=-5"],
+     "experiment 'dummy': setting steps expects an int >= 1, got '-5'"),
+    (["reproduce", "dummy", "--steps", "-5"], "setting steps expects an int >= 1, got '-5'"),
+    (["reproduce", "dummy", "--trials", "0.5"], "setting trials expects an int >= 1, got '0.5'"),
+    (["reproduce", "dummy", "--trials", "many"], "setting trials expects an int >= 1"),
+    (["reproduce", "dummy", "--set", "scale=abc"], "setting scale expects a finite float"),
+    (["reproduce", "dummy", "--set", "sizes=1,x"], "setting sizes expects a non-empty tuple"),
+    (["reproduce", "dummy", "--set", "lr=0.1"], "does not take --set lr=...; its settings are"),
     (["reproduce", "dummy", "--set", "oops"], "expected KEY=VALUE"),
     (["reproduce", "dummy", "--set", "trials=4", "--trials", "4"], "repeats the option"),
-    (["reproduce", "dummy", "--device", "tpu9"], "is not a torch device"),
+    (["reproduce", "dummy", "--device", "tpu9"], "--device tpu9: device: expected"),
+    (["cache", "wipe"], "invalid choice"),
     (["frobnicate"], "invalid choice"),
     ([], "required"),
 ])
-def test_bad_input_exits_with_a_message(dummy, argv, message, capsys):  # noqa: F811
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    assert e.value.code == 2
-    assert message in capsys.readouterr().err
+def test_bad_input_is_one_line_and_status_2(dummy, argv, message, capsys, tmp_path):  # noqa: F811
+    assert main(argv + (["--out", str(tmp_path)] if argv[:1] == ["reproduce"] else [])) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.startswith("python -m attnlib: error: ")
+    assert err.count("\n") == 1 and CALLS == []  # nothing was computed
 
 
-def test_option_not_taken_by_experiment(dummy, monkeypatch, capsys, tmp_path):  # noqa: F811
-    def bare(seed=0):
+def test_the_output_folder_is_checked_first(dummy, tmp_path, capsys):  # noqa: F811
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert main(["reproduce", "dummy", "--out", str(afile)]) == 2
+    assert f"--out {afile}: is a file, expected a folder" in capsys.readouterr().err
+    assert main(["reproduce", "dummy", "--out", str(afile / "sub")]) == 2
+    assert "not a writable folder" in capsys.readouterr().err
+    if os.geteuid() != 0:  # root may write anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        assert main(["reproduce", "dummy", "--out", str(ro)]) == 2
+        assert "not a writable folder" in capsys.readouterr().err
+    assert CALLS == []
+
+
+def test_an_error_in_an_experiment_is_one_line_or_a_traceback(fakes, tmp_path, capsys):  # noqa: F811
+    def broken(seed: int = 0):
+        raise RuntimeError("solver diverged\nbadly")
+
+    fakes("broken", broken)
+    argv = ["reproduce", "broken", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == \
+        "python -m attnlib: error: RuntimeError: solver diverged badly\n"
+    assert main(argv + ["--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and 'raise RuntimeError("solver' in err
+
+
+def test_all_passes_only_the_settings_each_experiment_takes(dummy, fakes, monkeypatch,  # noqa: F811
+                                                            capsys, tmp_path):
+    def bare(seed: int = 0):
         return {"mean": 10.0, "seed": 0}, {}
 
-    # only the two test experiments, so that 'all' does not run the book's
-    monkeypatch.setattr(_registry, "_REGISTRY", {"dummy": _registry._REGISTRY["dummy"]})
-    experiments.experiment("bare", paper="test", chapter="00_test", title="bare")(bare)
-    with pytest.raises(SystemExit):
-        main(["reproduce", "bare", "--trials", "3"])
+    fakes("bare", bare)
+    assert main(["reproduce", "bare", "--trials", "3"]) == 2
     assert "experiment 'bare' does not take --trials; its settings are: seed" in \
         capsys.readouterr().err
-    # with 'all', the option goes to the experiments that take it; the others get a note
+    monkeypatch.setattr(experiments, "names", lambda: ["dummy", "bare"])  # not the book's
     assert main(["reproduce", "all", "--trials", "4", "--out", str(tmp_path), "--no-figure"]) == 0
     out = capsys.readouterr().out
     assert "note: bare does not take trials" in out and CALLS[-1]["trials"] == 4
+    assert "[2/2] bare" in out
 
 
 def test_cuda_request_without_cuda(dummy, capsys):  # noqa: F811
@@ -87,16 +124,33 @@ def test_cuda_request_without_cuda(dummy, capsys):  # noqa: F811
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    with pytest.raises(SystemExit):
-        main(["reproduce", "dummy", "--device", "cuda"])
+    assert main(["reproduce", "dummy", "--device", "cuda"]) == 2
     assert "CUDA is not available" in capsys.readouterr().err
 
 
-def test_module_entry_point_lists_the_book_experiments():
-    """The real registry, through `python -m attnlib list` in a fresh process."""
+def test_cache_info_and_clear(dummy, capsys):  # noqa: F811
+    experiments.run(dummy)
+    capsys.readouterr()
+    assert main(["cache", "info"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    size = sum(f.stat().st_size for f in experiments.cache_dir().rglob("*") if f.is_file())
+    assert lines == [f"path: {experiments.cache_dir()}", "entries: 1",
+                     f"size: {size / 1024:.1f} KiB"]
+    assert main(["cache", "clear"]) == 0
+    assert capsys.readouterr().out == f"removed 1 cache entry from {experiments.cache_dir()}\n"
+    assert experiments.cache_info()["entries"] == 0
+
+
+def test_module_entry_point(tmp_path):
+    """The real registry and the error path, through `python -m attnlib` in fresh processes."""
+    env = {**os.environ, "ATTNLIB_CACHE": str(tmp_path)}
     out = subprocess.run([sys.executable, "-m", "attnlib", "list"], capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+                         text=True, timeout=120, check=True, env=env).stdout
     for name in experiments.names():
-        assert name in out
-    if not experiments.names():
-        assert "no experiments" in out
+        assert f"\n{name} " in out
+    bad = subprocess.run([sys.executable, "-m", "attnlib", "reproduce", experiments.names()[0],
+                          "--set", "steps=-5"], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.startswith("python -m attnlib: error: experiment ") and \
+        bad.stderr.count("\n") == 1

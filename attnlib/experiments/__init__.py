@@ -1,32 +1,23 @@
 """Named reproductions of the papers' experiments (see the chapter "Reproduction report").
 
-``attnlib.experiments.run(name, **settings)`` runs one; ``names()`` lists them. Each paper has
-its own module: :mod:`.max_margin` (arXiv 2306.13596, chapters 1-4), :mod:`.tf_svm`
+``attnlib.experiments.run(name, **settings)`` runs one; ``names()`` lists them. The machinery:
+:mod:`.settings` (typed settings, checked before any computation), :mod:`.registry` (targets,
+the ``@experiment`` decorator), :mod:`.store` (result files and the result cache),
+:mod:`.result` (``run`` and ``Result``) and :mod:`.report` (the reproduction report). Each
+paper has its own module: :mod:`.max_margin` (arXiv 2306.13596, chapters 1-4), :mod:`.tf_svm`
 (arXiv 2308.16898, chapters 5-8) and :mod:`.mirror` (arXiv 2410.14581, chapters 9-10).
 """
 
-from ._registry import (
-    Experiment,
-    Result,
-    Target,
-    cache_dir,
-    experiment,
-    get,
-    names,
-    paper_of,
-    recorded,
-    recorded_names,
-    report_markdown,
-    report_notes,
-    report_rows,
-    run,
-    run_all,
-    source_hash,
-)
+from .registry import Experiment, Target, experiment, get, names, paper_of, unregister
+from .report import report_markdown, report_notes, report_rows, run_all
+from .result import Result, recorded, recorded_names, run
+from .settings import SettingError
+from .store import CacheWarning, cache_clear, cache_dir, cache_info, source_hash
 
 __all__ = ["Experiment", "Result", "Target", "cache_dir", "experiment", "get", "names", "run",
            "source_hash", "paper_of", "run_all", "report_rows", "report_markdown", "report_notes",
-           "recorded", "recorded_names"]
+           "recorded", "recorded_names", "unregister", "SettingError", "CacheWarning",
+           "cache_info", "cache_clear"]
 
 # importing the paper modules registers their experiments
 from . import max_margin, mirror, tf_svm  # noqa: E402,F401

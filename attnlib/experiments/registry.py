@@ -1,0 +1,204 @@
+"""The registry of named experiments: :class:`Target`, :class:`Experiment`, :func:`experiment`.
+
+Every official experiment is one function registered with :func:`experiment`. It takes the
+paper's settings as typed defaults (plus ``trials``, ``steps``, ``seed``, ``device`` where they
+make sense; see :mod:`attnlib.experiments.settings`) and returns ``(numbers, arrays)``: a flat
+dict of scalar results, and a dict of arrays behind its figure. The reproduction targets live
+beside each experiment, with their source; the book's reproduction report is generated from
+them. See the chapter "Reproduction report".
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .settings import Setting, check_settings, settings_of
+
+__all__ = ["SOURCES", "PAPERS", "Target", "Experiment", "experiment", "names", "get",
+           "unregister", "paper_of", "format_value"]
+
+SOURCES = ("paper", "official code", "re-simulation", "suggested")
+
+PAPERS = {
+    "2306.13596": "Max-Margin Token Selection in Attention Mechanism",
+    "2308.16898": "Transformers as Support Vector Machines",
+    "2410.14581": "Optimizing Attention with Mirror Descent: Generalized Max-Margin Token "
+                  "Selection",
+}
+_ARXIV = re.compile(r"\d{4}\.\d{4,5}")
+
+
+def format_value(v) -> str:
+    """A number as the checks print it (6 significant digits, integers as integers)."""
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if math.isnan(v) or math.isinf(v):
+        return str(v)
+    return str(int(v)) if v == int(v) and abs(v) < 1e15 else f"{v:.6g}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One reproduction target: the accepted interval ``[lo, hi]`` for ``numbers[key]``.
+
+    Parameters
+    ----------
+    key : str
+        Entry of ``Result.numbers`` that is checked.
+    what : str
+        One line saying what is checked, in the book's words.
+    paper : str
+        The paper's, official code's or re-simulation's value, as text (``"0.99010"``,
+        ``"18–21"``, ``"{1, 2}"``).
+    lo, hi : float
+        Accepted interval for the book's value (inclusive). Booleans are numbers 0/1.
+    tolerance : str
+        The tolerance in words, as the summary gives it (``"±1e-4"``, ``"≥ 0.99"``).
+    source : str
+        One of ``"paper"``, ``"official code"``, ``"re-simulation"``, ``"suggested"``.
+    note : str
+        Where the book deliberately differs from the official notebook, say so here.
+    """
+
+    key: str
+    what: str
+    paper: str
+    lo: float = -math.inf
+    hi: float = math.inf
+    tolerance: str = ""
+    source: str = "paper"
+    note: str = ""
+
+    def __post_init__(self):
+        if self.source not in SOURCES:
+            raise ValueError(f"source must be one of {SOURCES}, got {self.source!r}")
+        if self.lo > self.hi:
+            raise ValueError(f"target {self.key!r}: lo={self.lo} > hi={self.hi}")
+
+    def bound(self) -> str:
+        """The accepted interval in words: ``">= 0.99"``, ``"<= 1e-06"``, ``"in [a, b]"``."""
+        lo, hi = format_value(self.lo), format_value(self.hi)
+        if self.lo == self.hi:
+            return f"== {lo}"
+        if math.isinf(self.lo) and math.isinf(self.hi):
+            return "any value"
+        if math.isinf(self.lo):
+            return f"<= {hi}"
+        if math.isinf(self.hi):
+            return f">= {lo}"
+        return f"in [{lo}, {hi}]"
+
+    def ok(self, value) -> bool:
+        """Whether ``value`` lies in ``[lo, hi]`` (NaN never does)."""
+        value = float(value)
+        return (not math.isnan(value)) and self.lo <= value <= self.hi
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A registered experiment: the function, its figure, its targets and typed settings.
+
+    ``seconds`` is the expected run time at paper scale (the defaults) on a 2-core CPU, or
+    ``None`` where it was not measured.
+    """
+
+    name: str
+    func: Callable
+    paper: str  # e.g. "2306.13596 Fig. 1 (E1)"
+    chapter: str  # book chapter file stem, e.g. "03_local_global"
+    title: str
+    targets: tuple[Target, ...] = ()
+    plot: Callable | None = None  # plot(result) -> matplotlib Figure
+    seconds: float | None = None
+    settings: dict[str, Setting] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def defaults(self) -> dict:
+        sig = inspect.signature(self.func)
+        return {k: p.default for k, p in sig.parameters.items()
+                if p.default is not inspect.Parameter.empty}
+
+    @property
+    def scale(self) -> str:
+        d = self.defaults
+        keys = [k for k in ("trials", "steps", "n", "T", "d") if k in d]
+        return ", ".join(f"{k}={d[k]}" for k in keys)
+
+    def check_settings(self, given: dict) -> dict:
+        """All settings (``given`` over the defaults), converted to their types and checked.
+
+        Raises
+        ------
+        attnlib.experiments.settings.SettingError
+            One line naming this experiment, the setting, what it expects and what was given.
+        """
+        return check_settings(self.name, self.settings, given)
+
+
+_REGISTRY: dict[str, Experiment] = {}
+
+
+def experiment(name: str, *, paper: str, chapter: str, title: str,
+               targets: tuple[Target, ...] | list[Target] = (), plot: Callable | None = None,
+               bounds: dict | None = None, seconds: float | None = None):
+    """Register ``func(**settings) -> (numbers, arrays)`` as the experiment ``name``.
+
+    Parameters
+    ----------
+    bounds : dict, optional
+        ``{"setting": (lo, hi)}`` overriding the default bounds of
+        :mod:`attnlib.experiments.settings` (``None``: unbounded).
+    seconds : float, optional
+        Expected run time at paper scale on a 2-core CPU (shown by ``python -m attnlib list``).
+
+    Raises
+    ------
+    TypeError
+        A setting without a default, with an unsupported annotation, or whose default does not
+        pass its own check.
+    """
+
+    def deco(func):
+        if name in _REGISTRY and _REGISTRY[name].func.__qualname__ != func.__qualname__:
+            raise ValueError(f"experiment {name!r} registered twice")
+        settings = settings_of(func, bounds, experiment=name)
+        try:
+            check_settings(name, settings, {})
+        except ValueError as err:
+            raise TypeError(f"a default does not pass its check: {err}") from None
+        _REGISTRY[name] = Experiment(name=name, func=func, paper=paper, chapter=chapter,
+                                     title=title, targets=tuple(targets), plot=plot,
+                                     seconds=seconds, settings=settings)
+        return func
+
+    return deco
+
+
+def names() -> list[str]:
+    """Names of all registered experiments, in registration order."""
+    return list(_REGISTRY)
+
+
+def get(name: str) -> Experiment:
+    """The registered experiment ``name``; a ValueError lists the valid names otherwise."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown experiment {name!r}; expected one of: {', '.join(names())}")
+    return _REGISTRY[name]
+
+
+def unregister(name: str) -> None:
+    """Remove experiment ``name`` from the registry (tests register and remove fakes)."""
+    get(name)
+    del _REGISTRY[name]
+
+
+def paper_of(name: str) -> str:
+    """The arXiv id in experiment ``name``'s ``paper`` field (``"other"`` if none)."""
+    m = _ARXIV.search(get(name).paper)
+    return m.group(0) if m else "other"

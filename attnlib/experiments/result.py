@@ -1,0 +1,227 @@
+"""Running an experiment: :func:`run` returns a :class:`Result`, cached on disk.
+
+:func:`run` checks the settings against the experiment's typed settings before any
+computation, then reads the result from the cache (:mod:`attnlib.experiments.store`) or
+computes and stores it. A :class:`Result` checks its reproduction targets (:meth:`Result.check`,
+:meth:`Result.require`) and draws its figure. :func:`recorded` reads a shipped paper-scale run.
+See the chapter "Reproduction report".
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attnlib._runtime import resolve_device, resolve_dtype
+
+from . import store
+from .registry import Experiment, format_value, get
+from .settings import SettingError
+
+__all__ = ["Result", "run", "recorded", "recorded_names", "NOT_IN_KEY", "RECORDED"]
+
+RECORDED = Path(__file__).with_name("recorded")
+
+NOT_IN_KEY = frozenset({"progress"})  # settings that do not change a result
+
+
+@dataclass
+class Result:
+    """What :func:`run` returns: settings, numbers, arrays, and the time it took."""
+
+    name: str
+    params: dict
+    numbers: dict
+    arrays: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    cached: bool = False
+    recorded: bool = False  # read from attnlib/experiments/recorded/ (see :func:`recorded`)
+
+    @property
+    def experiment(self) -> Experiment:
+        return get(self.name)
+
+    def check(self) -> list[dict]:
+        """One row per target: what, paper value, book value, tolerance, ok, source, note."""
+        rows = []
+        for tg in self.experiment.targets:
+            if tg.key not in self.numbers:
+                raise KeyError(f"experiment {self.name!r} did not compute target {tg.key!r}")
+            val = self.numbers[tg.key]
+            rows.append(
+                dict(experiment=self.name, key=tg.key, what=tg.what, paper=tg.paper,
+                     book=float(val), tolerance=tg.tolerance, ok=tg.ok(val),
+                     source=tg.source, note=tg.note)
+            )
+        return rows
+
+    def require(self, *keys):
+        """Check the declared targets ``keys``; print one line each; return their values.
+
+        Each line reads ``✓ key = value  target >= lo  paper P  [source, paper figure]``. The
+        bound is the experiment's declared :class:`Target` (the one source of truth), so a
+        chapter writes ``res.require("corr")`` instead of restating the bound as a literal.
+
+        Returns
+        -------
+        The value of the one key, or a tuple of values in the order of ``keys``.
+
+        Raises
+        ------
+        KeyError
+            A key that is not a declared target (the message lists the declared ones).
+        AssertionError
+            A target that is not met, naming the target, its value and its bound (all lines
+            are printed first).
+        """
+        if not keys:
+            raise TypeError("require: name at least one declared target, e.g. "
+                            "res.require('corr')")
+        exp = self.experiment
+        declared = [t.key for t in exp.targets]
+        for key in keys:
+            if key not in declared:
+                raise KeyError(f"experiment {self.name!r} declares no target {key!r}; "
+                               f"declared: {', '.join(declared) or '(none)'}")
+        failed, values = [], []
+        for key in keys:
+            if key not in self.numbers:
+                raise KeyError(f"experiment {self.name!r} did not compute target {key!r}")
+            value = self.numbers[key]
+            values.append(value)
+            for tg in exp.targets:
+                if tg.key != key:
+                    continue
+                ok = tg.ok(value)
+                print(f"{'✓' if ok else '✗'} {key} = {format_value(value)}  target "
+                      f"{tg.bound()}  paper {tg.paper}  [{tg.source}, {exp.paper}]")
+                if not ok:
+                    failed.append(f"{key} = {format_value(value)} (target {tg.bound()}: "
+                                  f"{tg.what})")
+        if failed:
+            raise AssertionError(f"experiment {self.name!r} misses its target(s): "
+                                 + "; ".join(failed))
+        return values[0] if len(values) == 1 else tuple(values)
+
+    @property
+    def passed(self) -> bool:
+        return all(r["ok"] for r in self.check())
+
+    def figure(self):
+        """The experiment's figure (matplotlib), drawn from the stored arrays."""
+        plot = self.experiment.plot
+        if plot is None:
+            raise ValueError(f"experiment {self.name!r} has no figure")
+        return plot(self)
+
+    def summary(self) -> str:
+        """A one-screen text summary: settings, numbers, targets."""
+        lines = [f"{self.name}: {self.experiment.title}  [{self.experiment.paper}]",
+                 "settings: " + ", ".join(f"{k}={v}" for k, v in self.params.items()),
+                 f"time: {self.seconds:.1f} s" + (" (cached)" if self.cached else "")]
+        for r in self.check():
+            mark = "✓" if r["ok"] else "✗"
+            lines.append(f"  {mark} {r['what']}: book {r['book']:.6g}  paper {r['paper']}"
+                         f"  ({r['tolerance']})")
+        return "\n".join(lines)
+
+    # -- persistence -------------------------------------------------------------------
+    def _meta(self) -> dict:
+        return dict(params=store.jsonable(self.params),
+                    numbers={k: float(v) for k, v in self.numbers.items()},
+                    seconds=self.seconds, targets=self.check(),
+                    attnlib_source=store.source_hash(), versions=store.versions())
+
+    def save(self, folder) -> Path:
+        """Write ``NAME.json`` (settings, numbers, targets) and ``NAME.npz`` (arrays).
+
+        Each file is written to a temporary file and renamed into place (arrays first), so a
+        reader never sees half a result and a failure leaves no temporary file behind.
+        """
+        return store.write_entry(folder, self.name, self._meta(), self.arrays)
+
+    @classmethod
+    def load(cls, folder, name) -> Result:
+        """Read a result written by :meth:`save`; ValueError if it is unreadable or inconsistent."""
+        meta, arrays = store.read_entry(folder, name)
+        return cls(name=name, params=meta["params"], numbers=meta["numbers"], arrays=arrays,
+                   seconds=meta.get("seconds", 0.0), cached=True)
+
+
+def recorded(name: str) -> Result:
+    """The paper-scale result of ``name`` recorded with attnlib (no arrays).
+
+    Some experiments take minutes to an hour at the paper's full scale (for example the
+    multi-token experiment of chapter 7, which trains tens of thousands of candidate runs).
+    Their default-scale result is recorded with ``python -m attnlib reproduce NAME --out DIR``
+    and shipped as ``attnlib/experiments/recorded/NAME.json`` (settings, numbers, run time).
+    :meth:`Result.check` re-evaluates the targets declared *now* against the recorded numbers,
+    so a change of a target is still checked; rerun the command to recompute the numbers.
+    """
+    path = RECORDED / f"{name}.json"
+    if not path.exists():
+        raise ValueError(f"name: no recorded result {name!r} in {RECORDED}; recorded ones: "
+                         f"{', '.join(recorded_names()) or 'none'}")
+    meta = json.loads(path.read_text())
+    return Result(name=meta["name"], params=meta["params"], numbers=meta["numbers"], arrays={},
+                  seconds=meta["seconds"], cached=True, recorded=True)
+
+
+def recorded_names() -> list[str]:
+    """Experiments with a recorded paper-scale result shipped with attnlib."""
+    return sorted(f.stem for f in RECORDED.glob("*.json"))
+
+
+def _device_dtype(name: str, params: dict) -> tuple[str, str]:
+    """The device and dtype the experiment will run on (part of the cache key)."""
+    try:
+        return str(resolve_device(params.get("device"))), str(resolve_dtype(params.get("dtype")))
+    except ValueError as err:
+        raise SettingError(f"experiment {name!r}: {err}") from None
+
+
+def run(name: str, *, cache: bool = True, **settings) -> Result:
+    """Run experiment ``name`` with its defaults overridden by ``settings``.
+
+    The settings are converted to their declared types and checked first (numpy and torch
+    scalars are accepted). The result is cached on disk under :func:`store.cache_dir`, keyed by
+    the name, the exact settings, attnlib's source, the versions of torch, numpy and cvxpy, and
+    the device and dtype; settings that do not change the result (``progress``) are not part
+    of the key. An unreadable cache entry is recomputed (with a :class:`store.CacheWarning`).
+    ``cache=False`` recomputes and does not write.
+
+    Raises
+    ------
+    ValueError
+        An unknown experiment, an unknown setting, or a value of the wrong type or out of
+        bounds (:class:`attnlib.experiments.settings.SettingError`), before any computation.
+    """
+    exp = get(name)
+    params = exp.check_settings(settings)
+    device, dtype = _device_dtype(name, params)
+    key = store.cache_key(name, {k: v for k, v in params.items() if k not in NOT_IN_KEY},
+                          device, dtype)
+    folder = store.cache_dir() / key
+    if cache:
+        try:
+            meta, arrays = store.read_entry(folder, name, key=key)
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as err:
+            warnings.warn(f"cache entry of {name!r} is unreadable, recomputing: {err}",
+                          store.CacheWarning, stacklevel=2)
+        else:
+            return Result(name=name, params=params, numbers=meta["numbers"], arrays=arrays,
+                          seconds=meta.get("seconds", 0.0), cached=True)
+    t0 = time.perf_counter()
+    numbers, arrays = exp.func(**params)
+    res = Result(name=name, params=params, numbers=dict(numbers),
+                 arrays={k: store.to_numpy(v) for k, v in dict(arrays).items()},
+                 seconds=time.perf_counter() - t0)
+    if cache:
+        store.write_entry(folder, name, dict(res._meta(), key=key, device=device, dtype=dtype),
+                          res.arrays)
+    return res

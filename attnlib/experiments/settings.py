@@ -1,0 +1,306 @@
+"""Typed experiment settings: read from the function's signature, checked before any computation.
+
+Every parameter of an experiment function is annotated with its type and has a default::
+
+    @experiment("name", ..., bounds={"steps": (0, None)})
+    def name(trials: int = 100, lr: float = 0.1, lps: tuple[float, ...] = (1.75, 2.0),
+             device: str | None = None): ...
+
+Supported types: ``int``, ``float``, ``bool``, ``str``, ``tuple[X, ...]``, ``tuple[X, Y]``,
+unions (``str | None``, ``int | tuple[int, ...]``) and ``tuple`` of any items. Values are
+converted to the annotated type (numpy and torch scalars, lists and 1-d arrays accepted) and
+checked against the bounds, element by element for tuples:
+
+- declared ``bounds={"name": (lo, hi)}`` (``None``: unbounded); ``lo <= x <= hi``, except that a
+  lower bound of a learning rate (a name starting with ``lr``) is strict;
+- otherwise the default policy: seeds (``seed``, ``*_seed``) are integers ``>= 0``, every other
+  integer is a count ``>= 1``; learning rates (``lr*``) are ``> 0``; tolerances (``eps``,
+  ``tol``, ``rtol``, ``atol``) are ``>= 0``; every float is finite.
+
+A bad value raises :class:`SettingError` (a ``ValueError``) with one line naming the
+experiment, the setting, what was expected and what was given. See the chapter "Reproduction
+report".
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import types
+import typing
+from dataclasses import dataclass
+
+from attnlib._validate import scalar
+
+__all__ = ["Setting", "SettingError", "settings_of", "check_settings", "parse_setting"]
+
+_ANY = object()  # an unannotated parameter: passed through unchecked
+_TOLERANCES = frozenset({"eps", "tol", "rtol", "atol"})
+
+
+class SettingError(ValueError):
+    """A setting of an experiment that is unknown, of the wrong type or out of bounds."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One typed setting of an experiment: its name, type, default and bounds."""
+
+    name: str
+    type: object  # a type annotation, or _ANY
+    default: object
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+
+    @property
+    def annotated(self) -> bool:
+        return self.type is not _ANY
+
+    def describe(self) -> str:
+        """What the setting expects, in words: ``"an int >= 1"``, ``"a tuple of floats"``."""
+        return _describe(self.type, self._bound())
+
+    def _bound(self) -> str:
+        parts = []
+        if self.lo is not None:
+            parts.append(f"{'>' if self.lo_open else '>='} {self.lo:g}")
+        if self.hi is not None:
+            parts.append(f"<= {self.hi:g}")
+        return " and ".join(parts)
+
+    def convert(self, value):
+        """``value`` converted to the setting's type; ``_Bad`` if it does not fit."""
+        if not self.annotated:
+            return value
+        return _convert(self.type, value, self)
+
+
+class _Bad(Exception):
+    """Internal: the value does not fit the type (caught and turned into a SettingError)."""
+
+
+def _default_bounds(name: str, kind) -> tuple[float | None, float | None]:
+    if kind is int:
+        return (0, None) if name == "seed" or name.endswith("_seed") else (1, None)
+    if kind is float:
+        if name.startswith("lr"):
+            return (0, None)
+        if name in _TOLERANCES:
+            return (0, None)
+    return (None, None)
+
+
+def _base_kind(tp):
+    """``int`` or ``float`` if every number in ``tp`` is one (for the default bounds)."""
+    if tp in (int, float):
+        return tp
+    args = [a for a in typing.get_args(tp) if a is not Ellipsis and a is not type(None)]
+    kinds = {_base_kind(a) for a in args}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def settings_of(func, bounds=None, experiment: str = "?") -> dict[str, Setting]:
+    """The typed settings of ``func``, from its signature and annotations.
+
+    Raises
+    ------
+    TypeError
+        A parameter without a default, an annotation that is not supported, or ``bounds`` naming
+        a parameter the function does not have.
+    """
+    bounds = dict(bounds or {})
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception as err:  # noqa: BLE001 - an unreadable annotation is the author's error
+        raise TypeError(f"experiment {experiment!r}: cannot read its annotations ({err})") from err
+    out = {}
+    for name, p in inspect.signature(func).parameters.items():
+        if p.default is inspect.Parameter.empty:
+            raise TypeError(f"experiment {experiment!r}: setting {name!r} needs a default value")
+        tp = hints.get(name, _ANY)
+        if tp is not _ANY:
+            _check_supported(tp, experiment, name)
+        if name in bounds:
+            lo, hi = bounds.pop(name)
+        else:
+            lo, hi = _default_bounds(name, _base_kind(tp) if tp is not _ANY else None)
+        out[name] = Setting(name, tp, p.default, lo=lo, hi=hi,
+                            lo_open=lo is not None and name.startswith("lr"))
+    if bounds:
+        raise TypeError(f"experiment {experiment!r}: bounds name unknown setting(s) "
+                        f"{sorted(bounds)}; its settings are {sorted(out)}")
+    return out
+
+
+def _check_supported(tp, experiment, name):
+    if tp in (int, float, bool, str, type(None), tuple):
+        return
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType) or (origin is tuple and args):
+        for a in args:
+            if a is not Ellipsis:
+                _check_supported(a, experiment, name)
+        return
+    raise TypeError(f"experiment {experiment!r}: setting {name!r} has the unsupported type "
+                    f"{tp!r}; use int, float, bool, str, tuple[...] or a union of them")
+
+
+_NAMES = {int: "an int", float: "a finite float", bool: "a bool (True/False)", str: "a string",
+          type(None): "None", tuple: "a tuple"}
+_PLURAL = {int: "ints", float: "finite floats", bool: "bools", str: "strings"}
+
+
+def _describe(tp, bound="") -> str:
+    b = f" {bound}" if bound else ""
+    if tp is _ANY:
+        return "any value"
+    if tp in _NAMES:
+        return _NAMES[tp] + (b if tp in (int, float) else "")
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a, bound) for a in args)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        inner = _PLURAL.get(args[0]) or _describe(args[0])
+        return f"a non-empty tuple of {inner}{b}"
+    if origin is tuple:
+        return "a tuple (" + ", ".join(_describe(a) for a in args) + f"){b}"
+    return str(tp)
+
+
+def _in_bounds(x, s: Setting | None) -> bool:
+    if s is None:
+        return True
+    if s.lo is not None and not (x > s.lo if s.lo_open else x >= s.lo):
+        return False
+    return s.hi is None or x <= s.hi
+
+
+def _convert(tp, value, s: Setting | None):
+    """``value`` as type ``tp`` within the bounds of ``s``; raises ``_Bad`` otherwise."""
+    if tp is type(None):
+        if value is None:
+            return None
+        raise _Bad
+    if tp is bool:
+        if isinstance(value, bool) or type(value).__name__ == "bool_":
+            return bool(value)
+        if hasattr(value, "dtype") and getattr(value, "ndim", 1) == 0 and \
+                str(value.dtype) in ("bool", "torch.bool"):
+            return bool(value.item())
+        raise _Bad
+    if tp is int or tp is float:
+        v = scalar(value)
+        if v is None or not math.isfinite(v):
+            raise _Bad
+        if tp is int:
+            if not float(v).is_integer():
+                raise _Bad
+            v = int(v)
+        else:
+            v = float(v)
+        if not _in_bounds(v, s):
+            raise _Bad
+        return v
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if type(value).__name__ == "device" and type(value).__module__ == "torch":
+            return str(value)
+        raise _Bad
+    if tp is tuple:
+        return _as_tuple(value, lambda x: x)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        for a in args:
+            try:
+                return _convert(a, value, s)
+            except _Bad:
+                continue
+        raise _Bad
+    if origin is tuple:
+        items = _as_tuple(value, None)
+        if len(args) == 2 and args[1] is Ellipsis:
+            if not items:
+                raise _Bad
+            return tuple(_convert(args[0], x, s) for x in items)
+        if len(items) != len(args):
+            raise _Bad
+        return tuple(_convert(a, x, s) for a, x in zip(args, items))
+    raise _Bad
+
+
+def _as_tuple(value, untyped):
+    """Lists, tuples, 1-d numpy arrays and tensors as a tuple (plain ``tuple``: nested too)."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    if hasattr(value, "tolist") and getattr(value, "ndim", 0) >= 1:
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise _Bad
+    if untyped is not None:  # plain ``tuple``: lists inside become tuples too
+        return tuple(_as_tuple(x, untyped) if isinstance(x, (list, tuple)) else x for x in value)
+    return tuple(value)
+
+
+def _error(experiment, s: Setting, value) -> SettingError:
+    return SettingError(f"experiment {experiment!r}: setting {s.name} expects "
+                        f"{s.describe()}, got {value!r}")
+
+
+def check_settings(experiment: str, settings: dict[str, Setting], given: dict) -> dict:
+    """Every setting, from ``given`` or its default, converted and checked.
+
+    Raises
+    ------
+    SettingError
+        An unknown setting (the message lists the known ones), or a value of the wrong type or
+        out of bounds (the message names the setting, what it expects and what was given).
+    """
+    unknown = sorted(set(given) - set(settings))
+    if unknown:
+        raise SettingError(f"experiment {experiment!r} has no setting(s) "
+                           f"{', '.join(map(repr, unknown))}; its settings are: "
+                           f"{', '.join(settings) or '(none)'}")
+    out = {}
+    for name, s in settings.items():
+        value = given.get(name, s.default)
+        try:
+            out[name] = s.convert(value)
+        except _Bad:
+            raise _error(experiment, s, value) from None
+    return out
+
+
+def parse_setting(experiment: str, s: Setting, text: str):
+    """A setting given as text (``--set KEY=VALUE``), converted and checked.
+
+    Strings are taken as they are (``loss=exp``); ``None``/``none`` is ``None`` where allowed;
+    ``true``/``false`` are booleans; tuples may be written ``1,2,3`` or ``(1, 2, 3)``.
+    """
+    raw = text.strip()
+    if raw.lower() == "none" and (not s.annotated or _accepts(s.type, type(None))):
+        value = None
+    elif s.annotated and _accepts(s.type, str):
+        value = raw
+    elif raw.lower() in ("true", "false"):
+        value = raw.lower() == "true"
+    else:
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            value = raw  # a plain string; checked against the type below
+    try:
+        return s.convert(value)
+    except _Bad:
+        raise _error(experiment, s, raw) from None
+
+
+def _accepts(tp, kind) -> bool:
+    if tp is kind:
+        return True
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(a, kind) for a in typing.get_args(tp))
+    return False

@@ -1,0 +1,227 @@
+"""Result persistence and the result cache: atomic writes, verified reads, a trustworthy key.
+
+A stored result is two files in one folder: ``NAME.npz`` (arrays) and ``NAME.json`` (settings,
+numbers, run time, and the SHA-256 of the ``.npz``). Both are written to a temporary file in
+the same folder and renamed into place (arrays first, the JSON last: its presence marks an
+entry), and the temporary file is removed if anything fails. A read checks the JSON, the name,
+the cache key and the arrays' hash; an entry that does not pass is a cache miss, never a
+crash or a wrong answer.
+
+The cache lives under :func:`cache_dir`, one folder per key. The key (:func:`cache_key`)
+covers the experiment's name, its exact settings (tuples and arrays by value), attnlib's
+source (:func:`source_hash`: every file of the package, package data included), the versions
+of Python, torch, numpy and cvxpy, and the device and dtype. See the chapter "Reproduction
+report".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["CacheWarning", "cache_dir", "source_hash", "versions", "cache_key", "write_entry",
+           "read_entry", "cache_info", "cache_clear", "jsonable", "to_numpy"]
+
+_KEY = re.compile(r"^[0-9a-f]{20}$")
+
+
+class CacheWarning(UserWarning):
+    """A cache entry could not be read and is recomputed."""
+
+
+def cache_dir() -> Path:
+    """Where results are cached: ``$ATTNLIB_CACHE`` or ``~/.cache/attnlib``."""
+    return Path(os.environ.get("ATTNLIB_CACHE", Path.home() / ".cache" / "attnlib"))
+
+
+def source_hash(root=None) -> str:
+    """SHA-256 (16 hex digits) of every file of the attnlib package, package data included.
+
+    ``root`` is the package folder (default: attnlib's); ``__pycache__`` is left out.
+    """
+    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*")):
+        if not f.is_file() or "__pycache__" in f.parts or f.suffix == ".pyc":
+            continue
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def versions() -> dict:
+    """Versions of Python and of the packages a result depends on (``None``: not installed)."""
+    out = {"python": platform.python_version()}
+    for pkg in ("torch", "numpy", "cvxpy"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def _canonical(v):
+    """A JSON-able form of a setting that identifies it by value (arrays by their bytes)."""
+    if v is None or isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, int):
+        return {"int": v}
+    if isinstance(v, float):
+        return {"float": v.hex()}
+    if isinstance(v, (list, tuple)):
+        return {type(v).__name__: [_canonical(x) for x in v]}
+    if isinstance(v, dict):
+        return {"dict": sorted((str(k), _canonical(x)) for k, x in v.items())}
+    if hasattr(v, "detach") or isinstance(v, (np.ndarray, np.generic)):
+        a = np.ascontiguousarray(to_numpy(v))
+        if a.ndim == 0 and a.dtype != object:
+            return _canonical(a.item())
+        return {"array": [a.dtype.str, list(a.shape), hashlib.sha256(a.tobytes()).hexdigest()]}
+    return {"repr": [type(v).__module__ + "." + type(v).__qualname__, repr(v)]}
+
+
+def cache_key(name: str, settings: dict, device: str, dtype: str) -> str:
+    """The cache key (20 hex digits) of ``name`` run with ``settings`` on ``device``/``dtype``."""
+    blob = json.dumps(dict(name=name, settings=_canonical(dict(settings)),
+                           source=source_hash(), versions=versions(), device=str(device),
+                           dtype=str(dtype)), sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def to_numpy(v) -> np.ndarray:
+    """A tensor or array-like as a numpy array."""
+    if hasattr(v, "detach"):
+        v = v.detach().cpu().numpy()
+    return np.asarray(v)
+
+
+def jsonable(params: dict) -> dict:
+    """Settings as JSON values (tuples become lists, anything else its string)."""
+    def one(v):
+        if isinstance(v, (int, float, str, bool)) or v is None:
+            return v
+        if isinstance(v, (list, tuple)):
+            return [one(x) for x in v]
+        return str(v)
+
+    return {k: one(v) for k, v in params.items()}
+
+
+def _atomic_write(path: Path, write) -> None:
+    """``write(file)`` into a temporary file beside ``path``, then rename it into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_entry(folder, name: str, meta: dict, arrays: dict) -> Path:
+    """Write ``NAME.npz`` then ``NAME.json`` (``meta`` plus the arrays' names and hash)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    arrays = {k: to_numpy(v) for k, v in arrays.items()}
+    npz, js = folder / f"{name}.npz", folder / f"{name}.json"
+    json.dumps(meta, default=float)  # a meta that cannot be written fails before any file is
+    _atomic_write(npz, lambda f: np.savez_compressed(f, **arrays))
+    meta = dict(meta, name=name, arrays=sorted(arrays), npz_sha256=_sha256(npz),
+                date=time.strftime("%Y-%m-%d", time.gmtime()))
+    text = json.dumps(meta, indent=2, default=float)
+    _atomic_write(js, lambda f: f.write(text.encode()))
+    return js
+
+
+def read_entry(folder, name: str, key: str | None = None) -> tuple[dict, dict]:
+    """``(meta, arrays)`` of the entry ``name`` in ``folder``, checked for consistency.
+
+    Raises
+    ------
+    FileNotFoundError
+        There is no ``NAME.json`` (no entry).
+    ValueError
+        The entry is unreadable or inconsistent: bad JSON, another name or key, numbers that are
+        not numbers, arrays missing or not those the JSON lists, or a hash that does not match.
+    """
+    folder = Path(folder)
+    js, npz = folder / f"{name}.json", folder / f"{name}.npz"
+    text = js.read_text()  # FileNotFoundError: no entry
+    try:
+        meta = json.loads(text)
+    except ValueError as err:
+        raise ValueError(f"{js}: not valid JSON ({err})") from None
+    if not isinstance(meta, dict) or meta.get("name") != name:
+        raise ValueError(f"{js}: holds {meta.get('name') if isinstance(meta, dict) else meta!r}, "
+                         f"not {name!r}")
+    if key is not None and meta.get("key") != key:
+        raise ValueError(f"{js}: cache key {meta.get('key')!r} is not {key!r}")
+    numbers = meta.get("numbers")
+    if not isinstance(numbers, dict) or not all(
+            isinstance(v, (int, float)) for v in numbers.values()):
+        raise ValueError(f"{js}: numbers are missing or not numbers")
+    if not npz.is_file():
+        raise ValueError(f"{npz}: missing")
+    if "npz_sha256" in meta and _sha256(npz) != meta["npz_sha256"]:
+        raise ValueError(f"{npz}: its hash does not match {js.name} (changed or corrupt)")
+    try:
+        with np.load(npz, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as err:  # noqa: BLE001 - any unreadable archive is a bad entry
+        raise ValueError(f"{npz}: unreadable ({type(err).__name__}: {err})") from None
+    if "arrays" in meta and sorted(arrays) != sorted(meta["arrays"]):
+        raise ValueError(f"{npz}: holds {sorted(arrays)}, {js.name} lists {meta['arrays']}")
+    return meta, arrays
+
+
+def _entries(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir() and _KEY.match(p.name)) \
+        if root.is_dir() else []
+
+
+def _size(p: Path) -> int:
+    if p.is_file():
+        return p.stat().st_size
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def cache_info() -> dict:
+    """``{"path", "entries", "bytes"}`` of the result cache."""
+    root = cache_dir()
+    entries = _entries(root)
+    return dict(path=root, entries=len(entries), bytes=sum(_size(p) for p in entries))
+
+
+def cache_clear() -> int:
+    """Remove every cache entry (and stray temporary files); return how many entries.
+
+    Only folders named like cache keys are removed, so ``$ATTNLIB_CACHE`` pointing at a folder
+    with other content never loses it.
+    """
+    root = cache_dir()
+    entries = _entries(root)
+    for p in entries:
+        shutil.rmtree(p)
+    if root.is_dir():
+        for tmp in root.glob(".*.tmp"):
+            tmp.unlink()
+    return len(entries)
