@@ -1,4 +1,4 @@
-"""Tests of attnlib.tokens: scores, selections, support tokens, local optimality, sets O_i."""
+"""Tests of attnlib.tokens: scores, selections, support tokens, sets O_i, input helpers."""
 
 import pytest
 import torch
@@ -56,41 +56,12 @@ def test_support_tokens_match_positive_duals():
     assert (tokens.support_tokens(data, 37.0 * W, alpha) == sup).all()
 
 
-def test_three_token_local_optimality_labels():
-    # E1 of the max-margin paper (prompt model, W = diag(1,1,0)); book's {1} / {1,2}, 0-based
-    for g3, expected in [(0.9, [True, False, False]), (0.0, [True, True, False])]:
-        data = _three_token(g3)
-        sel = tokens.enumerate_selections(data, param="p", W=PROMPT_W)
-        assert sel.alpha.tolist() == [[0], [1], [2]]
-        assert sel.feasible.all()
-        assert sel.locally_optimal.tolist() == expected
-        assert sel.globally_optimal.tolist() == [True, False, False]
-        for a, lab in zip(sel.alpha, expected):
-            assert tokens.is_locally_optimal(data, a, param="p", W=PROMPT_W) == lab
-
-
 def test_three_token_support_sets():
     data = _three_token(0.9)
     for a, support in [(0, [2]), (1, [2]), (2, [0, 1])]:
         p = svm.prompt_svm(data, alpha=[a], W=PROMPT_W)
         sup = tokens.support_tokens(data.X, PROMPT_W, [a], z=p[None])  # queries z_1 = p
         assert torch.nonzero(sup[0]).flatten().tolist() == support
-
-
-def test_optimal_tokens_are_locally_optimal_and_batched_labels():
-    data = random_data(4, 5, 8, trials=3, seed=2, device="cpu")
-    opt = tokens.optimal_tokens(data)
-    assert tokens.is_locally_optimal(data, opt).tolist() == [True] * 3
-    assert tokens.is_locally_optimal(data, opt, norm="nuc").tolist() == [True] * 3
-
-
-def test_infeasible_selection_is_not_locally_optimal():
-    X = torch.tensor([[[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]]], dtype=torch.float64)
-    data = AttentionData(X, torch.tensor([1.0]), z=torch.tensor([[1.0, 0.0]]),
-                         v=torch.tensor([1.0, 0.0]))
-    sel = tokens.enumerate_selections(data)
-    assert sel.feasible.tolist() == [True, False, True]
-    assert sel.locally_optimal.tolist() == [False, False, True]  # token 3 scores highest
 
 
 def test_selected_sets_and_cleanly_masked():
@@ -118,13 +89,35 @@ def test_bad_inputs():
         tokens.support_tokens(data, W, [0, 1, 7])
     with pytest.raises(ValueError, match="tol"):
         tokens.support_tokens(data, W, [0, 1, 2], tol=-1)
-    with pytest.raises(ValueError, match="param"):
-        tokens.is_locally_optimal(data, [0, 0, 0], param="KQ")
-    with pytest.raises(ValueError, match="max_selections"):
-        tokens.enumerate_selections(data, max_selections=10)
     with pytest.raises(ValueError, match="threshold"):
         tokens.selected_sets(torch.full((2, 2), 0.5), threshold=2.0)
     with pytest.raises(ValueError, match="s"):
         tokens.selected_sets(torch.tensor([[1.5, -0.5]]))
     with pytest.raises(ValueError, match="masked"):
         tokens.cleanly_masked(torch.full((2, 2), 0.5), threshold=1e-6, masked=1e-3)
+
+
+def test_input_helpers_validate_and_convert():
+    data = random_data(3, 4, 5, trials=2, seed=0, device="cpu")
+    X, z = tokens.token_inputs(data)
+    assert X is not None and torch.equal(X, data.X) and torch.equal(z, data.z)
+    X2, z2 = tokens.token_inputs(data.X.numpy(), z=data.z)
+    assert torch.equal(X2, data.X) and torch.equal(z2, data.z)
+    assert tokens.token_inputs(data.X, need_z=False)[1] is None
+    with pytest.raises(ValueError, match="z: the query tokens"):
+        tokens.token_inputs(data.X)
+    with pytest.raises(ValueError, match="z: expected shape"):
+        tokens.token_inputs(data.X, z=torch.ones(3, 4))
+    with pytest.raises(ValueError, match="X: expected shape"):
+        tokens.token_inputs(torch.ones(4, 5))
+    a = tokens.as_selection([0.0, 3.0, 1.0], X)
+    assert a.dtype == torch.long and a.tolist() == [0, 3, 1]
+    for bad in ([0, 4, 1], [0, -1, 1], [0.5, 1, 1], [0, 1], [True, False, True]):
+        with pytest.raises(ValueError, match="alpha"):
+            tokens.as_selection(bad, X)
+    assert tokens.as_mask(None, X) is None
+    m = tokens.as_mask([[1, 0, 1, 1]] * 3, X)
+    assert m.dtype == torch.bool and m.sum() == 9
+    for bad in ([[2, 0, 1, 1]] * 3, [[0, 0, 0, 0]] + [[1, 1, 1, 1]] * 2, [[1, 1, 1]] * 3):
+        with pytest.raises(ValueError, match="mask"):
+            tokens.as_mask(bad, X)
