@@ -16,19 +16,15 @@ The book's own checks (``mm_regpath``, ``mm_local_certificate``, the token-plane
 re-exported here. The figures are in :mod:`attnlib.figures.max_margin` (re-exported here:
 ``mm.plot_e1``), the explorers in :mod:`attnlib.explorers.max_margin`.
 
-Each function takes the paper's settings as keyword defaults, trains all its initialisations
-as the trials of one batched :func:`attnlib.train.train` call (one per method or loss) and
-returns ``(numbers, arrays)``. The reproduction targets sit beside each experiment; their
-values come from the paper's official notebooks (``ucr-optml/max_margin_attention``) or from
-an independent re-simulation of them. Chapters check them with ``result.require("key")``.
+Each function takes the paper's settings as typed keyword defaults, trains all its
+initialisations as the trials of one batched :func:`attnlib.train.train` call and returns
+``(numbers, arrays)``; its reproduction targets (official notebooks
+``ucr-optml/max_margin_attention`` or an independent re-simulation) sit beside it and chapters
+check them with ``result.require("key")``. Indices are 0-based: the paper's :math:`x_1` is 0.
 
-Indices are 0-based in code: the paper's token :math:`x_1` is index 0.
-
-Deprecated aliases: ``softmax_explorer`` and ``joint_explorer`` used to live here; they are now
-:func:`attnlib.explorers.max_margin.softmax_explorer` and
-:func:`attnlib.explorers.max_margin.joint_explorer` (also ``attnlib.widgets.*``). The old names
-still resolve, lazily and with a ``DeprecationWarning`` (a module ``__getattr__``; no import of
-the explorers here, which sit above the experiments).
+Deprecated aliases: ``softmax_explorer``/``joint_explorer`` moved to
+:mod:`attnlib.explorers.max_margin` (``al.widgets.*``); the old names resolve lazily with a
+``DeprecationWarning`` (a module ``__getattr__``: the explorers sit above the experiments).
 """
 
 from __future__ import annotations
@@ -41,6 +37,7 @@ import numpy as np
 import torch
 
 from attnlib import data as _data
+from attnlib import examples as _examples
 from attnlib import models as _models
 from attnlib._runtime import resolve_device
 from attnlib.figures.max_margin import (
@@ -158,7 +155,7 @@ def e1_basins(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, trials: int
     (keys, scores, paths, SVM directions, the sweep).
     """
     dev = resolve_device(device)
-    ex = {s: _data.three_token_example(s, device=dev) for s in ("global", "local")}
+    ex = {s: _examples.three_token_example(s, device=dev) for s in ("global", "local")}
     cs = _inits(trials)
     sweep_c = np.linspace(*sweep_range, sweep).tolist() if sweep else []
     # one batch: global runs, local runs, local sweep
@@ -270,7 +267,7 @@ def e2_multi_input(steps: int = 1000, lr: float = 0.1, lr_gd: float = 1.0, eps: 
     :func:`~attnlib.train.train` call per method. See chapter 2.
     """
     dev = resolve_device(device)
-    ex = _data.multi_input_example(device=dev)
+    ex = _examples.multi_input_example(device=dev)
     cs = _inits(trials)
     p0 = torch.zeros(len(cs), 3, dtype=ex.data.dtype, device=dev)
     p0[:, 0] = torch.tensor(cs, dtype=p0.dtype)
@@ -360,7 +357,7 @@ def e3_joint(steps: int = 1000, lr: float = 0.1, eps: float = 1e-19,
     1e-9 for v; the trainer has one ε (1e-19), which changes nothing visible here. See chapter 4.
     """
     dev = resolve_device(device)
-    exs = [_data.joint_example(tight=t, device=dev) for t in (True, False)]
+    exs = [_examples.joint_example(tight=t, device=dev) for t in (True, False)]
     X = torch.stack([e.data.X for e in exs])  # (2, 3, 2, 2)
     data = _data.AttentionData(X, exs[0].data.Y)
     init = {k: torch.stack([e.init[k] for e in exs]) for k in ("W", "p", "v")}
@@ -431,7 +428,7 @@ def e4_loss(C: tuple[float, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 100), steps: 
     ``horizon`` the paper plots (200). See chapter 3.
     """
     dev = resolve_device(device)
-    ex = _data.loss_example(C=C, device=dev)
+    ex = _examples.loss_example(C=C, device=dev)
     runs = [train(ex.data, param="p", loss=loss, lr=lr, steps=steps, eps=eps, init=ex.init,
                   record_every=1) for loss in ("correlation", "logistic")]
     P = torch.stack([r.history["p"] for r in runs])  # (2, len(C), S, 3)

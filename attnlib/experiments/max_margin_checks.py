@@ -22,6 +22,7 @@ import math
 import torch
 
 from attnlib import data as _data
+from attnlib import examples as _examples
 from attnlib import models as _models
 from attnlib._runtime import few_threads, resolve_device
 from attnlib.figures.max_margin import plot_certificate, plot_regpath
@@ -95,7 +96,7 @@ def ray_risk(radii: tuple[float, ...] = (0, 1, 2, 4, 8, 16, 32, 64), loss: str =
     :math:`x_2 = (1, 0)`, and how close the risk gets to :math:`\ell(\gamma_1)`,
     :math:`\ell(\gamma_2)` (logistic: :math:`\ell(u) = \log(1 + e^{-u})`). See chapter 1.
     """
-    ex = _data.three_token_example("global", device=resolve_device(device))
+    ex = _examples.three_token_example("global", device=resolve_device(device))
     u = torch.tensor([[-0.1, 1.0, 0.0], [1.0, 0.0, 0.0]], dtype=ex.data.dtype,
                      device=ex.data.device)
     risk, att = ray_losses(ex, u, radii, loss=loss)  # (2, m), (2, m, 1, 3)
@@ -132,7 +133,7 @@ def regpath(radii: tuple[float, ...] = (2, 4, 8, 16), steps: int = 2000, lr: flo
     :math:`\cos(\bar p(R), p^{mm})` per radius. See chapter 2.
     """
     dev = resolve_device(device)
-    ex = _data.three_token_example("global", device=dev)
+    ex = _examples.three_token_example("global", device=dev)
     W = ex.init["W"]
     path = regularization_path(ex.data, radii, param="p", steps=steps, lr=lr, init={"W": W})
     p_mm = prompt_svm(ex.data, W=W)
@@ -213,11 +214,11 @@ def local_certificate(n: int = 3, T: int = 3, d: int = 4, seed: int = 0, trials:
 # ----------------------------------------------------------------------------- token plane
 #: Prompt-model examples of the max-margin paper: name -> (constructor(device), description).
 TOKEN_EXAMPLES = {
-    "e1-global": (lambda device: _data.three_token_example("global", device=device),
+    "e1-global": (lambda device: _examples.three_token_example("global", device=device),
                   "one input, 3 tokens, scores (1, .9, .9): every run finds the optimal token"),
-    "e1-local": (lambda device: _data.three_token_example("local", device=device),
+    "e1-local": (lambda device: _examples.three_token_example("local", device=device),
                  "one input, 3 tokens, scores (1, .9, 0): runs split between two selections"),
-    "e2": (lambda device: _data.multi_input_example(device=device),
+    "e2": (lambda device: _examples.multi_input_example(device=device),
            "3 inputs of 7 tokens, equal non-optimal scores"),
 }
 _ENUMERATE_UP_TO = 27  # label every selection when there are at most this many (T^n)

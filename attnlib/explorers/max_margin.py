@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from attnlib import plots
-from attnlib.data import three_token_example
+from attnlib.examples import three_token_example
 from attnlib.experiments import run
 from attnlib.experiments.max_margin_checks import SELECTION_POSITIONS, TOKEN_EXAMPLES, ray_losses
 from attnlib.explore import Control, Explorer, show_progress, with_static
