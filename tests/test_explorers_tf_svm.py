@@ -1,0 +1,117 @@
+"""Explorers of "Transformers as SVMs" (chapters 5-8): they read experiment results.
+
+Each explorer is drawn in live mode and what it draws is compared with a direct computation
+(numpy) from the data: the rows a sweep shows for a cell, the selected and optimal tokens the
+causal explorer marks, the SVM of the run's own selection in the parameterisation explorer.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import experiments as E
+from attnlib.explorers import tf_svm as X
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
+    X.parameterisation_data.cache_clear()
+    X._causal_result.cache_clear()
+
+
+def _sweep_arrays():
+    ds = np.array([2, 4, 8])
+    cells = np.array([[3, 4], [5, 6]])
+    return dict(ds=ds, cells=cells, fro_mean=np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]),
+                nuc_mean=np.array([[0.5, 1.5, 2.5], [3.5, 4.5, 5.5]]),
+                infeasible=np.array([[0.9, 0.1, 0.0], [1.0, 0.6, 0.0]]))
+
+
+def test_sweep_draws_the_chosen_cell():
+    A = _sweep_arrays()
+    live = X.sweep(A, mode="live")  # default cell: the first, default d: the middle one
+    left = live.figure.axes[0]
+    ys = [ln.get_ydata() for ln in left.lines if len(ln.get_xdata()) == 3]
+    assert any(np.allclose(y, A["fro_mean"][0]) for y in ys)
+    assert any(np.allclose(y, np.minimum(3, A["ds"])) for y in ys)  # the rank bound min(n, d)
+    live.update(cell="n=5, T=6")
+    ys = [ln.get_ydata() for ln in live.figure.axes[0].lines if len(ln.get_xdata()) == 3]
+    assert any(np.allclose(y, A["nuc_mean"][1]) for y in ys)
+    assert not any(np.allclose(y, A["fro_mean"][0]) for y in ys)
+
+
+def test_sweep_rejects_unknown_arrays():
+    with pytest.raises(ValueError, match="no array 'nope'"):
+        X.sweep(_sweep_arrays(), curves={"x": "nope"}, mode="live")
+    with pytest.raises(ValueError, match="'ds'"):
+        X.sweep({"fro_mean": np.zeros(3)}, mode="live")
+
+
+def test_sweep_reads_an_experiment_by_name():
+    res = E.run("tf_global_fraction", trials=2, ds=(2, 4), steps=20, progress=False,
+                device="cpu")
+    live = X.sweep("tf_global_fraction", trials=2, ds=(2, 4), steps=20, progress=False,
+                   device="cpu", curves={"global": "global"}, aside=None, mode="live")
+    np.testing.assert_allclose(live.figure.axes[0].lines[0].get_ydata(), res.arrays["global"][0])
+
+
+def test_parameterisation_reads_the_experiment():
+    d = X.parameterisation_data(2, 0.5, True)  # not the chapter's settings: no layouts
+    res = E.run("tf_visualization", example=2, lr=0.5, normalized=True, layouts=0)
+    assert res.cached  # the explorer's run is the cached experiment result
+    Xt, z = d["X"], d["z"]
+    for name in ("W", "KQ"):
+        H = d[name]["H"][1:]  # W(0) = 0 for the W run: no direction yet
+        logits = np.einsum("itd,de,ie->it", Xt, H[-1], z)
+        np.testing.assert_array_equal(d[name]["alpha"], logits.argmax(-1))  # GD's selection
+        cos = (H * d[name]["fro"]).sum((-2, -1)) / (
+            np.linalg.norm(H, axis=(-2, -1)) * np.linalg.norm(d[name]["fro"]))
+        np.testing.assert_allclose(d[name]["corr_fro"][1:], cos, atol=1e-12)
+    live = X.parameterisation(lr=0.5, mode="live")
+    assert len(live.figure.axes) == 3
+    live.update(param="W", iterations=100)
+    assert live.figure.axes[1].get_xlim()[1] == 200  # at least 200 iterations shown
+
+
+def _causal_oracle(n, T, d, W, causal):
+    """Selected and optimal tokens of trial 0, recomputed with numpy from the data law."""
+    from attnlib.sequences import random_sequences
+
+    data = random_sequences(n, T, d, trials=1, seed=0, device="cpu")
+    Xs, Y, v = data.X.numpy()[0], data.Y.numpy()[0], data.v.numpy()[0]
+    visible = np.tril(np.ones((T, T), bool)) if causal else np.ones((T, T), bool)
+    logits = np.einsum("itd,de,ike->ikt", Xs, W, Xs)
+    gam = Y[..., None] * (Xs @ v)[:, None, :]
+    return (np.where(visible, logits, -np.inf).argmax(-1),
+            np.where(visible, gam, -np.inf).argmax(-1))
+
+
+@pytest.mark.parametrize("attention", ["causal", "bidirectional"])
+def test_causal_explorer_marks_selected_and_optimal_tokens(attention):
+    live = X.causal_explorer(n=2, T=3, d=4, steps=200, mode="live")
+    live.update(attention=attention, sequence=1, iterations=200)
+    runs = X.causal_runs(2, 3, 4, 200, 0)
+    sel, opt = _causal_oracle(2, 3, 4, runs[attention]["H"][-1], attention == "causal")
+    ax0 = live.figure.axes[0]
+    dots, crosses = ax0.lines[0], ax0.lines[1]
+    np.testing.assert_array_equal(dots.get_xdata(), sel[1])
+    np.testing.assert_array_equal(crosses.get_xdata(), opt[1])
+    if attention == "causal":
+        assert (sel <= np.arange(3)).all()  # a query never selects a token after it
+
+
+def test_causal_explorer_reads_a_given_result():
+    res = E.run("tf_causal", trials=2, n=1, T=3, d=4, steps=100, device="cpu")
+    live = X.causal_explorer(result=res, trial=1, mode="live")
+    shown = live.figure.axes[0].images[0].get_array()
+    from attnlib.sequences import sequence_softmax
+
+    s = sequence_softmax(torch.as_tensor(res.arrays["X"][1]),
+                         torch.as_tensor(res.arrays["hist_causal"][1, -1]), True).numpy()[0]
+    np.testing.assert_allclose(shown, s, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_static_modes_render():
+    assert "<" in X.causal_explorer(n=1, T=3, d=4, steps=200, mode="static")._repr_html_()
