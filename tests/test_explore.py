@@ -6,6 +6,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from attnlib import explore
 from attnlib.explore import Control, Explorer, LiveExplorer, StaticExplorer, png_bytes
@@ -54,6 +56,8 @@ def test_control_validation():
         c.check(0.5)
     with pytest.raises(ValueError, match="values"):
         Control("x", ())
+    with pytest.raises(ValueError, match="distinct"):
+        Control("x", (1, 2, 1.0))
     with pytest.raises(ValueError, match="default"):
         Control("x", (1, 2), default=3)
     with pytest.raises(ValueError, match="static"):
@@ -66,6 +70,27 @@ def test_values_compare_and_format_as_shown():
     assert not explore.same_value(0.1, 0.1001)
     assert [explore.format_value(v) for v in (np.float64(0.123456), np.int32(7), True, "a")] == \
         ["0.1235", "7", "True", "a"]
+
+
+@settings(database=None)
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=8, unique=True),
+       st.floats(-1e6, 1e6, allow_nan=False))
+def test_check_returns_the_declared_value_or_refuses(values, x):
+    distinct = all(not explore.same_value(u, v) for j, u in enumerate(values)
+                   for v in values[:j])
+    if not distinct:  # e.g. 0.0 and 1e-144: check() could not tell them apart
+        with pytest.raises(ValueError, match="distinct"):
+            Control("x", values)
+    assume(distinct)
+    c = Control("x", values)
+    for v in values:  # a declared value, also as numpy, comes back as the declared object
+        assert c.check(np.float64(v)) is v
+    close = [v for v in values if abs(x - v) <= max(1e-9 * max(abs(x), abs(v)), 1e-12)]
+    if close:
+        assert c.check(x) is close[0]
+    else:
+        with pytest.raises(ValueError, match="x \\(value\\) must be one of"):
+            c.check(x)
 
 
 def test_static_values_default_and_with_static():

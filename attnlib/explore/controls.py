@@ -74,6 +74,11 @@ class Control:
         vals = tuple(self.values)
         if not vals:
             raise ValueError(f"control {self.name!r}: values must be a non-empty sequence")
+        for j, v in enumerate(vals):  # check() could not tell such values apart
+            twin = next((u for u in vals[:j] if same_value(u, v)), None)
+            if twin is not None:
+                raise ValueError(f"control {self.name!r}: values must be distinct, got {twin!r} "
+                                 f"and {v!r}")
         object.__setattr__(self, "values", vals)
         if self.default is None:
             object.__setattr__(self, "default", vals[0])
