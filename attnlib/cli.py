@@ -17,9 +17,11 @@ missed target exits with status 1 under ``--strict``. See the chapter "Reproduct
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -165,12 +167,46 @@ def _check_out(out: Path) -> None:
         raise UsageError(f"--out {out}: not a writable folder ({err.strerror or err})") from None
 
 
+@contextlib.contextmanager
+def _elapsed(name: str, expected, enabled: bool):
+    """A time bar on stderr (elapsed of the expected seconds) while the block runs.
+
+    For experiments that draw no progress bar of their own (they take no ``progress``).
+    """
+    if not enabled:
+        yield
+        return
+    from tqdm.auto import tqdm
+
+    total = None if expected is None else max(1, round(expected))
+    bar = tqdm(total=total, desc=name, unit="s", leave=False,
+               bar_format="{desc}: {bar}| {n:.0f}/{total} s expected" if total else None)
+    stop = threading.Event()
+
+    def tick():
+        t0 = time.monotonic()
+        while not stop.wait(0.5):
+            bar.n = min(time.monotonic() - t0, total) if total else time.monotonic() - t0
+            bar.refresh()
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        bar.close()
+
+
 def reproduce(name, settings, out: Path, cache=True, figure=True):
     """Run one experiment, save figure and numbers under ``out``, print the summary."""
     from attnlib import experiments
 
     t0 = time.perf_counter()
-    res = experiments.run(name, cache=cache, **settings)
+    exp = experiments.get(name)
+    with _elapsed(name, exp.seconds, "progress" not in exp.settings and sys.stderr.isatty()):
+        res = experiments.run(name, cache=cache, **settings)
     written = [res.save(out), out / f"{name}.npz"]
     if figure and experiments.get(name).plot is not None:
         import matplotlib

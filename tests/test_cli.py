@@ -154,3 +154,21 @@ def test_module_entry_point(tmp_path):
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.startswith("python -m attnlib: error: experiment ") and \
         bad.stderr.count("\n") == 1
+
+
+def test_a_time_bar_for_experiments_without_their_own(dummy, fakes, tmp_path,  # noqa: F811
+                                                     capsys, monkeypatch):
+    import time
+
+    def slow(seed: int = 0):
+        time.sleep(1.2)
+        return {"mean": 10.0}, {}
+
+    fakes("slow", slow, seconds=3)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["reproduce", "slow", "--out", str(tmp_path), "--no-figure"]) == 0
+    err = capsys.readouterr().err
+    assert "slow: " in err and "/3 s expected" in err
+    assert main(["reproduce", "dummy", "--out", str(tmp_path), "--no-figure"]) == 0
+    assert "dummy: " not in capsys.readouterr().err  # it draws its own (progress=True)
+    assert CALLS[-1]["progress"] is True
