@@ -64,8 +64,9 @@ class SolveConfig:
         scale before the first solve (and scaled back); others only after a failed attempt.
     farkas_ratio : float
         A Farkas certificate with :math:`b^\\top\\lambda / \\|A^\\top\\lambda\\| \\ge`
-        ``farkas_ratio`` (rows normalised) confirms infeasibility: every feasible point would
-        need a norm above this ratio.
+        ``farkas_ratio`` (rows normalised, see :func:`attnlib.svm.engine.farkas`) confirms
+        infeasibility: every feasible point would need a norm above this ratio (a geometric
+        margin below its inverse).
     max_iters : int or None
         Iteration cap passed to the solvers (None: the solver's default).
 
@@ -76,7 +77,7 @@ class SolveConfig:
     tol: float = 1e-6
     first_order_tol: float = 1e-3
     rescale_outside: tuple = (1e-4, 1e4)
-    farkas_ratio: float = 1e8
+    farkas_ratio: float = 1e6
     max_iters: int | None = None
 
     def __post_init__(self):

@@ -262,27 +262,35 @@ def certify(r: Rows, w, lam, mu, norm, tol: float) -> Certificate:
 
 
 def farkas(r: Rows, ratio: float) -> bool:
-    """Whether infeasibility of ``r`` is confirmed by a verified Farkas certificate.
+    r"""Whether infeasibility of ``r`` is confirmed by a verified Farkas certificate.
 
-    With every row of ``[A | b]`` (and ``[C | c]``) scaled to unit norm, find
-    :math:`0 \\le \\lambda \\le 1`, :math:`|\\mu| \\le 1` maximising
-    :math:`g = b^\\top\\lambda + c^\\top\\mu` subject to :math:`A^\\top\\lambda + C^\\top\\mu = 0`;
-    confirmed when :math:`g \\ge` ``ratio`` :math:`\\cdot \\|A^\\top\\lambda + C^\\top\\mu\\|`
-    recomputed in float64 (then every w with :math:`Aw \\ge b, Cw = c` would need
-    :math:`\\|w\\| \\ge` ``ratio``).
+    The rows are normalised (every :math:`A_k`, :math:`C_k` to unit norm, then all right-hand
+    sides by their largest magnitude), so the test does not depend on the data's scale. Then
+    find :math:`0 \le \lambda \le 1`, :math:`|\mu| \le 1` maximising
+    :math:`g = b^\top\lambda + c^\top\mu` subject to :math:`A^\top\lambda + C^\top\mu = 0`.
+    Confirmed when :math:`g \ge` ``ratio`` :math:`\cdot \|A^\top\lambda + C^\top\mu\|`
+    (recomputed in float64): every w with :math:`Aw \ge b,\ Cw = c` would then need
+    :math:`\|w\| \ge` ``ratio`` in these units (a geometric margin below 1/ratio). A zero
+    row with a positive right-hand side (:math:`0 \ge b_k > 0`) is confirmed at once.
     """
-    def unit(M, v):
-        nrm = np.sqrt((M * M).sum(1) + v * v) + 1e-300
-        return M / nrm[:, None], v / nrm
-
-    A, b = unit(r.A, r.b)
     eq = r.C is not None and len(r.C) > 0
-    C, c = unit(r.C, r.c) if eq else (np.zeros((0, A.shape[1])), np.zeros(0))
+    C0, c0 = (r.C, r.c) if eq else (np.zeros((0, r.A.shape[1])), np.zeros(0))
+    na, nc = np.linalg.norm(r.A, axis=1), np.linalg.norm(C0, axis=1)
+    if ((na == 0) & (r.b > 0)).any() or ((nc == 0) & (c0 != 0)).any():
+        return True
+    ka, kc = na > 0, nc > 0  # zero rows left are 0 >= b (b <= 0) or 0 = 0: always true
+    A, b = r.A[ka] / na[ka, None], r.b[ka] / na[ka]
+    C, c = C0[kc] / nc[kc, None], c0[kc] / nc[kc]
+    big = max(np.abs(b).max(initial=0.0), np.abs(c).max(initial=0.0))
+    if not big > 0:
+        return False  # homogeneous: w = 0 is feasible
+    b, c = b / big, c / big
+    eq = len(c) > 0
     lam = cp.Variable(len(b), nonneg=True)
     mu = cp.Variable(len(c)) if eq else None
-    res = A.T @ lam + (C.T @ mu if eq else 0)
+    res = (A.T @ lam if len(b) else 0) + (C.T @ mu if eq else 0)
     cons = [lam <= 1, res == 0] + ([cp.abs(mu) <= 1] if eq else [])
-    prob = cp.Problem(cp.Maximize(b @ lam + (c @ mu if eq else 0)), cons)
+    prob = cp.Problem(cp.Maximize((b @ lam if len(b) else 0) + (c @ mu if eq else 0)), cons)
     try:
         prob.solve(solver="CLARABEL", **CLARABEL_TIGHT)
     except cp.error.SolverError:
