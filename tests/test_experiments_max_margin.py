@@ -17,7 +17,7 @@ import attnlib.experiments as E
 from attnlib.data import three_token_example
 from attnlib.experiments import max_margin as mm
 from attnlib.experiments import max_margin_checks as mmc
-from attnlib.tokens import is_locally_optimal
+from attnlib.optimality import is_locally_optimal
 
 TINY = {
     "mm_e1_basins": dict(steps=30, sweep=3),

@@ -77,7 +77,8 @@ def ray_losses(example, directions, radii, loss: str = "logistic"):
 
 
 @experiment(
-    "mm_ray_risk", paper=f"{PAPER} Sec. 2 (no finite minimiser)", chapter="01_token_selection",
+    "mm_ray_risk", seconds=0.1, paper=f"{PAPER} Sec. 2 (no finite minimiser)",
+    chapter="01_token_selection",
     title="The risk along rays of p: it falls to ℓ(max γ) only toward the optimal token",
     targets=[
         Target("risk_decreasing", "risk along the ray toward x1 keeps falling as ‖p‖ grows",
@@ -113,7 +114,7 @@ def ray_risk(radii: tuple[float, ...] = (0, 1, 2, 4, 8, 16, 32, 64), loss: str =
 
 # ----------------------------------------------------------------------------- R1 check
 @experiment(
-    "mm_regpath", paper=f"{PAPER} R1 (suggested check)", chapter="02_att_svm",
+    "mm_regpath", seconds=3, paper=f"{PAPER} R1 (suggested check)", chapter="02_att_svm",
     title="Regularisation path on the 3-token example (global scores)",
     plot=plot_regpath,
     targets=[
@@ -151,7 +152,7 @@ def regpath(radii: tuple[float, ...] = (2, 4, 8, 16), steps: int = 2000, lr: flo
 
 # ----------------------------------------------------------------------------- README certificate
 @experiment(
-    "mm_local_certificate", paper=f"{PAPER} README procedure", chapter="03_local_global",
+    "mm_local_certificate", seconds=4, paper=f"{PAPER} README procedure", chapter="03_local_global",
     title="Certify GD's limit: every endpoint selects a locally optimal selection",
     plot=plot_certificate,
     targets=[
@@ -225,7 +226,7 @@ _ENUMERATE_UP_TO = 27  # label every selection when there are at most this many 
 
 
 @experiment(
-    "mm_token_plane", paper=f"{PAPER} Figs. 1-2 (explorer)", chapter="02_att_svm",
+    "mm_token_plane", seconds=2, paper=f"{PAPER} Figs. 1-2 (explorer)", chapter="02_att_svm",
     title="Token plane: six GD runs of p and the max-margin rays of the locally optimal "
           "selections",
     targets=[
@@ -290,7 +291,8 @@ SELECTION_POSITIONS = {"(0, 0)": (0.0, 0.0), "(0.6, 0.6)": (0.6, 0.6),
 
 
 @experiment(
-    "mm_selection", paper=f"{PAPER} local optimality (explorer)", chapter="03_local_global",
+    "mm_selection", seconds=0.5, paper=f"{PAPER} local optimality (explorer)",
+    chapter="03_local_global",
     title="Every selection of the 3-token input, x3 moved: feasible, locally optimal, its SVM",
     targets=[
         Target("rule_agrees", "the labels follow the rule: α is locally optimal iff its SVM "
