@@ -40,6 +40,7 @@ from attnlib import data as _data
 from attnlib import examples as _examples
 from attnlib import models as _models
 from attnlib._runtime import resolve_device
+from attnlib._validate import number
 from attnlib.figures.max_margin import (
     plot_certificate,
     plot_e1,
@@ -79,8 +80,7 @@ def __getattr__(name):
 
 def _inits(trials: int) -> list[float]:
     """Offsets c: the official six first, then ``trials - 6`` more spread over their range."""
-    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
-        raise ValueError(f"trials: expected a positive int, got {trials!r}")
+    trials = number("trials", trials, lo=1, integer=True)
     extra = np.linspace(_INITS[0], _INITS[-1], max(trials - len(_INITS), 0) + 2)[1:-1]
     return list(_INITS[:trials]) + extra.tolist()
 

@@ -25,6 +25,7 @@ from attnlib import data as _data
 from attnlib import examples as _examples
 from attnlib import models as _models
 from attnlib._runtime import few_threads, resolve_device
+from attnlib._validate import choice
 from attnlib.figures.max_margin import plot_certificate, plot_regpath
 from attnlib.metrics import correlation
 from attnlib.optimality import enumerate_selections
@@ -252,8 +253,7 @@ def token_plane(example: str = "e1-global", lr: float = 0.1, normalized: bool = 
     ``cos`` (k, 6, S) of every run with every ray, ``selected`` (6, n), ``optimal`` (n,),
     ``inits`` (6, 2).
     """
-    if example not in TOKEN_EXAMPLES:
-        raise ValueError(f"example: expected one of {sorted(TOKEN_EXAMPLES)}, got {example!r}")
+    example = choice("example", example, TOKEN_EXAMPLES)
     dev = resolve_device(device)
     ex = TOKEN_EXAMPLES[example][0](dev)
     W = ex.init["W"]
@@ -313,9 +313,7 @@ def selection(position: str = "(0, 0)", score: float = 0.0, device: str | None =
     ``gamma`` (1, 3), ``alpha`` (3,), ``feasible``, ``locally_optimal``, ``globally_optimal``
     (3,), ``p_mm`` (3, 2) (NaN when infeasible), ``support`` (3, 1, 3).
     """
-    if position not in SELECTION_POSITIONS:
-        raise ValueError(f"position: expected one of {sorted(SELECTION_POSITIONS)}, "
-                         f"got {position!r}")
+    position = choice("position", position, SELECTION_POSITIONS)
     dev = resolve_device(device)
     x3 = SELECTION_POSITIONS[position]
     f64 = dict(dtype=torch.float64, device=dev)
