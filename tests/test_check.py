@@ -101,10 +101,31 @@ def test_reference_errors_raise(toy):
 
 
 def test_strict_mode_raises(toy, monkeypatch):
-    monkeypatch.setenv("ATTNLIB_CHECK_STRICT", "1")
+    monkeypatch.setattr(check, "_STRICT", {"on": None})  # follow the environment variable
+    monkeypatch.delenv(check.STRICT_ENV, raising=False)
+    assert not check.is_strict()
+    assert not check.check_svm_direction(-W_MM, toy, alpha=[0])  # feedback, no exception
+    monkeypatch.setenv(check.STRICT_ENV, "0")
+    assert not check.is_strict()
+    monkeypatch.setenv(check.STRICT_ENV, "1")  # the grader's switch
+    assert check.is_strict()
     assert check.check_svm_direction(W_MM, toy, alpha=[0])
     with pytest.raises(AssertionError, match="violates"):
         check.check_svm_direction(-W_MM, toy, alpha=[0])
+    assert check.strict(False) is False  # the explicit setting wins over the environment
+    assert not check.check_svm_direction(-W_MM, toy, alpha=[0])
+    assert check.strict() is False  # None leaves it
+    assert check.strict(True) is True
+    monkeypatch.delenv(check.STRICT_ENV)
+    with pytest.raises(AssertionError, match="not yet"):
+        check.Feedback(False, "t", "m")
+    assert not check.Feedback(False, "t", "m", strict=False)  # per check
+    check.strict(False)
+    with pytest.raises(AssertionError):
+        check.Feedback(False, "t", "m", strict=True)
+    assert check.Feedback(True, "t", "m", strict=True)
+    with pytest.raises(ValueError, match="on"):
+        check.strict("yes")
 
 
 def test_selection(rand):
