@@ -1,26 +1,19 @@
 r"""Experiments of *Max-Margin Token Selection in Attention Mechanism* (arXiv 2306.13596).
 
-The prompt model of chapters 1-4: one trainable token :math:`p` attends over the tokens of each
-input, :math:`f(X) = \langle Xv, \mathrm{softmax}(XWp)\rangle`, with :math:`W` fixed. Every
-official experiment of the paper is one registered function here (chapters 2-4 call them):
-
-========================  ===============================================================
-``mm_e1_basins``          E1: one input, three tokens; global and local panel, basins
-``mm_e2_multi_input``     E2: three inputs; normalised GD against plain GD
-``mm_e3_joint``           E3: joint (v, p) training, tight and non-tight examples
-``mm_e4_loss``            E4: the loss shapes the path (correlation vs logistic)
-========================  ===============================================================
-
-The book's own checks (``mm_regpath``, ``mm_local_certificate``, the token-plane runs and
-:func:`ray_losses` of chapter 1) live in :mod:`attnlib.experiments.max_margin_checks` and are
-re-exported here. The figures are in :mod:`attnlib.figures.max_margin` (re-exported here:
-``mm.plot_e1``), the explorers in :mod:`attnlib.explorers.max_margin`.
+The prompt model of chapters 1-4, :math:`f(X) = \langle Xv, \mathrm{softmax}(XWp)\rangle`
+with :math:`W` fixed; the paper's four figures, one registered function each:
+``mm_e1_basins`` (E1: one input, three tokens; global and local panel, basins),
+``mm_e2_multi_input`` (E2: normalised GD against plain GD), ``mm_e3_joint`` (E3: joint
+(v, p) training, tight and non-tight) and ``mm_e4_loss`` (E4: the loss shapes the path).
+The book's own checks (:func:`ray_losses`, ``mm_regpath``, ``mm_local_certificate``, the
+explorers' ``mm_token_plane`` and ``mm_selection``) are in :mod:`.max_margin_checks`, the
+figures in :mod:`attnlib.figures.max_margin`; both are re-exported here (``mm.plot_e1``).
 
 Each function takes the paper's settings as typed keyword defaults, trains all its
 initialisations as the trials of one batched :func:`attnlib.train.train` call and returns
-``(numbers, arrays)``; its reproduction targets (official notebooks
-``ucr-optml/max_margin_attention`` or an independent re-simulation) sit beside it and chapters
-check them with ``result.require("key")``. Indices are 0-based: the paper's :math:`x_1` is 0.
+``(numbers, arrays)``; its targets (official notebooks ``ucr-optml/max_margin_attention`` or
+a re-simulation) sit beside it, and chapters check them with ``result.require("key")``.
+Indices are 0-based: the paper's :math:`x_1` is 0.
 
 Deprecated aliases: ``softmax_explorer``/``joint_explorer`` moved to
 :mod:`attnlib.explorers.max_margin` (``al.widgets.*``); the old names resolve lazily with a
@@ -41,14 +34,7 @@ from attnlib import examples as _examples
 from attnlib import models as _models
 from attnlib._runtime import resolve_device
 from attnlib._validate import number
-from attnlib.figures.max_margin import (
-    plot_certificate,
-    plot_e1,
-    plot_e2,
-    plot_e3,
-    plot_e4,
-    plot_regpath,
-)
+from attnlib.figures.max_margin import plot_e1, plot_e2, plot_e3, plot_e4
 from attnlib.metrics import correlation
 from attnlib.optimality import enumerate_selections
 from attnlib.svm import head_svm, prompt_svm, relaxed_prompt_svm
@@ -58,23 +44,20 @@ from attnlib.train import train
 from .registry import Target, experiment
 
 __all__ = ["PAPER", "ray_losses", "plot_e1", "plot_e2", "plot_e3", "plot_e4", "plot_regpath",
-           "plot_certificate", "e1_basins", "e2_multi_input", "e3_joint", "e4_loss", "regpath",
-           "local_certificate", "token_plane", "selection", "ray_risk"]
+           "plot_certificate", "e1_basins", "e2_multi_input", "e3_joint", "e4_loss"]
 
 PAPER = "2306.13596"
 _INITS = (1.0, 0.5, 0.0, -0.5, -1.0, -1.5)  # the official p(0) offsets c of E1 and E2
 
-#: names that moved up to :mod:`attnlib.explorers.max_margin` (deprecated aliases here)
-_MOVED = {"softmax_explorer": "attnlib.explorers.max_margin",
-          "joint_explorer": "attnlib.explorers.max_margin"}
+_MOVED = ("softmax_explorer", "joint_explorer")  # now in attnlib.explorers.max_margin
 
 
 def __getattr__(name):
-    """Deprecated aliases: ``softmax_explorer``/``joint_explorer`` from their new home."""
+    """Deprecated aliases of the explorers that moved to :mod:`attnlib.explorers.max_margin`."""
     if name in _MOVED:
-        warnings.warn(f"attnlib.experiments.max_margin.{name} moved to {_MOVED[name]}.{name} "
-                      f"(also attnlib.widgets.{name})", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(_MOVED[name]), name)
+        warnings.warn(f"attnlib.experiments.max_margin.{name} moved to attnlib.explorers."
+                      f"max_margin.{name} (al.widgets.{name})", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module("attnlib.explorers.max_margin"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -86,10 +69,9 @@ def _inits(trials: int) -> list[float]:
 
 
 def _history_attention(X, W, P):
-    r"""Attention :math:`s_i = \mathrm{softmax}(X_i W p(k))` along a recorded path.
+    r"""Attention :math:`\mathrm{softmax}(X_i W p(k))` along a recorded path.
 
-    X (B, n, T, d), W (B, d, d), P (B, S, d)  ->  (B, S, n, T).
-    """
+    X (B, n, T, d), W (B, d, d), P (B, S, d)  ->  (B, S, n, T)."""
     return _models.softmax(_models.logits_prompt(X.unsqueeze(1), W.unsqueeze(1), P))
 
 
@@ -455,11 +437,4 @@ def e4_loss(C: tuple[float, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 100), steps: 
 
 
 # the book's own checks register after the paper's four figures (the order of `names()`)
-from .max_margin_checks import (  # noqa: E402
-    local_certificate,
-    ray_losses,
-    ray_risk,
-    regpath,
-    selection,
-    token_plane,
-)
+from .max_margin_checks import plot_certificate, plot_regpath, ray_losses  # noqa: E402
