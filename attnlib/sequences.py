@@ -29,7 +29,10 @@ from dataclasses import dataclass, field
 import torch
 
 from . import models as M
-from .train import _normalized_step
+from ._runtime import resolve_device, resolve_dtype
+from ._validate import as_tensor, labels, number
+from .data import AttentionData
+from .train import TrainConfig, train
 
 __all__ = [
     "SequenceData",
@@ -46,26 +49,6 @@ __all__ = [
     "SequenceTrainResult",
     "train_sequence",
 ]
-
-
-
-def _device(device):
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!s} requested but CUDA is not available")
-    return device
-
-
-def _tensor(x, name, device, dtype):
-    t = torch.as_tensor(x)
-    if not torch.is_floating_point(t):
-        t = t.to(torch.float64)
-    t = t.to(device=device, dtype=dtype)
-    if not torch.isfinite(t).all():
-        raise ValueError(f"{name} must be finite (found NaN or Inf)")
-    return t
 
 
 @dataclass(frozen=True)
@@ -90,28 +73,27 @@ class SequenceData:
     def __post_init__(self):
         X, Y, v = self.X, self.Y, self.v
         if not (torch.is_tensor(X) and torch.is_tensor(Y) and torch.is_tensor(v)):
-            raise ValueError("X, Y and v must be torch tensors (use SequenceData.of for arrays)")
+            raise ValueError("X, Y, v: expected torch tensors (use SequenceData.of for arrays)")
         if X.dim() not in (3, 4):
-            raise ValueError(f"X must have shape (n,T,d) or (B,n,T,d), got {tuple(X.shape)}")
+            raise ValueError(f"X: expected shape (n,T,d) or (B,n,T,d), got {tuple(X.shape)}")
         batch = X.shape[:-3]
         n, T, d = X.shape[-3:]
         if tuple(Y.shape) != (*batch, n, T):
-            raise ValueError(f"Y must have shape {(*batch, n, T)}, got {tuple(Y.shape)}")
+            raise ValueError(f"Y: expected shape {(*batch, n, T)}, got {tuple(Y.shape)}")
         if tuple(v.shape) != (*batch, d):
-            raise ValueError(f"v must have shape {(*batch, d)}, got {tuple(v.shape)}")
-        if not ((Y == 1) | (Y == -1)).all():
-            raise ValueError("Y must contain only -1 and +1")
+            raise ValueError(f"v: expected shape {(*batch, d)}, got {tuple(v.shape)}")
+        labels("Y", Y)
         for name, t in (("X", X), ("v", v)):
-            if not torch.isfinite(t).all():
-                raise ValueError(f"{name} must be finite (found NaN or Inf)")
+            if not bool(torch.isfinite(t).all()):
+                raise ValueError(f"{name}: contains NaN or Inf")
         object.__setattr__(self, "B", int(batch[0]) if batch else None)
 
     @classmethod
     def of(cls, X, Y, v, device=None, dtype=None) -> SequenceData:
         """Build from arrays or tensors, cast to ``dtype`` (float64) on ``device``."""
-        device, dtype = _device(device), dtype or torch.float64
-        return cls(_tensor(X, "X", device, dtype), _tensor(Y, "Y", device, dtype),
-                   _tensor(v, "v", device, dtype))
+        device, dtype = resolve_device(device), resolve_dtype(dtype)
+        return cls(*(as_tensor(t, name, dtype=dtype, device=device)
+                     for t, name in ((X, "X"), (Y, "Y"), (v, "v"))))
 
     @property
     def n(self) -> int:
@@ -128,8 +110,20 @@ class SequenceData:
     def trial(self, b: int) -> SequenceData:
         """Trial ``b`` of a batched data set, without the trials dimension."""
         if self.B is None:
-            raise ValueError("trial(b) needs data with a trials dimension")
+            raise ValueError("b: trial(b) needs data with a trials dimension")
         return SequenceData(self.X[b], self.Y[b], self.v[b])
+
+    def pairs(self, causal: bool = True):
+        """The sequence problem as attention data over its :math:`nT` (sequence, query) pairs.
+
+        Returns ``(AttentionData, mask)``: inputs ``X`` (B?, nT, T, d) (sequence i repeated for
+        each of its queries), queries ``z = x_{ik}`` (B?, nT, d), labels ``Y_{ik}`` (B?, nT),
+        the head ``v``, and the visibility ``mask`` (nT, T) (causal: query k sees t <= k). This
+        is how sequences train through :func:`attnlib.train` (a mask on the logits) and the
+        reduction behind the sequence Att-SVM (chapter 8).
+        """
+        Xp, z, mask = query_pairs(self, causal)
+        return AttentionData(Xp, self.Y.flatten(-2), z, self.v), mask
 
 
 def random_sequences(n: int, T: int, d: int, trials: int | None = None, seed: int = 0,
@@ -140,12 +134,11 @@ def random_sequences(n: int, T: int, d: int, trials: int | None = None, seed: in
     ``v`` standard normal then unit norm; ``Y`` Rademacher, one label per position; tokens
     standard normal, each of unit norm.
     """
-    for name, val in (("n", n), ("T", T), ("d", d)):
-        if int(val) != val or val < 1:
-            raise ValueError(f"{name} must be a positive integer, got {val!r}")
-    if trials is not None and (int(trials) != trials or trials < 1):
-        raise ValueError(f"trials must be None or a positive integer, got {trials!r}")
-    device, dtype = _device(device), dtype or torch.float64
+    n, T, d = (number(name, val, lo=1, integer=True) for name, val in
+               (("n", n), ("T", T), ("d", d)))
+    if trials is not None:
+        trials = number("trials", trials, lo=1, integer=True)
+    device, dtype = resolve_device(device), resolve_dtype(dtype)
     g = torch.Generator().manual_seed(int(seed))
     batch = () if trials is None else (int(trials),)
     v = torch.randn(*batch, d, generator=g, dtype=torch.float64)
@@ -234,20 +227,12 @@ def sequence_grad(data: SequenceData, W: torch.Tensor, causal: bool = True,
     L : tensor (B?,)
     grad : tensor like W
     """
-    L, grad, _ = _pair_gradient(data, W, causal, loss, scaled=False)
-    return L, grad
-
-
-def _pair_gradient(data, W, causal, loss, scaled):
-    """(loss, gradient, log_scale): with ``scaled`` the gradient is multiplied by
-    ``exp(log_scale)`` per trial (see :func:`attnlib.models.logit_gradient`), so it never
-    underflows; the normalised step only needs its direction."""
     Xp, z, _ = query_pairs(data, causal)  # (B?, nT, T, d), (B?, nT, d)
     a = sequence_logits(data.X, W, causal).flatten(-3, -2)  # (B?, nT, T)
     Yp = data.Y.flatten(-2)  # (B?, nT)
-    out = M.logit_gradient(Xp, Yp, a, data.v, None, loss, scaled=scaled)  # mean over pairs
+    out = M.logit_gradient(Xp, Yp, a, data.v, None, loss)  # mean over pairs
     r = torch.einsum("...pt,...ptd->...pd", out["da"], Xp)  # sum_t dL/da_pt x_t
-    return out["loss"], r.transpose(-1, -2) @ z, out["log_scale"]
+    return out["loss"], r.transpose(-1, -2) @ z
 
 
 def _scores(data: SequenceData) -> torch.Tensor:
@@ -275,13 +260,16 @@ class SequenceTrainResult:
 
     ``W`` is always the combined matrix :math:`KQ^\\top` for ``param="KQ"``. ``history`` holds
     ``"step"`` (S,), ``"loss"`` (B?, S), ``"max_prob"`` (B?, S) (mean over queries of the
-    largest attention probability), ``"W"`` (B?, S, d, d) and ``"grad_norm"`` (B?, S).
+    largest attention probability), ``"W"`` (B?, S, d, d) and ``"grad_norm"`` (B?, S), the
+    norm of the gradient of the trained tensors (for (K,Q): of the pair (K, Q), as in
+    :func:`attnlib.train`). ``nonfinite`` (B?,): see :class:`attnlib.train.TrainResult`.
     """
 
     W: torch.Tensor
     K: torch.Tensor | None
     Q: torch.Tensor | None
     history: dict
+    nonfinite: torch.Tensor | None = None
 
 
 def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr: float = 0.1,
@@ -299,7 +287,9 @@ def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr
         + 2\\lambda Q,
 
     each factor normalised separately, as in the papers' experiments. Every trial of a batched
-    ``data`` runs in the same tensor computation. See chapter 8.
+    ``data`` runs in the same tensor computation: this is :func:`attnlib.train` on the
+    :math:`nT` (sequence, query) pairs of :meth:`SequenceData.pairs` with their visibility mask
+    (the one training loop). See chapter 8.
 
     Parameters
     ----------
@@ -322,81 +312,19 @@ def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr
         final step is always recorded.
     """
     if not isinstance(data, SequenceData):
-        raise ValueError(f"data must be a SequenceData, got {type(data).__name__}")
+        raise ValueError(f"data: expected a SequenceData, got {type(data).__name__}")
     if param not in ("W", "KQ"):
-        raise ValueError(f"param must be 'W' or 'KQ', got {param!r}")
-    if loss not in M.LOSSES:
-        raise ValueError(f"loss must be one of {M.LOSSES}, got {loss!r}")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr!r}")
-    if int(steps) != steps or steps < 0:
-        raise ValueError(f"steps must be a non-negative integer, got {steps!r}")
-    if reg < 0:
-        raise ValueError(f"reg must be >= 0, got {reg!r}")
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps!r}")
-    every = record_every or max(1, steps // 100)
-    if every < 1:
-        raise ValueError(f"record_every must be >= 1, got {record_every!r}")
-    X = data.X
-    batch, d = tuple(X.shape[:-3]), data.d
-    m = d if m is None else int(m)
-    opts = dict(device=X.device, dtype=X.dtype)
-    gen = torch.Generator().manual_seed(int(seed))
-    bound = 1.0 / math.sqrt(d)
-
-    def uniform(*shape):
-        return ((2 * torch.rand(*batch, *shape, generator=gen, dtype=torch.float64) - 1)
-                * bound).to(**opts)
-
+        raise ValueError(f"param: expected 'W' or 'KQ', got {param!r}")
+    steps = number("steps", steps, lo=0, integer=True)
+    every = max(1, steps // 100) if record_every is None else record_every
+    reg = number("reg", reg, lo=0)
+    config = TrainConfig(param=param, lr=lr, steps=steps, normalized=normalized, loss=loss,
+                         reg=reg if param == "KQ" else 0.0, eps=eps, record_every=every,
+                         seed=seed, progress=progress)
     init = dict(init or {})
-    if param == "W":
-        params = {"W": torch.as_tensor(init["W"], **opts).expand(*batch, d, d).clone()
-                  if "W" in init else uniform(d, d)}
-    else:
-        params = {k: torch.as_tensor(init[k], **opts).expand(*batch, d, m).clone()
-                  if k in init else uniform(d, m) for k in ("K", "Q")}
-
-    def combined():
-        return params["W"] if param == "W" else params["K"] @ params["Q"].transpose(-1, -2)
-
-    rec = {"step": [], "loss": [], "max_prob": [], "W": [], "grad_norm": []}
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=steps, desc="train_sequence", leave=False)
-    for k in range(steps + 1):
-        W = combined()
-        scaled = normalized and (param == "W" or reg == 0)  # a penalty needs the true scale
-        L, gW, log_scale = _pair_gradient(data, W, causal, loss, scaled)
-        if k % every == 0 or k == steps:
-            s = sequence_softmax(X, W, causal)
-            rec["step"].append(k)
-            rec["loss"].append(L)
-            rec["max_prob"].append(s.amax(dim=-1).mean(dim=(-2, -1)))
-            rec["W"].append(W)
-            rec["grad_norm"].append(gW.flatten(-2).norm(dim=-1) * torch.exp(-log_scale))
-        if k == steps:
-            break
-        if param == "W":
-            grads = {"W": gW}
-        else:
-            K, Q = params["K"], params["Q"]
-            grads = {"K": gW @ Q + 2 * reg * K, "Q": gW.transpose(-1, -2) @ K + 2 * reg * Q}
-        for name, gr in grads.items():
-            if normalized:  # lr * g / (||g||_F + eps) per trial; a zero gradient takes no step
-                flat = gr.reshape(-1, gr.shape[-2] * gr.shape[-1])
-                step = _normalized_step(flat, lr, 2.0, eps, log_scale=log_scale.reshape(-1)
-                                        if scaled else None)
-                step = (step[0] if isinstance(step, tuple) else step).view_as(gr)
-            else:
-                step = lr * gr
-            params[name] = params[name] - step
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    hist = {"step": torch.tensor(rec["step"])}
-    for key in ("loss", "max_prob", "grad_norm", "W"):
-        hist[key] = torch.stack(rec[key], dim=len(batch))
-    return SequenceTrainResult(W=combined(), K=params.get("K"), Q=params.get("Q"), history=hist)
+    if param == "KQ" and m is not None:
+        init["m"] = m
+    pairs, mask = data.pairs(causal)
+    res = train(pairs, init=init, config=config, mask=mask)
+    hist = {k: res.history[k] for k in ("step", "loss", "max_prob", "W", "grad_norm")}
+    return SequenceTrainResult(W=res.W, K=res.K, Q=res.Q, history=hist, nonfinite=res.nonfinite)

@@ -74,6 +74,41 @@ def test_a_few_steps_reduce_the_loss(data, opt, lrs):
     assert torch.isfinite(r["val_acc"]).all()
 
 
+def _md_loop(W, v, X, Y, z, lp, lr, steps):
+    """One model, autograd, the ℓp dual step by hand (dual state in float64): (loss, W) per
+    iterate."""
+    theta = [torch.sign(t.double()) * t.double().abs() ** (lp - 1) for t in (W, v)]
+    out = []
+    for k in range(steps + 1):
+        W, v = W.requires_grad_(True), v.requires_grad_(True)
+        f = (torch.softmax(torch.einsum("ntd,de,ne->nt", X, W, z), -1) * (X @ v)).sum(-1)
+        L = torch.nn.functional.softplus(-Y * f).mean()
+        out.append((L.detach(), W.detach()))
+        if k == steps:
+            return out
+        grads = torch.autograd.grad(L, (W, v))
+        theta = [t - lr * g.double() for t, g in zip(theta, grads)]
+        W, v = ((torch.sign(t) * t.abs() ** (1 / (lp - 1))).float() for t in theta)
+
+
+def test_fit_on_a_tiny_split_is_per_model_mirror_descent(data):
+    """fit(md) on 20 training images = a plain autograd loop with the ℓ1.1 dual step, per seed."""
+    idx = {"train": torch.arange(20), "val": torch.arange(20, 30), "test": torch.arange(30, 40)}
+    tiny = rd.DigitSplits(data.X[:40], data.Y[:40], data.z[:40], data.digit[:40], idx)
+    lp, lr, steps = 1.1, 1.0, 4
+    r = rd.fit(tiny, "md", (lr,), lp=lp, steps=steps, eval_every=2, seeds=(0, 1))
+    assert r["step"].tolist() == [0, 2, 4]
+    X, Y, z = tiny.part("train")
+    init = rd.AttentionClassifier(20, seeds=(0, 1))
+    for b in range(2):
+        ref = _md_loop(init.W[b].detach().clone(), init.v[b].detach().clone(), X, Y, z, lp, lr,
+                       steps)[::2]
+        torch.testing.assert_close(r["train_loss"][0, :, b], torch.stack([L for L, _ in ref]),
+                                   rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(r["W"][0, :, b], torch.stack([W for _, W in ref]),
+                                   rtol=1e-5, atol=1e-7)
+
+
 def test_learning_rate_groups_are_independent(data):
     both = rd.fit(data, "md", (0.1, 0.3), steps=10, eval_every=5, seeds=(0,))
     one = rd.fit(data, "md", (0.3,), steps=10, eval_every=5, seeds=(0,))

@@ -1,8 +1,10 @@
 """Tests for attnlib.sequences: sequence / causal self-attention (chapter 8)."""
 
+import numpy as np
 import pytest
 import torch
 
+import attnlib.models as M
 from attnlib import sequences as S
 
 
@@ -88,13 +90,61 @@ def test_loss_falls_and_attention_saturates_without_nan():
     assert (norms[:, -1] > 100).all()
 
 
+def _position_loop_loss(data, W, causal, loss):
+    """The risk by an explicit loop over sequences and positions (no mask, no pairs)."""
+    n, T = data.n, data.T
+    terms = []
+    for i in range(n):
+        for k in range(T):
+            seen = data.X[i, :k + 1] if causal else data.X[i]  # (t, d)
+            s = torch.softmax(seen @ W @ data.X[i, k], dim=0)
+            f = s @ (seen @ data.v)
+            terms.append(M.loss_value(data.Y[i, k] * f, loss))
+    return torch.stack(terms).mean()
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("param, normalized", [("W", True), ("W", False), ("KQ", True)])
+def test_training_matches_a_loop_over_positions(causal, param, normalized):
+    data = S.random_sequences(2, 4, 5, seed=3, device="cpu")
+    g = torch.Generator().manual_seed(4)
+    init = {k: torch.randn(5, 5, generator=g, dtype=torch.float64)
+            for k in (("W",) if param == "W" else ("K", "Q"))}
+    lr, steps, reg = 0.2, 4, 0.01 if param == "KQ" else 0.0
+    res = S.train_sequence(data, param=param, causal=causal, lr=lr, steps=steps,
+                           normalized=normalized, init=init, reg=reg, record_every=1)
+    P = {k: t.clone() for k, t in init.items()}
+    for _ in range(steps):
+        P = {k: t.detach().requires_grad_(True) for k, t in P.items()}
+        W = P["W"] if param == "W" else P["K"] @ P["Q"].T
+        L = _position_loop_loss(data, W, causal, "logistic")
+        L = L + reg * sum(t.pow(2).sum() for k, t in P.items() if k in "KQ")
+        grads = torch.autograd.grad(L, list(P.values()))
+        P = {k: t - (lr * gr / gr.norm() if normalized else lr * gr)
+             for (k, t), gr in zip(P.items(), grads)}
+    W = P["W"] if param == "W" else P["K"] @ P["Q"].T
+    torch.testing.assert_close(res.W, W.detach(), rtol=1e-10, atol=1e-12)
+    L0 = _position_loop_loss(data, init["W"] if param == "W" else init["K"] @ init["Q"].T,
+                             causal, "logistic")
+    torch.testing.assert_close(res.history["loss"][0], L0, rtol=1e-12, atol=0)
+
+
+def test_numpy_scalars_and_selected_tokens():
+    data = S.random_sequences(2, 4, 5, seed=1, device="cpu")
+    a = S.train_sequence(data, lr=np.float64(0.1), steps=np.int64(30), record_every=10)
+    b = S.train_sequence(data, lr=0.1, steps=30, record_every=10)
+    assert torch.equal(a.W, b.W) and a.history["step"].tolist() == [0, 10, 20, 30]
+    logits = S.sequence_logits(data.X, a.W, causal=True)
+    assert torch.equal(S.sequence_selected_tokens(data, a.W), logits.argmax(-1))
+
+
 def test_bad_input_raises():
-    with pytest.raises(ValueError, match="Y must"):
+    with pytest.raises(ValueError, match="Y: expected labels"):
         S.SequenceData(torch.zeros(2, 3, 4, dtype=torch.float64),
                        torch.zeros(2, 3, dtype=torch.float64), torch.ones(4, dtype=torch.float64))
-    with pytest.raises(ValueError, match="v must"):
+    with pytest.raises(ValueError, match="v: expected shape"):
         S.SequenceData.of(torch.zeros(2, 3, 4), torch.ones(2, 3), torch.ones(5), device="cpu")
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match="X: contains NaN"):
         S.SequenceData.of(torch.full((2, 3, 4), float("nan")), torch.ones(2, 3), torch.ones(4),
                           device="cpu")
     data = S.random_sequences(2, 3, 4, device="cpu")
@@ -106,5 +156,9 @@ def test_bad_input_raises():
         S.train_sequence(data, steps=-1)
     with pytest.raises(ValueError, match="loss"):
         S.train_sequence(data, loss="hinge")
-    with pytest.raises(ValueError, match="n must"):
+    with pytest.raises(ValueError, match="data"):
+        S.train_sequence(data.X)
+    with pytest.raises(ValueError, match="n: expected"):
         S.random_sequences(0, 3, 4)
+    with pytest.raises(ValueError, match="trials"):
+        S.random_sequences(2, 3, 4, trials=0)

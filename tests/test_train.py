@@ -1,79 +1,97 @@
-"""Tests of attnlib.train: the batched trainer, mirror descent, regularisation path, optimizer."""
+"""Tests of attnlib.train's loop: every parameterisation against a per-trial autograd loop,
+batching, history, stopping, validation. (Mirror maps and the optimizer: test_train_mirror.py;
+non-finite guards: test_mirror_numerics.py; the regularisation path: test_train_path.py.)"""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 import attnlib as al
 import attnlib.models as M
-from attnlib.train import LpMirrorDescent, inverse_mirror_map, mirror_map, regularization_path
+from attnlib.train import TrainConfig, regularization_path
 
 F64 = torch.float64
 LOSSES = ["logistic", "exp", "correlation"]
+PARAMS = ["W", "KQ", "p", "v", "W+v", "p+v"]
+TRAINED = {"W": "W", "KQ": "KQ", "p": "p", "v": "v", "W+v": "Wv", "p+v": "pv"}
 
 
-# ----------------------------------------------------------------------------- one step = formula
-def _autograd_step(data, param, init, lr, loss, head):
-    """One unnormalised GD step computed with autograd on the plain forward model."""
-    names = {"W": "W", "KQ": "KQ", "p": "p", "v": "v", "W+v": "Wv", "p+v": "pv"}[param]
-    P = {k: init[k].clone().requires_grad_(True) for k in names}
-    W = P["K"] @ P["Q"].mT if "K" in P else P.get("W", init.get("W"))
-    if "p" in P:
-        a = M.logits_prompt(data.X, W, P["p"])
-    else:
-        a = M.logits(data.X, W, data.z)
-    v = P.get("v", data.v)
-    L = M.risk(data.X, data.Y, M.softmax(a), v, head, loss)
-    L.backward()
-    return {k: (t - lr * t.grad).detach() for k, t in P.items()}
+# ----------------------------------------------------------------------------- the oracle
+def _signed_power(x, e):
+    return torch.sign(x) * x.abs() ** e
+
+
+def _autograd_loop(data, param, init, *, steps, lr, method, lp, normalized, eps, loss="logistic",
+                   head=None, reg=0.0):
+    """The plain per-trial loop: forward model + autograd, (mirror) step per tensor."""
+    P = {k: init[k].clone() for k in TRAINED[param]}
+    theta = {k: _signed_power(t, lp - 1) for k, t in P.items()}
+    q = lp / (lp - 1) if method == "md" else 2.0
+    for _ in range(steps):
+        P = {k: t.detach().requires_grad_(True) for k, t in P.items()}
+        W = P["K"] @ P["Q"].mT if "K" in P else P.get("W", init.get("W"))
+        a = M.logits_prompt(data.X, W, P["p"]) if "p" in P else M.logits(data.X, W, data.z)
+        L = M.risk(data.X, data.Y, M.softmax(a), P.get("v", data.v), head, loss)
+        if "K" in P:
+            L = L + reg * (P["K"].pow(2).sum() + P["Q"].pow(2).sum())
+        grads = torch.autograd.grad(L, list(P.values()))
+        for (k, t), g in zip(list(P.items()), grads):
+            step = lr * g / (g.abs().pow(q).sum().pow(1 / q) + eps) if normalized else lr * g
+            theta[k] = theta[k] - step
+            P[k] = _signed_power(theta[k], 1 / (lp - 1)) if method == "md" else t - step
+    return {k: t.detach() for k, t in P.items()}
+
+
+def _init(d, seed=1, m=3):
+    g = torch.Generator().manual_seed(seed)
+    return {"W": torch.randn(d, d, generator=g, dtype=F64),
+            "K": torch.randn(d, m, generator=g, dtype=F64),
+            "Q": torch.randn(d, m, generator=g, dtype=F64),
+            "p": torch.randn(d, generator=g, dtype=F64),
+            "v": torch.randn(d, generator=g, dtype=F64)}
+
+
+@pytest.mark.parametrize("normalized", [True, False])
+@pytest.mark.parametrize("method, lp", [("gd", 2.0), ("md", 1.5), ("md", 3.0)])
+@pytest.mark.parametrize("param", PARAMS)
+def test_matches_autograd_loop(small_data, param, method, lp, normalized):
+    """Five steps of train() equal five steps of the plain autograd loop, every tensor."""
+    init = _init(small_data.d)
+    kw = dict(steps=5, lr=0.2, method=method, lp=lp, normalized=normalized, eps=1e-3)
+    r = al.train(small_data, param=param, init=init, record_every=1, **kw)
+    ref = _autograd_loop(small_data, param, init, **kw)
+    for k, t in ref.items():
+        assert torch.allclose(getattr(r, k), t, rtol=1e-10, atol=1e-12), k
 
 
 @pytest.mark.parametrize("loss", LOSSES)
-@pytest.mark.parametrize("param", ["W", "KQ", "p", "v", "W+v", "p+v"])
-def test_one_step_matches_autograd(small_data, param, loss):
-    g = torch.Generator().manual_seed(1)
-    d = small_data.d
-    init = {"W": torch.randn(d, d, generator=g, dtype=F64),
-            "K": torch.randn(d, 3, generator=g, dtype=F64),
-            "Q": torch.randn(d, 3, generator=g, dtype=F64),
-            "p": torch.randn(d, generator=g, dtype=F64),
-            "v": torch.randn(d, generator=g, dtype=F64)}
-    r = al.train(small_data, param=param, init=init, lr=0.3, steps=1, normalized=False,
-                 loss=loss, record_every=1)
-    ref = _autograd_step(small_data, param, init, 0.3, loss, None)
-    for k, t in ref.items():
-        assert torch.allclose(getattr(r, k), t, rtol=1e-11, atol=1e-13), k
+def test_losses_and_kq_penalty_match_autograd_loop(small_data, loss):
+    init = _init(small_data.d, seed=3)
+    kw = dict(steps=3, lr=0.3, method="gd", lp=2.0, normalized=True, eps=0.0, loss=loss,
+              reg=0.05)
+    r = al.train(small_data, param="KQ", init=init, **kw)
+    ref = _autograd_loop(small_data, "KQ", init, **kw)
+    assert torch.allclose(r.K, ref["K"], rtol=1e-10, atol=1e-12)
+    assert torch.allclose(r.Q, ref["Q"], rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("head", ["relu", "lambda", "mlp"])
-def test_one_step_nonlinear_heads_match_autograd(small_data, head):
+def test_nonlinear_heads_match_autograd_loop(small_data, head):
     g = torch.Generator().manual_seed(2)
     d = small_data.d
     V = torch.randn(d, 4, generator=g, dtype=F64)
     extra = {"relu": {"V": V}, "lambda": {"lam": 0.4}, "mlp": {"V": V, "b": torch.ones(4)}}[head]
     W0 = torch.randn(d, d, generator=g, dtype=F64)
-    r = al.train(small_data, param="W", init={"W": W0, **extra}, head=head, lr=0.5, steps=1,
+    r = al.train(small_data, param="W", init={"W": W0, **extra}, head=head, lr=0.5, steps=3,
                  normalized=False)
-    h = M.make_head(head, extra, d=d)
-    ref = _autograd_step(small_data, "W", {"W": W0}, 0.5, "logistic", h)
-    assert torch.allclose(r.W, ref["W"], rtol=1e-11, atol=1e-13)
-
-
-def test_normalized_step_has_length_lr(batched_data):
-    r = al.train(batched_data, steps=1, lr=0.1, record_every=1,
-                 init={"W": torch.zeros(batched_data.d, batched_data.d, dtype=F64)})
-    assert torch.allclose(r.W.flatten(1).norm(dim=1), torch.full((3,), 0.1, dtype=F64))
+    ref = _autograd_loop(small_data, "W", {"W": W0}, steps=3, lr=0.5, method="gd", lp=2.0,
+                         normalized=False, eps=0.0, head=M.make_head(head, extra, d=d))
+    assert torch.allclose(r.W, ref["W"], rtol=1e-10, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------- mirror descent
-@pytest.mark.parametrize("lp", [1.1, 1.25, 1.75, 2.0, 3.0])
-def test_mirror_map_round_trip(lp):
-    W = torch.randn(10, 10, dtype=F64, generator=torch.Generator().manual_seed(0))
-    back = inverse_mirror_map(mirror_map(W, lp), lp)
-    assert ((back - W).abs() / W.abs().clamp_min(1)).max() <= 1e-10
-
-
 @pytest.mark.parametrize("param", ["W", "KQ", "p+v", "W+v"])
 def test_md_at_lp2_equals_gd(batched_data, param):
     kw = dict(param=param, steps=50, lr=0.1, record_every=10, init={"p": torch.ones(6)}
@@ -82,17 +100,6 @@ def test_md_at_lp2_equals_gd(batched_data, param):
     md = al.train(batched_data, method="md", lp=2.0, **kw)
     assert (gd.W - md.W).abs().max() <= 1e-12
     assert (gd.history["loss"] - md.history["loss"]).abs().max() <= 1e-12
-
-
-def test_md_step_is_the_mirror_update(small_data):
-    W0 = torch.randn(6, 6, dtype=F64, generator=torch.Generator().manual_seed(4))
-    lp, lr = 1.5, 0.2
-    r = al.train(small_data, method="md", lp=lp, lr=lr, steps=1, normalized=True,
-                 init={"W": W0})
-    G = M.grad_W(small_data.X, small_data.Y, small_data.z, W0, small_data.v)
-    q = lp / (lp - 1)
-    theta = mirror_map(W0, lp) - lr * G / G.abs().pow(q).sum().pow(1 / q)
-    assert torch.allclose(r.W, inverse_mirror_map(theta, lp), rtol=1e-12, atol=1e-14)
 
 
 def test_md_normalized_dual_norm_invariant(small_data):
@@ -128,14 +135,28 @@ def test_shared_data_with_batched_init(small_data):
     assert (one.W - r.W[2]).abs().max() <= 1e-12 and one.history["loss"].shape == (3,)
 
 
-def test_history_layout(batched_data):
+def test_history_is_the_trajectory(batched_data):
+    """Recorded iterates are those of shorter runs; loss and attention recomputed from them."""
     r = al.train(batched_data, param="KQ", steps=25, record_every=10)
     assert r.history["step"].tolist() == [0, 10, 20, 25]
-    assert r.history["W"].shape == (3, 4, 6, 6) and r.history["K"].shape == (3, 4, 6, 6)
-    assert torch.allclose(r.history["W"][:, -1], r.W)
-    assert r.history["max_prob"].shape == (3, 4) and r.stopped.tolist() == [-1, -1, -1]
-    assert (r.history["min_max_prob"] <= r.history["max_prob"]).all()
-    assert r.history["loss"][:, -1].lt(r.history["loss"][:, 0]).all()
+    short = al.train(batched_data, param="KQ", steps=10)
+    assert torch.equal(r.history["K"][:, 1], short.K)
+    assert torch.equal(r.history["W"][:, -1], r.W)
+    W = r.history["W"]  # (B, S, d, d)
+    X, z = batched_data.X[:, None], batched_data.z[:, None]
+    s = M.softmax(M.logits(X, W, z))  # (B, S, n, T)
+    L = M.risk(X, batched_data.Y[:, None], s, batched_data.v[:, None])
+    assert torch.allclose(r.history["loss"], L, rtol=1e-12)
+    assert torch.allclose(r.history["max_prob"], s.amax(-1).mean(-1), rtol=1e-12)
+    assert torch.allclose(r.history["min_max_prob"], s.amax(-1).amin(-1), rtol=1e-12)
+    assert r.stopped.tolist() == [-1, -1, -1] and r.nonfinite.tolist() == [-1, -1, -1]
+
+
+def test_grad_norm_is_the_gradient_norm(small_data):
+    W0 = _init(small_data.d)["W"]
+    r = al.train(small_data, init={"W": W0}, steps=0, record_every=1)
+    G = M.grad_W(small_data.X, small_data.Y, small_data.z, W0, small_data.v)
+    assert torch.allclose(r.history["grad_norm"][0], G.norm(), rtol=1e-12)
 
 
 def test_zero_gradient_stops_cleanly():
@@ -147,9 +168,48 @@ def test_zero_gradient_stops_cleanly():
     assert r.stopped.item() == 0 and torch.equal(r.W, W0) and torch.isfinite(r.W).all()
 
 
+def test_mask_hides_tokens_like_removing_them(small_data):
+    """A token hidden by the mask weighs exactly as if it were absent from the input."""
+    mask = torch.ones(small_data.n, small_data.T, dtype=torch.bool)
+    mask[:, -1] = False
+    W0 = _init(small_data.d)["W"]
+    r = al.train(small_data, init={"W": W0}, steps=20, mask=mask)
+    cut = al.AttentionData(small_data.X[:, :-1], small_data.Y, small_data.z, small_data.v)
+    ref = al.train(cut, init={"W": W0}, steps=20)
+    assert torch.allclose(r.W, ref.W, rtol=1e-11, atol=1e-12)
+    assert torch.allclose(r.history["loss"], ref.history["loss"], rtol=1e-12)
+
+
+def test_config_equals_keywords_and_accepts_numpy_scalars(batched_data):
+    kw = dict(param="KQ", method="md", lp=1.5, lr=0.05, steps=12, normalized=True, eps=1e-6,
+              reg=1e-3, record_every=4, seed=7)
+    ref = al.train(batched_data, **kw)
+    cfg = TrainConfig(**{**kw, "lr": np.float64(0.05), "steps": np.int64(12),
+                         "lp": torch.tensor(1.5, dtype=F64), "seed": np.int32(7)})
+    r = al.train(batched_data, config=cfg)
+    assert torch.equal(r.W, ref.W) and r.settings == ref.settings
+    assert isinstance(cfg.steps, int) and isinstance(cfg.lr, float)
+    assert cfg.replace(steps=3).steps == 3
+    with pytest.raises(ValueError, match="steps"):
+        cfg.replace(steps=-1)
+    with pytest.raises(ValueError, match="config"):
+        al.train(batched_data, config=kw)
+
+
 def test_progress_bar_runs(small_data):
-    r = al.train(small_data, steps=30, progress=True)
-    assert r.history["step"][-1] == 30
+    r = al.train(small_data, steps=30, progress=True, init={"W": _init(6)["W"]})
+    ref = al.train(small_data, steps=30, init={"W": _init(6)["W"]})
+    assert torch.equal(r.W, ref.W)
+
+
+def test_package_exports():
+    import importlib
+
+    pkg = importlib.import_module("attnlib.train")
+    assert al.train is pkg.train  # the function shadows the package as attnlib's attribute
+    assert set(pkg.__all__) >= {"train", "regularization_path", "LpMirrorDescent",
+                                "TrainResult", "PathResult", "mirror_map", "inverse_mirror_map",
+                                "PARAMS", "METHODS", "TrainConfig"}
 
 
 # ----------------------------------------------------------------------------- saturation
@@ -244,79 +304,6 @@ def test_three_token_basins():
             assert al.correlation(r.p[b], ex.known["p_mm"][t]) > 0.99
 
 
-def test_regularization_path_turns_to_max_margin():
-    ex = al.three_token_example("global", device="cpu")
-    path = regularization_path(ex.data, [1, 4, 16], param="p", init={"W": ex.init["W"]},
-                               steps=800)
-    c = al.correlation(path.p, ex.known["p_mm"][0])
-    assert torch.allclose(path.p.norm(dim=-1), torch.tensor([1.0, 4, 16], dtype=F64))
-    assert c[0] < c[1] < c[2] and c[2] > 0.99
-    W = regularization_path(al.random_data(3, 4, 6, trials=2, device="cpu"), [2.0, 8.0],
-                            steps=50)
-    assert W.W.shape == (2, 2, 6, 6) and W.loss.shape == (2, 2)
-    assert (W.loss[:, 1] < W.loss[:, 0]).all()
-
-
-# ----------------------------------------------------------------------------- optimizer
-def test_lp_mirror_descent_at_2_is_sgd():
-    torch.manual_seed(0)
-    a, b = torch.nn.Linear(5, 3).double(), torch.nn.Linear(5, 3).double()
-    b.load_state_dict(a.state_dict())
-    oa, ob = LpMirrorDescent(a.parameters(), lr=0.05, lp=2.0), torch.optim.SGD(b.parameters(),
-                                                                               lr=0.05)
-    x = torch.randn(20, 5, dtype=F64)
-    for _ in range(10):
-        for m, o in ((a, oa), (b, ob)):
-            o.zero_grad()
-            m(x).pow(2).mean().backward()
-            o.step()
-    assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_lp_mirror_descent_lp11_long_run_finite(dtype):
-    """1e4 unnormalised l1.1 steps (the real-data setting) on logistic regression: finite (the
-    primal weights reach ~1e-17 and ~60 in float32) and the data are fitted."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(64, 8, dtype=dtype, generator=g)
-    y = torch.sign(x[:, 0] + 0.2 * x[:, 1])  # separable through the origin
-    w = torch.nn.Parameter(0.01 * torch.randn(8, dtype=dtype, generator=g))
-    opt = LpMirrorDescent([w], lr=0.05, lp=1.1)
-    for _ in range(10_000):
-        with torch.no_grad():  # logistic-regression gradient, by hand (no autograd overhead)
-            w.grad = -(x * (y * torch.sigmoid(-y * (x @ w))).unsqueeze(1)).mean(0)
-        opt.step()
-    assert torch.isfinite(w).all()
-    assert (torch.sign(x @ w) == y).float().mean() > 0.97
-
-
-def test_lp_mirror_descent_matches_train(small_data):
-    """The optimizer on the autograd model follows al.train's md trajectory."""
-    W0 = torch.randn(6, 6, dtype=F64, generator=torch.Generator().manual_seed(9))
-    ref = al.train(small_data, method="md", lp=1.5, lr=0.05, steps=40, init={"W": W0})
-    W = W0.clone().requires_grad_(True)
-    opt = LpMirrorDescent([W], lr=0.05, lp=1.5, normalized=True)
-    for _ in range(40):
-        opt.zero_grad()
-        s = M.softmax(M.logits(small_data.X, W, small_data.z))
-        M.risk(small_data.X, small_data.Y, s, small_data.v).backward()
-        opt.step()
-    assert torch.allclose(W.detach(), ref.W, rtol=1e-9, atol=1e-11)
-
-
-def test_lp_mirror_descent_resyncs_after_external_edit():
-    w = torch.nn.Parameter(torch.ones(3, dtype=F64))
-    opt = LpMirrorDescent([w], lr=0.1, lp=1.5)
-    w.grad = torch.ones(3, dtype=F64)
-    opt.step()
-    with torch.no_grad():
-        w.fill_(2.0)
-    opt.step()
-    theta = mirror_map(torch.full((3,), 2.0, dtype=F64), 1.5) - 0.1
-    assert torch.allclose(w, inverse_mirror_map(theta, 1.5))
-
-
 # ----------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
     "kw, word",
@@ -343,6 +330,9 @@ def test_lp_mirror_descent_resyncs_after_external_edit():
         (dict(init={"W": torch.full((6, 6), float("nan"))}), "init"),
         (dict(normalized=1), "normalized"),
         (dict(dtype=torch.int32), "dtype"),
+        (dict(lr=True), "lr"),
+        (dict(progress="yes"), "progress"),
+        (dict(seed=1.5), "seed"),
     ],
 )
 def test_bad_input_raises(small_data, kw, word):
@@ -359,8 +349,10 @@ def test_bad_data_raises(small_data):
         al.train(al.AttentionData(small_data.X, small_data.Y, z=small_data.z), param="W")
     with pytest.raises(ValueError, match="radii"):
         regularization_path(small_data, [1.0, -2.0])
-    with pytest.raises(ValueError, match="lp"):
-        LpMirrorDescent([torch.zeros(2, requires_grad=True)], lr=0.1, lp=0.5)
+    with pytest.raises(ValueError, match="mask"):
+        al.train(small_data, steps=1, mask=torch.ones(3, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="mask"):
+        al.train(small_data, steps=1, mask=torch.zeros(4, 5, dtype=torch.bool))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

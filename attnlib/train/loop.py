@@ -1,0 +1,270 @@
+"""The one batched training loop: (normalised) GD and ℓp mirror descent, B trials at once.
+
+:func:`train` validates its settings into a :class:`~attnlib.train.config.TrainConfig`,
+prepares the problem (:mod:`attnlib.train.setup`) and runs :func:`run`, the loop every
+parameterisation (W, KQ, p, v, W+v, p+v) and sequences (chapter 8, through a visibility mask)
+go through. See chapters 2 (GD), 5 (W vs (K,Q)), 8 (sequences) and 9 (mirror descent).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from attnlib._runtime import few_threads
+
+from .config import TrainConfig
+from .mirror import inverse_mirror_map, mirror_map, normalized_step
+from .setup import Problem, make_gradient, prepare, stack_kq, unstack_kq
+
+__all__ = ["TrainResult", "train", "run"]
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes
+    ----------
+    W : tensor (B?, d, d)
+        The combined attention matrix at the end (``K Q^T`` for (K,Q); the fixed W for the
+        prompt model).
+    K, Q, p, v : tensor or None
+        Final values of the trained tensors (``v`` also when fixed).
+    history : dict of tensors
+        ``"step"`` (S,), ``"loss"`` (B?, S), ``"max_prob"`` (B?, S) the mean over inputs of
+        :math:`\\max_t s_{it}`, ``"min_max_prob"`` (B?, S) the smallest of them,
+        ``"grad_norm"`` (B?, S), and each trained tensor, e.g. ``"W"`` (B?, S, d, d)
+        (for (K,Q) also the combined ``"W"``).
+    stopped : tensor (B?,) int64
+        First step at which a trial's update was exactly zero: its gradient vanished, or (with
+        ``eps`` > 0 or unnormalised steps) the step underflowed. The trial is frozen from there
+        on. -1 if never.
+    nonfinite : tensor (B?,) int64
+        Step at which a trial was stopped because its update was not finite (e.g. ℓp mirror
+        descent with p near 1 in float32, whose primal iterate overflows): it keeps its last
+        finite values from there on, and a ``RuntimeWarning`` says how many trials stopped.
+        -1 if never.
+    settings : dict
+        The arguments of the call.
+    """
+
+    W: torch.Tensor
+    K: torch.Tensor | None = None
+    Q: torch.Tensor | None = None
+    p: torch.Tensor | None = None
+    v: torch.Tensor | None = None
+    history: dict = field(default_factory=dict)
+    stopped: torch.Tensor | None = None
+    nonfinite: torch.Tensor | None = None
+    settings: dict = field(default_factory=dict)
+
+    def __repr__(self):
+        s = self.settings
+        return (f"TrainResult(param={s.get('param')!r}, method={s.get('method')!r}, "
+                f"steps={s.get('steps')}, W shape={tuple(self.W.shape)}, "
+                f"history keys={sorted(self.history)})")
+
+
+def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=2.0,
+          loss="logistic", head="linear", init=None, reg=0.0, eps=0.0, record_every=10,
+          progress=False, seed=0, device=None, dtype=None, *, config=None,
+          mask=None) -> TrainResult:
+    """Train attention by (normalised) gradient descent or ℓp mirror descent, B trials at once.
+
+    .. math::
+
+        \\mathcal L = \\frac1n\\sum_i
+        \\ell\\big(Y_i\\,\\psi(X_i^\\top\\mathrm{softmax}(X_i W z_i))\\big)
+        \\;[+\\,\\lambda(\\|K\\|_F^2+\\|Q\\|_F^2)],\\qquad
+        W_{k+1} = \\nabla\\psi^*\\Big(\\nabla\\psi(W_k) - \\frac{\\eta\\,\\nabla\\mathcal L(W_k)}
+        {\\|\\nabla\\mathcal L(W_k)\\|_q+\\varepsilon}\\Big)
+
+    (GD: :math:`\\psi = \\frac12\\|\\cdot\\|_F^2`; unnormalised: :math:`\\eta\\nabla\\mathcal L`).
+    Each trained tensor is normalised by its own gradient's (dual) norm, per trial.
+
+    Parameters
+    ----------
+    data : AttentionData
+        Unbatched or with ``B`` trials; unbatched data is shared by batched initial values.
+    param : {"W", "KQ", "p", "v", "W+v", "p+v"}
+        What is trained. ``"p"``/``"p+v"``: prompt model, query :math:`z_i=p`, W fixed
+        (``init["W"]``, default identity). ``"v"``: the head alone with W fixed.
+    method : {"gd", "md"}
+        Gradient descent, or ℓp mirror descent (dual state kept) with exponent ``lp``.
+    lr : float > 0
+    steps : int >= 0
+    normalized : bool
+        Divide each tensor's gradient by its norm (dual ℓq norm for md) plus ``eps``.
+    lp : float > 1
+        Mirror-descent exponent (``gd`` requires 2).
+    loss : {"logistic", "exp", "correlation"}
+    head : {"linear", "relu", "lambda", "mlp"} or a head object of :mod:`attnlib.models`
+        Nonlinear heads take their tensors from ``init`` (``V``, ``u``, ``b``, ``lam``).
+    init : dict, optional
+        Initial values (``W``, ``K``, ``Q``, ``p``, ``v``; a leading dim makes trials), fixed
+        tensors (``W`` for the prompt model) and head tensors; ``m`` sets the (K,Q) width.
+        Defaults: W, K, Q ~ U(-1/√d, 1/√d) (torch.nn.Linear's init, from ``seed``); p = 0;
+        v = data.v, else 0.
+    reg : float >= 0
+        The (K,Q) penalty :math:`\\lambda(\\|K\\|_F^2+\\|Q\\|_F^2)`.
+    eps : float >= 0
+        The ε of the normalisation (the official notebooks use 1e-9 ... 2.2e-16).
+    record_every : int >= 1
+        Record iterates 0, r, 2r, ... and the last one.
+    progress : bool
+        Show a tqdm progress bar.
+    seed : int
+        Seed of the default random initialisation.
+    device, dtype
+        Default: the data's.
+    config : TrainConfig, optional
+        All the settings above (``param`` ... ``progress``) at once; given, it replaces them.
+    mask : bool tensor (n, T) or (B, n, T), optional
+        Visible tokens of each input (hidden ones get logit :math:`-\\infty`); how sequences
+        train (chapter 8, :func:`attnlib.sequences.train_sequence`).
+
+    Returns
+    -------
+    TrainResult
+        Numbers may be Python, numpy or torch scalars. A trial whose update turns non-finite
+        is stopped and flagged in ``nonfinite`` (with a warning), never returned as silent NaN.
+
+    See chapters 2 (GD), 5 (W vs (K,Q)) and 9 (mirror descent).
+    """
+    if config is None:
+        config = TrainConfig(param=param, method=method, lr=lr, steps=steps,
+                             normalized=normalized, lp=lp, loss=loss, head=head, reg=reg,
+                             eps=eps, record_every=record_every, seed=seed, progress=progress)
+    elif not isinstance(config, TrainConfig):
+        raise ValueError(f"config: expected a TrainConfig, got {type(config).__name__}")
+    with torch.no_grad():
+        prob = prepare(data, config.param, init, config.head, config.seed, device, dtype, mask)
+    return run(prob, config)
+
+
+def _record_steps(steps, every):
+    record = list(range(0, steps + 1, every))
+    if record[-1] != steps:
+        record.append(steps)
+    return record
+
+
+def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
+    """The loop: one (mirror) step per iteration for all B trials of ``prob``.
+
+    Per trained tensor and trial: :math:`\\Theta \\leftarrow \\Theta - \\eta_k G` with
+    :math:`\\eta_k = \\eta/(\\|G\\|_q + \\varepsilon)` (normalised) and
+    :math:`W = \\nabla\\psi^{-1}(\\Theta)` (the identity for GD). A trial whose update is zero
+    is frozen (``stopped``); one whose update is not finite keeps its last finite values
+    (``nonfinite``). No Python loop over trials.
+    """
+    bd, B, steps = prob.data, prob.B, cfg.steps
+    P = stack_kq(prob.P)
+    lr, eps, lp, qn, mirror = cfg.lr, cfg.eps, cfg.lp, cfg.q, cfg.mirror
+    work = B * bd.n * bd.T * max(bd.T, bd.d)
+    dev, dt = bd.device, bd.dtype
+    with torch.no_grad(), few_threads(work, dev):
+        grads = make_gradient(prob, cfg.loss, cfg.param, cfg.reg)
+        theta = {k: mirror_map(t, lp) for k, t in P.items()} if mirror else None
+        record = _record_steps(steps, cfg.record_every)
+        S = len(record)
+        hist = {k: torch.empty(B, S, device=dev, dtype=dt)
+                for k in ("loss", "max_prob", "min_max_prob", "grad_norm")}
+        for k, t in unstack_kq(P).items():
+            hist[k] = torch.empty(B, S, *t.shape[1:], device=dev, dtype=dt)
+        if "KQ" in P:
+            hist["W"] = torch.empty(B, S, bd.d, bd.d, device=dev, dtype=dt)
+        frozen = torch.zeros(B, dtype=torch.int64, device=dev)  # steps with a zero update
+        broken = torch.full((B,), -1, dtype=torch.int64, device=dev)  # first non-finite step
+        bar = None
+        if cfg.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=steps, desc=f"train {cfg.param} ({cfg.method})", leave=False)
+        r_idx = 0
+        for k in range(steps + 1):
+            rec = k == record[r_idx]
+            G, Ks, out = grads(P, extras=rec)
+            if rec:
+                _record(hist, r_idx, P, G, Ks, out, B)
+                r_idx += 1
+                if bar is not None and k:
+                    bar.update(k - bar.n)
+            if k == steps:
+                break
+            zero, new, new_theta = None, {}, {}
+            for name, g in G.items():
+                rows = 2 if name == "KQ" else 1  # K and Q are normalised separately
+                g = g.reshape(B * rows, -1)
+                ks = Ks[name] if rows == 1 else Ks[name].repeat_interleave(2)
+                if cfg.normalized:
+                    step = normalized_step(g, lr, qn, eps, ks, rescale=False)
+                else:
+                    step = (lr * torch.exp(-ks)).unsqueeze(1) * g
+                # a zero step: (normalised, eps = 0) exactly a zero gradient, else check the step
+                is_zero = (g == 0).all(1) if cfg.normalized and eps == 0 else (step == 0).all(1)
+                if rows == 2:
+                    is_zero = is_zero.view(B, 2).all(1)
+                zero = is_zero if zero is None else zero & is_zero
+                step = step.view(P[name].shape)
+                if mirror:
+                    new_theta[name] = theta[name] - step
+                    new[name] = inverse_mirror_map(new_theta[name], lp)
+                else:
+                    new[name] = P[name] - step
+            frozen += zero  # a zero update freezes the trial for good: count, don't branch
+            finite = None
+            for t in new.values():
+                f = torch.isfinite(t.reshape(B, -1)).all(1)
+                finite = f if finite is None else finite & f
+            broken = torch.where((broken < 0) & ~finite, k, broken)
+            keep = broken >= 0  # (B,) trials stopped at a non-finite update keep their values
+            for name in new:
+                shape = (B,) + (1,) * (new[name].ndim - 1)
+                P[name] = torch.where(keep.view(shape), P[name], new[name])
+                if mirror:
+                    theta[name] = torch.where(keep.view(shape), theta[name], new_theta[name])
+        if bar is not None:
+            bar.update(steps - bar.n)
+            bar.close()
+
+    stopped = torch.where(frozen > 0, steps - frozen, torch.full_like(frozen, -1))
+    n_bad = int((broken >= 0).sum())
+    if n_bad:
+        warnings.warn(f"train: {n_bad} of {B} trials stopped at a non-finite update (see "
+                      f"TrainResult.nonfinite; e.g. lp={lp} too close to 1 for {dt})",
+                      RuntimeWarning, stacklevel=3)
+    return _result(prob, cfg, P, hist, record, stopped, broken)
+
+
+def _record(hist, r, P, G, Ks, out, B):
+    """Write iterate ``r`` of the history (loss, attention, gradient norm, tensors)."""
+    hist["loss"][:, r] = out["loss"]
+    mp = out["s"].amax(-1)
+    hist["max_prob"][:, r] = mp.mean(-1)
+    hist["min_max_prob"][:, r] = mp.amin(-1)
+    hist["grad_norm"][:, r] = torch.sqrt(sum(
+        torch.exp(torch.log(g.reshape(B, -1).norm(dim=1)) - Ks[name]) ** 2
+        for name, g in G.items()))
+    for name, t in unstack_kq(P).items():
+        hist[name][:, r] = t
+    if "KQ" in P:
+        hist["W"][:, r] = out["W"]
+
+
+def _result(prob, cfg, P, hist, record, stopped, broken):
+    def sq(t):
+        return t[0] if (prob.unbatched and t is not None) else t
+
+    history = {name: sq(t) for name, t in hist.items()}
+    history["step"] = torch.tensor(record, device=prob.data.device)
+    P = unstack_kq(P)
+    fixed = prob.fixed
+    W_final = P["K"] @ P["Q"].mT if "K" in P else P.get("W", fixed.get("W"))
+    v_final = P.get("v", fixed.get("v"))
+    return TrainResult(W=sq(W_final), K=sq(P.get("K")), Q=sq(P.get("Q")), p=sq(P.get("p")),
+                       v=sq(v_final), history=history, stopped=sq(stopped),
+                       nonfinite=sq(broken), settings=cfg.settings())

@@ -1,0 +1,190 @@
+"""ℓp mirror maps, the normalised step, and :class:`LpMirrorDescent` for any torch model.
+
+With :math:`\\psi(W)=\\frac1{p}\\|W\\|_p^p` (elementwise), the mirror map and its inverse are
+
+.. math::
+
+    \\nabla\\psi(W) = \\mathrm{sign}(W)\\odot|W|^{p-1},\\qquad
+    \\nabla\\psi^{-1}(\\Theta) = \\mathrm{sign}(\\Theta)\\odot|\\Theta|^{1/(p-1)},
+
+and one mirror-descent step is
+:math:`W_{k+1} = \\nabla\\psi^{-1}(\\nabla\\psi(W_k) - \\eta_k\\nabla\\mathcal L(W_k))`, with
+:math:`\\eta_k = \\eta/(\\|\\nabla\\mathcal L(W_k)\\|_q+\\varepsilon)`, :math:`q=p/(p-1)`, when
+normalised. At p = 2 this is (normalised) gradient descent. See chapters 9 and 10.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attnlib._validate import number
+
+__all__ = ["mirror_map", "inverse_mirror_map", "lq_norm", "normalized_step", "LpMirrorDescent"]
+
+
+def _power(x: torch.Tensor, e: float) -> torch.Tensor:
+    """:math:`\\mathrm{sign}(x)|x|^e`, elementwise; never NaN for non-NaN input.
+
+    ``pow`` of a magnitude: 0 stays 0, ``inf`` stays ``inf``, and a result beyond the dtype's
+    range is ``±inf`` (one below it is 0); no ``0 * inf`` arises. For ``e = 1/(p-1)`` with p
+    near 1 the exponent is large (100 at p = 1.01), so a dual entry of 2.5 is already
+    :math:`7\\cdot10^{39}`, beyond float32: that overflow is real (the primal value does not
+    exist in the dtype), and :func:`attnlib.train` stops such a trial and flags it.
+    """
+    return torch.sign(x) * x.abs().pow(e)
+
+
+def mirror_map(W: torch.Tensor, lp: float) -> torch.Tensor:
+    """:math:`\\nabla\\psi(W) = \\mathrm{sign}(W)\\odot|W|^{p-1}` (primal to dual).
+
+    The identity at p = 2. See chapter 9, *Mirror descent selects tokens too*.
+    """
+    return W if lp == 2 else _power(W, lp - 1.0)
+
+
+def inverse_mirror_map(theta: torch.Tensor, lp: float) -> torch.Tensor:
+    """Inverse map, dual to primal: :math:`\\mathrm{sign}(\\Theta)\\odot|\\Theta|^{1/(p-1)}`.
+
+    Entries whose primal value exceeds the dtype's range come back as ``±inf`` (never NaN).
+    See chapter 9.
+    """
+    return theta if lp == 2 else _power(theta, 1.0 / (lp - 1.0))
+
+
+def lq_norm(g: torch.Tensor, q: float) -> torch.Tensor:
+    """:math:`\\|g\\|_q` per row (B,), without underflow or overflow of :math:`|g|^q`.
+
+    For large q (q = 101 at p = 1.01) the sum :math:`\\sum_j |g_j|^q` leaves the dtype's range
+    although the norm does not (in float32 an entry of 0.4 gives 0, one of 3 gives inf), and a
+    zero norm makes a step of :math:`10^{35}`. The direct sum is kept where it is accurate (finite
+    and at least :math:`\\max_j|g_j|`, as every ℓq norm is); elsewhere the norm is
+    :math:`m\\,\\|g/m\\|_q` with :math:`m = \\max_j|g_j|`.
+    """
+    nrm = torch.linalg.vector_norm(g, ord=q, dim=1)
+    m = g.abs().amax(dim=1)
+    ok = torch.isfinite(nrm) & (nrm >= m * (1 - 16 * torch.finfo(g.dtype).eps))
+    safe = torch.where(m > 0, m, torch.ones_like(m))
+    scaled = safe * torch.linalg.vector_norm(g / safe.unsqueeze(1), ord=q, dim=1)
+    return torch.where(ok, nrm, scaled)
+
+
+def normalized_step(g: torch.Tensor, lr: float, q: float, eps: float, log_scale=None,
+                    rescale=True):
+    """``lr * G / (||G||_q + eps)`` per row (trial), for ``G = g * exp(-log_scale)``.
+
+    ``g`` may be a scaled gradient (see :func:`attnlib.models.logit_gradient`); the direction
+    does not depend on the scale and ``eps`` is compared with the true norm in the log domain.
+    Rows are scaled by their largest entry first (by an exact power of two when it is tiny, so
+    no reciprocal overflows), so tiny and subnormal gradients give an accurate direction and a
+    zero gradient gives a zero step. ``rescale=False`` skips that (for scaled gradients, whose
+    entries are of order one by construction).
+
+    Parameters
+    ----------
+    g : tensor (B, N)
+        One flattened gradient per row.
+    lr : float
+    q : float
+        The dual exponent of the norm (2 for gradient descent).
+    eps : float
+        Added to the true norm.
+    log_scale : tensor (B,), optional
+        ``g`` is the gradient times ``exp(log_scale)``.
+    """
+    if not rescale:
+        nrm = g.norm(dim=1) if q == 2.0 else lq_norm(g, q)
+        if eps > 0:
+            nrm = nrm + torch.exp(math.log(eps) + log_scale)
+        nrm = nrm.clamp_min(torch.finfo(g.dtype).tiny)  # a zero row stays zero
+        return g * (lr / nrm).unsqueeze(1)
+    m = g.abs().amax(dim=1)  # (B,)
+    tiny = torch.finfo(g.dtype).tiny ** 0.5
+    boost = torch.where(m < tiny, torch.full_like(m, 1.0 / tiny), torch.ones_like(m))
+    g = g * boost.unsqueeze(1)  # exact: 1/tiny is a power of two
+    m = m * boost
+    safe = torch.where(m > 0, m, torch.ones_like(m))
+    gs = g / safe.unsqueeze(1)
+    nrm = torch.linalg.vector_norm(gs, ord=q, dim=1)  # >= 1 where m > 0
+    if eps > 0:
+        log_true_max = torch.log(safe) - torch.log(boost)
+        if log_scale is not None:
+            log_true_max = log_true_max - log_scale
+        nrm = nrm + torch.exp(math.log(eps) - log_true_max)
+    return (lr / nrm).unsqueeze(1) * gs
+
+
+class LpMirrorDescent(torch.optim.Optimizer):
+    """Elementwise ℓp mirror descent for any torch model.
+
+    See chapter 10, *Mirror descent on real data*.
+
+    .. math::
+
+        \\Theta \\leftarrow \\Theta - \\eta\\,\\nabla\\mathcal L
+        \\quad(\\text{or } \\eta\\,\\nabla\\mathcal L/\\|\\nabla\\mathcal L\\|_q),
+        \\qquad w = \\mathrm{sign}(\\Theta)|\\Theta|^{1/(p-1)},\\qquad
+        \\Theta = \\mathrm{sign}(w)|w|^{p-1}\\text{ initially.}
+
+    The dual state :math:`\\Theta` is kept in the optimizer state (in float64 for float32 or
+    lower-precision parameters), so entries that underflow in the primal are not lost; written
+    weights are clamped to the parameter dtype's finite range. If something else changes a
+    parameter between steps, its dual is re-synchronised from the new value. At ``lp=2`` the step
+    is exactly ``torch.optim.SGD``'s (without momentum).
+
+    Parameters
+    ----------
+    params : iterable of tensors or parameter groups
+    lr : float > 0
+    lp : float > 1
+    normalized : bool
+        Divide each tensor's gradient by its dual norm :math:`\\|g\\|_q`, :math:`q=p/(p-1)`.
+    eps : float >= 0
+        Added to the dual norm when normalising.
+    """
+
+    def __init__(self, params, lr, lp=2.0, normalized=False, eps=0.0):
+        lr = number("lr", lr, lo=0, lo_open=True)
+        lp = number("lp", lp, lo=1, lo_open=True)
+        eps = number("eps", eps, lo=0)
+        if not isinstance(normalized, bool):
+            raise ValueError(f"normalized: expected True or False, got {normalized!r}")
+        super().__init__(params, dict(lr=lr, lp=lp, normalized=normalized, eps=eps))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, lp, eps = group["lr"], group["lp"], group["eps"]
+            q = lp / (lp - 1.0)
+            for w in group["params"]:
+                if w.grad is None:
+                    continue
+                g = w.grad
+                if lp == 2.0 and not group["normalized"]:
+                    w.add_(g, alpha=-lr)  # exactly torch.optim.SGD's update
+                    continue
+                if group["normalized"]:
+                    step = normalized_step(g.reshape(1, -1), lr, q, eps).view_as(g)
+                else:
+                    step = lr * g
+                if lp == 2.0:
+                    w.sub_(step)
+                    continue
+                st = self.state[w]
+                if "theta" not in st or not torch.equal(st["last"], w):
+                    work = torch.float64 if w.dtype != torch.float64 else w.dtype
+                    st["theta"] = mirror_map(w.detach().to(work), lp)
+                theta = st["theta"]
+                theta.sub_(step.to(theta.dtype))
+                new = inverse_mirror_map(theta, lp)
+                if new.dtype != w.dtype:
+                    big = torch.finfo(w.dtype).max
+                    new = new.clamp(-big, big)
+                w.copy_(new)
+                st["last"] = w.detach().clone()
+        return loss

@@ -1,0 +1,130 @@
+"""The regularisation path :math:`\\bar W(R) = \\arg\\min_{\\|W\\|\\le R}\\mathcal L(W)`.
+
+Projected, normalised gradient descent, all radii (and trials) as one batch. See chapter 2,
+*The Att-SVM and gradient descent*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attnlib._runtime import few_threads
+from attnlib._validate import choice, number
+from attnlib.data import AttentionData
+
+from .mirror import normalized_step
+from .setup import make_gradient, prepare, stack_kq, unstack_kq
+
+__all__ = ["PathResult", "regularization_path"]
+
+
+@dataclass
+class PathResult:
+    """What :func:`regularization_path` returns: solutions per radius (radius dim before the
+    parameter dims, after the data's trials dim), the loss there, and the norm of the last
+    projected step (how far from stationary)."""
+
+    radii: torch.Tensor
+    W: torch.Tensor
+    loss: torch.Tensor
+    residual: torch.Tensor
+    p: torch.Tensor | None = None
+    K: torch.Tensor | None = None
+    Q: torch.Tensor | None = None
+
+
+def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=0.1,
+                        head="linear", init=None, seed=0, progress=False, device=None,
+                        dtype=None) -> PathResult:
+    """Regularisation path :math:`\\bar W(R) = \\arg\\min_{\\|W\\|_F\\le R}\\mathcal L(W)`.
+
+    Projected, normalised gradient descent with a decaying step :math:`\\eta_k R`
+    (:math:`\\eta_k` falls linearly from ``lr`` to ``lr/1000``), all radii as one batch.
+    ``param="p"``: the prompt model, :math:`\\|p\\|\\le R` (W fixed by ``init["W"]``, default
+    identity); ``param="KQ"``: :math:`\\|K\\|_F^2+\\|Q\\|_F^2\\le 2R` (so
+    :math:`\\|KQ^\\top\\|_\\star\\le R`). As R grows, :math:`\\bar W(R)/R` turns to the max-margin
+    direction (chapter 2, *The Att-SVM and gradient descent*).
+
+    Parameters
+    ----------
+    data : AttentionData
+        Unbatched, or with trials (then results are (B, R, ...)).
+    radii : sequence of positive numbers
+    steps : int
+        Projected steps per radius (all radii run together).
+
+    Returns
+    -------
+    PathResult
+    """
+    param = choice("param", param, ("W", "p", "KQ"))
+    R = torch.as_tensor(radii, dtype=torch.float64).reshape(-1)
+    if R.numel() == 0 or not bool(torch.isfinite(R).all()) or not bool((R > 0).all()):
+        raise ValueError(f"radii: expected positive finite numbers, got {radii!r}")
+    steps = number("steps", steps, lo=1, integer=True)
+    lr = number("lr", lr, lo=0, lo_open=True)
+    if not isinstance(data, AttentionData):
+        raise ValueError(f"data: expected an attnlib.AttentionData, got {type(data).__name__}")
+    nR, B0 = R.numel(), data.B
+    # flatten (trials, radii) into one trials dimension
+    flat = data.batched(1) if B0 is None else data
+    Bt = flat.B
+
+    def rep(t):
+        return None if t is None else t.repeat_interleave(nR, dim=0)
+
+    big = AttentionData(rep(flat.X), rep(flat.Y), rep(flat.z), rep(flat.v))
+    init = dict(init or {})
+    if param == "p":
+        init.setdefault("p", torch.zeros(big.d, dtype=torch.float64))
+    elif param == "W":
+        init.setdefault("W", torch.zeros(big.d, big.d, dtype=torch.float64))
+    with torch.no_grad():
+        prob = prepare(big, param, init, head, seed, device, dtype)
+    bd, B = prob.data, prob.B
+    with torch.no_grad(), few_threads(B * bd.n * bd.T * max(bd.T, bd.d), bd.device):
+        grads = make_gradient(prob, loss, param, 0.0)
+        P = stack_kq(prob.P)
+        Rb = R.to(bd.device, bd.dtype).repeat(Bt)  # (B,) radius of each flat trial
+        bound = Rb if param != "KQ" else torch.sqrt(2 * Rb)
+
+        def project(P):
+            sq = sum((t.reshape(B, -1) ** 2).sum(1) for t in P.values())
+            scale = torch.clamp(bound / torch.sqrt(sq).clamp_min(1e-300), max=1.0)
+            return {k: t * scale.view(B, *[1] * (t.ndim - 1)) for k, t in P.items()}
+
+        P = project(P)
+        it = range(steps)
+        if progress:
+            from tqdm.auto import tqdm
+
+            it = tqdm(it, desc="regularization path", leave=False)
+        resid = torch.zeros(B, device=bd.device, dtype=bd.dtype)
+        for k in it:
+            G, _, _ = grads(P)
+            eta = lr * (1 - (1 - 1e-3) * k / max(steps - 1, 1))
+            gflat = torch.cat([g.reshape(B, -1) for g in G.values()], 1)
+            step = normalized_step(gflat, 1.0, 2.0, 0.0) * (eta * bound).unsqueeze(1)
+            new, off = {}, 0
+            for name, t in P.items():
+                sz = t[0].numel()
+                new[name] = t - step[:, off:off + sz].view_as(t)
+                off += sz
+            new = project(new)
+            resid = torch.sqrt(sum(((new[k] - P[k]).reshape(B, -1) ** 2).sum(1) for k in P))
+            P = new
+        _, _, out = grads(P, extras=True)
+        P = unstack_kq(P)
+
+    def shape(t):
+        t = t.reshape(Bt, nR, *t.shape[1:])
+        return t[0] if B0 is None else t
+
+    fixed = prob.fixed
+    W_final = P["K"] @ P["Q"].mT if "K" in P else P.get("W", fixed.get("W"))
+    return PathResult(radii=R, W=shape(W_final), loss=shape(out["loss"]), residual=shape(resid),
+                      p=shape(P["p"]) if "p" in P else None,
+                      K=shape(P["K"]) if "K" in P else None,
+                      Q=shape(P["Q"]) if "Q" in P else None)

@@ -1,0 +1,128 @@
+"""Tests of attnlib.train.mirror: the ℓp mirror maps and LpMirrorDescent (chapters 9, 10)."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import attnlib as al
+import attnlib.models as M
+from attnlib.train import LpMirrorDescent, inverse_mirror_map, mirror_map
+
+F64 = torch.float64
+
+
+@settings(max_examples=60, deadline=None)
+@given(lp=st.floats(1.01, 5.0), log10_scale=st.floats(-30, 30),
+       dtype=st.sampled_from([torch.float32, torch.float64]), seed=st.integers(0, 2**16))
+def test_mirror_maps_are_inverse(lp, log10_scale, dtype, seed):
+    """Round trip within the conditioning of the map (relative error ~ eps / (p-1)), finite
+    wherever the dual value |W|^(p-1) exists in the dtype; never NaN."""
+    g = torch.Generator().manual_seed(seed)
+    W64 = torch.randn(6, 6, generator=g, dtype=F64) * 10.0 ** log10_scale
+    W = W64.to(dtype)
+    theta = mirror_map(W, lp)
+    back = inverse_mirror_map(theta, lp)
+    assert not torch.isnan(theta).any() and not torch.isnan(back).any()
+    fi = torch.finfo(dtype)
+    log_dual = (lp - 1) * torch.log(W.double().abs())  # log of |Theta|, exactly in float64
+    ok = (log_dual < torch.log(torch.tensor(fi.max)) - 1) & (W.double().abs() > fi.tiny) & \
+         (log_dual > torch.log(torch.tensor(fi.tiny)) + 1) & (W != 0)
+    assert torch.isfinite(theta[ok]).all() and torch.isfinite(back[ok]).all()
+    tol = 32 * fi.eps * (1 + 1 / (lp - 1))  # a few ulp per pow, amplified by 1/(p-1)
+    rel = ((back.double() - W.double()).abs() / W.double().abs())[ok]
+    assert (rel <= tol).all(), float(rel.max())
+    # the dual is sign(W)|W|^(p-1), against numpy's power in float64
+    w = W.double().numpy()
+    expect = torch.as_tensor(np.sign(w) * np.abs(w) ** (lp - 1))
+    assert torch.allclose(theta.double()[ok], expect[ok], rtol=32 * fi.eps, atol=0)
+
+
+def test_mirror_map_is_identity_at_2():
+    W = torch.randn(4, 4, dtype=F64)
+    assert mirror_map(W, 2.0) is W and inverse_mirror_map(W, 2.0) is W
+
+
+def test_lp_mirror_descent_at_2_is_sgd():
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(5, 3).double(), torch.nn.Linear(5, 3).double()
+    b.load_state_dict(a.state_dict())
+    oa, ob = LpMirrorDescent(a.parameters(), lr=0.05, lp=2.0), torch.optim.SGD(b.parameters(),
+                                                                               lr=0.05)
+    x = torch.randn(20, 5, dtype=F64)
+    for _ in range(10):
+        for m, o in ((a, oa), (b, ob)):
+            o.zero_grad()
+            m(x).pow(2).mean().backward()
+            o.step()
+    assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_lp_mirror_descent_lp11_long_run_finite(dtype):
+    """1e4 unnormalised l1.1 steps (the real-data setting) on logistic regression: finite (the
+    primal weights reach ~1e-17 and ~60 in float32) and the data are fitted."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 8, dtype=dtype, generator=g)
+    y = torch.sign(x[:, 0] + 0.2 * x[:, 1])  # separable through the origin
+    w = torch.nn.Parameter(0.01 * torch.randn(8, dtype=dtype, generator=g))
+    opt = LpMirrorDescent([w], lr=0.05, lp=1.1)
+    for _ in range(10_000):
+        with torch.no_grad():  # logistic-regression gradient, by hand (no autograd overhead)
+            w.grad = -(x * (y * torch.sigmoid(-y * (x @ w))).unsqueeze(1)).mean(0)
+        opt.step()
+    assert torch.isfinite(w).all()
+    assert (torch.sign(x @ w) == y).float().mean() > 0.97
+
+
+def test_lp_mirror_descent_matches_train(small_data):
+    """The optimizer on the autograd model follows al.train's md trajectory."""
+    W0 = torch.randn(6, 6, dtype=F64, generator=torch.Generator().manual_seed(9))
+    ref = al.train(small_data, method="md", lp=1.5, lr=0.05, steps=40, init={"W": W0})
+    W = W0.clone().requires_grad_(True)
+    opt = LpMirrorDescent([W], lr=0.05, lp=1.5, normalized=True)
+    for _ in range(40):
+        opt.zero_grad()
+        s = M.softmax(M.logits(small_data.X, W, small_data.z))
+        M.risk(small_data.X, small_data.Y, s, small_data.v).backward()
+        opt.step()
+    assert torch.allclose(W.detach(), ref.W, rtol=1e-9, atol=1e-11)
+
+
+def test_lp_mirror_descent_resyncs_after_external_edit():
+    w = torch.nn.Parameter(torch.ones(3, dtype=F64))
+    opt = LpMirrorDescent([w], lr=0.1, lp=1.5)
+    w.grad = torch.ones(3, dtype=F64)
+    opt.step()
+    with torch.no_grad():
+        w.fill_(2.0)
+    opt.step()
+    theta = mirror_map(torch.full((3,), 2.0, dtype=F64), 1.5) - 0.1
+    assert torch.allclose(w, inverse_mirror_map(theta, 1.5))
+
+
+def test_lp_mirror_descent_one_step_is_the_formula():
+    """Normalised, lp = 3: Theta - lr g/(||g||_q + eps), mapped back, in float32 storage."""
+    w = torch.nn.Parameter(torch.tensor([0.5, -2.0, 1e-3], dtype=torch.float32))
+    g = torch.tensor([1.0, 0.5, -2.0], dtype=torch.float32)
+    w.grad = g.clone()
+    LpMirrorDescent([w], lr=0.1, lp=3.0, normalized=True, eps=0.01).step()
+    w0, g64 = torch.tensor([0.5, -2.0, 1e-3], dtype=F64), g.double()
+    q = 1.5
+    theta = torch.sign(w0) * w0.abs() ** 2 - 0.1 * g64 / (g64.abs().pow(q).sum() ** (1 / q) + 0.01)
+    expect = torch.sign(theta) * theta.abs() ** 0.5
+    assert torch.allclose(w.double(), expect, rtol=1e-6)
+
+
+def test_lp_mirror_descent_bad_input():
+    p = [torch.zeros(2, requires_grad=True)]
+    with pytest.raises(ValueError, match="lp"):
+        LpMirrorDescent(p, lr=0.1, lp=0.5)
+    with pytest.raises(ValueError, match="lr"):
+        LpMirrorDescent(p, lr=0.0)
+    with pytest.raises(ValueError, match="eps"):
+        LpMirrorDescent(p, lr=0.1, eps=-1)
+    with pytest.raises(ValueError, match="normalized"):
+        LpMirrorDescent(p, lr=0.1, normalized="yes")
