@@ -214,13 +214,13 @@ def local_certificate(n: int = 3, T: int = 3, d: int = 4, seed: int = 0, trials:
 
 
 # ----------------------------------------------------------------------------- token plane
-#: Prompt-model examples of the max-margin paper: name -> (constructor(device), description).
+#: Prompt-model examples of the paper: name -> (constructor(device=None), description).
 TOKEN_EXAMPLES = {
-    "e1-global": (lambda device: _examples.three_token_example("global", device=device),
+    "e1-global": (lambda device=None: _examples.three_token_example("global", device=device),
                   "one input, 3 tokens, scores (1, .9, .9): every run finds the optimal token"),
-    "e1-local": (lambda device: _examples.three_token_example("local", device=device),
+    "e1-local": (lambda device=None: _examples.three_token_example("local", device=device),
                  "one input, 3 tokens, scores (1, .9, 0): runs split between two selections"),
-    "e2": (lambda device: _examples.multi_input_example(device=device),
+    "e2": (lambda device=None: _examples.multi_input_example(device=device),
            "3 inputs of 7 tokens, equal non-optimal scores"),
 }
 _ENUMERATE_UP_TO = 27  # label every selection when there are at most this many (T^n)
