@@ -189,10 +189,11 @@ def local_certificate(n: int = 3, T: int = 3, d: int = 4, seed: int = 0, trials:
     alpha_hat = selected_tokens(data.batched(trials), p=run.p)  # (trials, n)
     index = (alpha_hat.cpu() * (T ** torch.arange(n - 1, -1, -1))).sum(-1)  # row of the table
     reached = sorted(set(index.tolist()))
-    p_mm = {u: prompt_svm(data, alpha=table.alpha[u]) for u in reached
-            if bool(table.feasible[u])}
-    nan = torch.full((d,), math.nan, dtype=torch.float64)
-    own = torch.stack([p_mm[int(u)].cpu() if int(u) in p_mm else nan for u in index])
+    p_mm = torch.full((len(table.alpha), d), math.nan, dtype=torch.float64)  # NaN: not solved
+    for u in reached:  # one SVM per selection reached (at most T^n), not per run
+        if bool(table.feasible[u]):
+            p_mm[u] = prompt_svm(data, alpha=table.alpha[u]).cpu()
+    own = p_mm[index]  # (trials, d): each run's own p^mm
     cos = correlation(run.p.cpu(), own, dims=1)
     lo = table.locally_optimal[index]
     n_lo_reached = sum(bool(table.locally_optimal[u]) for u in reached)
