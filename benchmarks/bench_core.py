@@ -31,9 +31,9 @@ import torch
 import torch.nn as nn
 
 import attnlib as al
+from attnlib.examples import EPS  # the official notebooks' epsilon (float64 machine epsilon)
 
 N, T, D = 6, 8, 10
-EPS = torch.finfo(torch.float64).eps
 
 
 class NotebookAttention(nn.Module):
