@@ -398,20 +398,3 @@ def cleanly_masked(s, threshold=1e-3, masked=1e-6) -> torch.Tensor:
     some_masked = (s <= masked).flatten(-2).any(-1)
     return ~ambiguous & some_masked
 
-
-# ----------------------------------------------------------------------------- moved names
-def is_locally_optimal(*args, **kwargs):
-    """Deprecated alias of :func:`attnlib.optimality.is_locally_optimal` (TEMPORARY: removed
-    once experiments/max_margin.py, widgets.py and their tests import from
-    :mod:`attnlib.optimality`; it is the last arrow from tokens up to svm)."""
-    from attnlib import optimality
-
-    return optimality.is_locally_optimal(*args, **kwargs)
-
-
-def enumerate_selections(*args, **kwargs):
-    """Deprecated alias of :func:`attnlib.optimality.enumerate_selections` (TEMPORARY, as
-    :func:`is_locally_optimal`)."""
-    from attnlib import optimality
-
-    return optimality.enumerate_selections(*args, **kwargs)

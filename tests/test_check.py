@@ -8,6 +8,7 @@ import torch
 
 from attnlib import check, svm, tokens
 from attnlib import data as D
+from attnlib.check import feedback
 
 # One sample, three tokens in the plane, query z = e1: the Att-SVM for alpha = 0 is
 # W z = (1, 0), i.e. W_mm = [[1, 0], [0, 0]] (constraints w0 - w1 >= 1 and w0 + w1 >= 1).
@@ -101,7 +102,7 @@ def test_reference_errors_raise(toy):
 
 
 def test_strict_mode_raises(toy, monkeypatch):
-    monkeypatch.setattr(check, "_STRICT", {"on": None})  # follow the environment variable
+    monkeypatch.setattr(feedback, "_STRICT", {"on": None})  # follow the environment variable
     monkeypatch.delenv(check.STRICT_ENV, raising=False)
     assert not check.is_strict()
     assert not check.check_svm_direction(-W_MM, toy, alpha=[0])  # feedback, no exception

@@ -1,0 +1,327 @@
+"""Checks of SVM answers, selections and local optimality (chapters 1-5, 9).
+
+See :mod:`attnlib.check` for how a chapter uses them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attnlib import optimality, svm, tokens
+from attnlib.check.feedback import DTYPE, Feedback, answer_tensor, fail, one_instance, reference
+from attnlib.metrics import correlation
+
+__all__ = ["check_svm_direction", "check_prompt_direction", "check_selection",
+           "check_locally_optimal"]
+
+
+def _norm(W, norm):
+    if norm == "fro":
+        return torch.linalg.vector_norm(W)
+    if norm == "nuc":
+        return torch.linalg.matrix_norm(W, "nuc")
+    return torch.linalg.vector_norm(W, ord=float(norm))
+
+
+def _norm_name(norm):
+    return {"fro": "Frobenius", "nuc": "nuclear"}[norm] if isinstance(norm, str) \
+        else f"ℓ{norm:g}"
+
+
+def _check_norm(norm):
+    if norm in ("fro", "nuc"):
+        return norm
+    try:
+        lp = float(norm)
+    except (TypeError, ValueError):
+        lp = float("nan")
+    if not lp > 1:
+        raise ValueError(f"norm must be 'fro', 'nuc' or a number lp > 1, got {norm!r}")
+    return lp
+
+
+def _alpha(alpha, data):
+    """Validate a reference selection (raises: it is not the learner's answer)."""
+    return tokens.as_selection(alpha, torch.as_tensor(data.X))
+
+
+# -- checks ----------------------------------------------------------------------------------
+def check_svm_direction(W, data, alpha=None, norm="fro", *, exact=False, min_corr=0.99,
+                        atol=1e-4) -> Feedback:
+    r"""Check that ``W`` is the Att-SVM solution (``exact``) or its direction.
+
+    The Att-SVM of a selection :math:`\alpha` (chapter 2; with ``norm="nuc"`` the Att-SVM⋆
+    of the (K, Q) parameterisation, chapter 5; with ``norm=lp`` the :math:`\ell_p`-AttSVM of
+    mirror descent, chapter 9) is
+
+    .. math::
+        W^{mm}_\alpha = \arg\min_W \|W\| \quad\text{s.t.}\quad
+        (x_{i\alpha_i} - x_{it})^\top W z_i \ge 1 \quad \forall i,\ t \ne \alpha_i .
+
+    With ``exact=False`` (a direction, e.g. a long gradient-descent run) every margin
+    :math:`(x_{i\alpha_i} - x_{it})^\top W z_i` must be positive and
+    :math:`\mathrm{corr}(W, W^{mm}_\alpha) \ge` ``min_corr``. With ``exact=True`` every margin
+    must be at least ``1 - atol`` and :math:`\|W\|` within ``atol`` (relative) of the minimum.
+
+    Parameters
+    ----------
+    W : array (d, d)
+        The answer.
+    data : AttentionData
+        One instance (no trials dimension) with queries ``z``.
+    alpha : array (n,), optional
+        The selection; default: the optimal tokens (highest score :math:`\gamma_{it}`).
+    norm : "fro", "nuc" or float lp > 1
+    exact : bool
+    min_corr, atol : float
+
+    Examples
+    --------
+    >>> data = al.random_data(4, 5, 8, seed=0)           # doctest: +SKIP
+    >>> al.check.check_svm_direction(al.att_svm(data), data)   # doctest: +SKIP
+    ✓ correct (Att-SVM direction): all 16 margins positive and corr(W, W^mm) = 1.0000 ...
+    """
+    data = one_instance(data)
+    if data.z is None:
+        raise ValueError("data has no queries z (the prompt model): use check_prompt_direction")
+    d = data.d
+
+    def margins(W, alpha):
+        return tokens.token_margins(data, W, alpha)
+
+    def solve(alpha, norm):
+        return svm.att_svm(data, alpha=alpha, norm=norm)
+
+    return _direction(W, "W", (d, d), data, alpha, norm, margins, solve, exact, min_corr, atol,
+                      "Att-SVM")
+
+
+def check_prompt_direction(p, data, alpha=None, W=None, norm="fro", *, exact=False,
+                           min_corr=0.99, atol=1e-4) -> Feedback:
+    r"""Check that ``p`` is the p-SVM solution (``exact``) or its direction (prompt model).
+
+    With the key-query matrix :math:`W` fixed (default identity) the prompt token's SVM is
+    (chapters 1-4)
+
+    .. math::
+        p^{mm}(\alpha) = \arg\min_p \|p\| \quad\text{s.t.}\quad
+        (x_{i\alpha_i} - x_{it})^\top W p \ge 1 \quad \forall i,\ t \ne \alpha_i .
+
+    Parameters are as in :func:`check_svm_direction`, with ``p`` of shape (d,) and ``W`` the
+    fixed matrix (e.g. ``example.init["W"]`` of a hand-made example).
+    """
+    data = one_instance(data)
+    n, d = data.n, data.d
+    Wf = torch.eye(d, dtype=DTYPE) if W is None else reference(W, "W")
+
+    def margins(p, alpha):
+        return tokens.token_margins(data.X, Wf, alpha, z=p.expand(n, d))
+
+    def solve(alpha, norm):
+        return svm.prompt_svm(data, alpha=alpha, W=Wf, norm=norm)
+
+    return _direction(p, "p", (d,), data, alpha, norm, margins, solve, exact, min_corr, atol,
+                      "p-SVM")
+
+
+def _direction(ans, sym, shape, data, alpha, norm, margins, solve, exact, min_corr, atol, svm_name):
+    """Shared body of the SVM checks: validate, margins, then compare with the solver."""
+    title = f"{svm_name} solution" if exact else f"{svm_name} direction"
+    norm = _check_norm(norm)
+    n, T = data.n, data.T
+    alpha = tokens.optimal_tokens(data) if alpha is None else alpha
+    alpha = _alpha(alpha, data)
+    x, err = answer_tensor(ans, sym)
+    if err:
+        return fail(title, err)
+    if tuple(x.shape) != shape:
+        return fail(title, f"{sym} must have shape {shape}, yours has {tuple(x.shape)}.")
+    if not x.abs().max() > 0:
+        return fail(title, f"{sym} is zero: it gives every token the same attention.")
+    m = margins(x, alpha).clone()  # (n, T), 0 at the selected tokens
+    m[torch.arange(n), alpha] = math.inf
+    total = n * (T - 1)
+    bad = m < 1 - atol if exact else m <= 0
+    if bad.any():
+        k = int(bad.sum())
+        i, t = divmod(int(torch.argmin(m)), T)
+        rhs = "≥ 1" if exact else "> 0"
+        q = "W z_i" if sym == "W" else "W p"
+        return fail(title, f"your {sym} violates {k} of {total} margin constraints "
+                            f"(x_iα_i − x_it)ᵀ {q} {rhs}; the largest violation is at "
+                            f"sample {i}, token {t} (margin {float(m[i, t]):.4g}, selected "
+                            f"token {int(alpha[i])}).",
+                     violations=k, constraints=total, worst=(i, t), margin=float(m[i, t]))
+    try:
+        ref = reference(solve(alpha, norm), "solution")
+    except svm.InfeasibleError as e:
+        return fail(title, f"no {sym} satisfies the constraints of this selection ({e}).")
+    name = _norm_name(norm)
+    corr = float(correlation(x, ref, dims=x.dim()))
+    details = dict(correlation=corr, min_margin=float(m.min()), constraints=total)
+    if exact:
+        nx, nref = float(_norm(x, norm)), float(_norm(ref, norm))
+        details.update(norm=nx, optimal_norm=nref)
+        if nx > nref * (1 + atol) + atol:
+            return fail(title, f"your {sym} satisfies all {total} margin constraints but is not "
+                                f"the smallest: its {name} norm is {nx:.6g}, the minimum is "
+                                f"{nref:.6g} (correlation with the solution {corr:.4f}).",
+                         **details)
+        return Feedback(True, title, f"all {total} margin constraints hold (smallest margin "
+                                     f"{float(m.min()):.4g}) and the {name} norm {nx:.6g} is "
+                                     "the minimum.", details)
+    if corr < min_corr:
+        return fail(title, f"your {sym} selects the right tokens (all {total} margins positive) "
+                            f"but points elsewhere than the {name} max-margin direction: "
+                            f"corr({sym}, {sym}^mm) = {corr:.4f} < {min_corr}.", **details)
+    return Feedback(True, title, f"all {total} margins positive and corr({sym}, {sym}^mm) = "
+                                 f"{corr:.4f} ≥ {min_corr} ({name} {svm_name}).", details)
+
+
+def check_selection(alpha, data, W=None, *, p=None) -> Feedback:
+    r"""Check a selection: the optimal tokens, or the tokens the attention selects.
+
+    Without ``W`` and ``p`` the answer must be the optimal tokens
+    :math:`\mathrm{opt}_i = \arg\max_t \gamma_{it}`, :math:`\gamma_{it} = Y_i v^\top x_{it}`
+    (chapter 1). With ``W`` (or the prompt ``p``, ``W`` then fixed, default identity) it must
+    be the selected tokens :math:`\arg\max_t x_{it}^\top W z_i` (or
+    :math:`x_{it}^\top W p`), where softmax attention concentrates.
+
+    Parameters
+    ----------
+    alpha : array (n,) of int
+        The answer, 0-based token indices.
+    data : AttentionData
+        One instance.
+    W : array (d, d), optional
+    p : array (d,), optional
+    """
+    data = one_instance(data)
+    n, T = data.n, data.T
+    if W is None and p is None:
+        title, what = "optimal tokens", "score"
+        value = tokens.scores(data)  # gamma_it, (n, T)
+    else:
+        title, what = "selected tokens", "logit"
+        value = tokens.attention_logits(data, None if W is None else reference(W, "W"),
+                                        p=None if p is None else reference(p, "p"))  # (n, T)
+    a, err = answer_tensor(alpha, "alpha", dtype=None)
+    if err:
+        return fail(title, err)
+    if a.dtype.is_floating_point:
+        if not torch.isfinite(a).all() or not torch.equal(a, a.round()):
+            return fail(title, "alpha must hold integer token indices, yours has fractions.")
+    a = a.long().reshape(-1) if a.dim() == 0 else a.long()
+    if a.shape != (n,):
+        return fail(title, f"alpha must hold one token index per sample, shape ({n},); yours "
+                            f"has shape {tuple(a.shape)}.")
+    if (a < 0).any() or (a >= T).any():
+        i = int(torch.nonzero((a < 0) | (a >= T))[0, 0])
+        return fail(title, f"sample {i}: token {int(a[i])} does not exist (tokens are 0-based, "
+                            f"0..{T - 1}).")
+    best = value.max(dim=1).values  # (n,)
+    mine = value[torch.arange(n), a]
+    tie = 1e-12 * (1 + best.abs())
+    wrong = mine < best - tie
+    if wrong.any():
+        i = int(torch.nonzero(wrong)[0, 0])
+        right = int(value[i].argmax())
+        return fail(title, f"{int(wrong.sum())} of {n} samples wrong; e.g. sample {i}: you chose "
+                            f"token {int(a[i])} ({what} {float(mine[i]):.4g}), but token {right} "
+                            f"has the larger {what} {float(best[i]):.4g}.",
+                     wrong=torch.nonzero(wrong)[:, 0].tolist())
+    ties = int(((value >= (best - tie)[:, None]).sum(1) > 1).sum())
+    note = f" ({ties} samples have ties: any maximiser counts)" if ties else ""
+    return Feedback(True, title, f"all {n} samples pick a token of largest {what}{note}.")
+
+
+def check_locally_optimal(answer, data, alpha=None, norm="fro", *, param="W",
+                          W=None) -> Feedback:
+    r"""Check an answer about local optimality (chapter 3).
+
+    A selection :math:`\alpha` is locally optimal when its SVM is feasible and every support
+    token (active margin constraint) scores strictly below the selected token:
+    :math:`\gamma_{i\alpha_i} > \gamma_{it}` for :math:`t \in \mathcal{T}_i(\alpha)`.
+
+    Parameters
+    ----------
+    answer : bool or collection of selections
+        With ``alpha``: whether ``alpha`` is locally optimal. Without: the set of all locally
+        optimal selections (each an int when n = 1, else a tuple of n ints); only for
+        :math:`T^n \le 4096`.
+    data : AttentionData
+    alpha : array (n,), optional
+    norm : "fro", "nuc" or float lp > 1
+    param : "W" or "p"
+        The Att-SVM of W (queries ``data.z``) or the p-SVM of the prompt model.
+    W : array (d, d), optional
+        The prompt model's fixed matrix (default identity).
+    """
+    title = "local optimality"
+    data = one_instance(data)
+    norm = _check_norm(norm)
+    n, T = data.n, data.T
+    Wf = None if W is None else reference(W, "W")
+    kw = dict(norm=norm, param=param, W=Wf)
+    if answer is None:
+        return fail(title, "answer is None: you have not answered yet (replace the stub above).")
+    if alpha is not None:
+        alpha = _alpha(alpha, data)
+        if not isinstance(answer, (bool, int)) and not (torch.is_tensor(answer)
+                                                        and answer.numel() == 1):
+            return fail(title, f"answer must be True or False, got {answer!r}.")
+        truth = bool(optimality.is_locally_optimal(data, alpha, **kw))
+        sel = alpha.tolist()
+        if bool(answer) == truth:
+            return Feedback(True, title, f"selection {sel} is {'' if truth else 'not '}locally "
+                                         "optimal.")
+        return fail(title, f"selection {sel} is {'' if truth else 'not '}locally optimal; you "
+                            f"said it is{' not' if truth else ''}. "
+                            + _why_local(data, alpha, truth, norm, param, Wf))
+    if T**n > 4096:
+        raise ValueError(f"without alpha the check enumerates T^n = {T**n} selections; pass "
+                         "alpha or use a smaller instance (T^n <= 4096)")
+    try:
+        given = {(int(s),) if not hasattr(s, "__len__") else tuple(int(u) for u in s)
+                 for s in answer}
+    except (TypeError, ValueError):
+        return fail(title, "answer must be a collection of selections, e.g. {0, 1} for one "
+                            "sample or {(0, 0), (1, 0)} for two.")
+    if any(len(s) != n for s in given):
+        return fail(title, f"each selection must name {n} token(s), one per sample.")
+    sels = optimality.enumerate_selections(data, **kw)
+    truth = {tuple(a.tolist()) for a, ok in zip(sels.alpha, sels.locally_optimal) if ok}
+    fmt = lambda S: "{" + ", ".join(str(s[0]) if n == 1 else str(s) for s in sorted(S)) + "}"
+    if given == truth:
+        return Feedback(True, title, f"the locally optimal selections are exactly {fmt(truth)}.")
+    missing, extra = truth - given, given - truth
+    parts = []
+    if extra:
+        parts.append(f"{fmt(extra)} {'is' if len(extra) == 1 else 'are'} not locally optimal")
+    if missing:
+        parts.append(f"you missed {fmt(missing)}")
+    return fail(title, "; ".join(parts) + ".", missing=sorted(missing), extra=sorted(extra))
+
+
+def _why_local(data, alpha, truth, norm, param, W):
+    """One sentence on why ``alpha`` is (not) locally optimal."""
+    if truth:
+        return "Every support token scores lower than its selected token."
+    try:
+        if param == "W":
+            bad = optimality.violations(data, svm.att_svm(data, alpha=alpha, norm=norm), alpha)
+        else:
+            p_mm = svm.prompt_svm(data, alpha=alpha, W=W, norm=norm)
+            Wf = torch.eye(data.d, dtype=DTYPE) if W is None else W
+            bad = optimality.violations(data, Wf, alpha, z=p_mm.expand(data.n, -1))
+    except svm.InfeasibleError:
+        return "No solution satisfies its margin constraints: the selection is infeasible."
+    gamma = tokens.scores(data)  # (n, T)
+    own = gamma[torch.arange(data.n), alpha][:, None]
+    if not bad.any():
+        return ""
+    i, t = (int(u) for u in torch.nonzero(bad)[0])
+    return (f"At sample {i}, the support token {t} scores {float(gamma[i, t]):.4g} ≥ "
+            f"{float(own[i, 0]):.4g}, the score of the selected token {int(alpha[i])}.")
