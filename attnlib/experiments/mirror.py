@@ -42,7 +42,7 @@ import math
 import numpy as np
 import torch
 
-from attnlib import models as _models
+from attnlib import metrics, models
 from attnlib._runtime import resolve_device
 from attnlib.examples import MD_BUDGETS, mirror_joint_example, mirror_random_data
 from attnlib.figures import mirror as figures
@@ -57,59 +57,13 @@ from attnlib.figures.mirror import (  # noqa: F401  (compatibility: moved to fig
     plot_joint,
     plot_unnormalized,
 )
-from attnlib.metrics import bregman, bregman_direction
-from attnlib.metrics import lp_norm as _metrics_lp_norm
-from attnlib.svm import att_svm, head_svm
+from attnlib.metrics import bregman, bregman_direction, sparsity
+from attnlib.optimality import locally_optimal_from
+from attnlib.svm import InfeasibleError, att_svm, head_svm, solve_each
 from attnlib.tokens import selected_tokens, token_margins
 from attnlib.train import LpMirrorDescent, inverse_mirror_map, mirror_map, train
 
-from ._registry import Target, experiment
-
-# TEMP until H1/H2/H4 deliver -------------------------------------------------------------
-try:
-    from attnlib.metrics import sparsity
-except ImportError:
-    def sparsity(W, rel=0.01):
-        A = W.abs().flatten(-2)
-        return (A < rel * A.amax(-1, keepdim=True)).to(W.dtype).mean(-1)
-try:
-    from attnlib.optimality import locally_optimal_from
-except ImportError:
-    from attnlib.tokens import scores as _scores, support_tokens as _support_tokens
-
-    def locally_optimal_from(data, W_mm, alpha, *, tol=1e-6, score_tol=1e-10):
-        sup = _support_tokens(data, W_mm, alpha)
-        gamma = _scores(data)
-        best = gamma.gather(-1, alpha.unsqueeze(-1))
-        return ~(sup & (gamma >= best - score_tol)).flatten(1).any(1)
-try:
-    from attnlib.svm import solve_each
-except ImportError:
-    from types import SimpleNamespace as _NS
-
-    def solve_each(data, alpha, norm="fro", *, progress=False, desc="SVM"):
-        single = alpha.ndim == 1
-        try:
-            W = att_svm(data, alpha=alpha, norm=norm)
-            fb = torch.zeros(1 if single else data.B, dtype=torch.bool)
-            return _NS(W=W[None] if single else W, fallback=fb)
-        except RuntimeError:
-            if single:
-                try:
-                    return _NS(W=att_svm(data, alpha=alpha, norm=norm, solver="SCS")[None],
-                               fallback=torch.ones(1, dtype=torch.bool))
-                except RuntimeError:
-                    return _NS(W=torch.full((1, data.d, data.d), math.nan, dtype=data.dtype),
-                               fallback=torch.ones(1, dtype=torch.bool))
-            out, fb = [], []
-            for b in range(data.B):
-                try:
-                    out.append(att_svm(data.trial(b), alpha=alpha[b], norm=norm)); fb.append(False)
-                except RuntimeError:
-                    out.append(att_svm(data.trial(b), alpha=alpha[b], norm=norm, solver="SCS"))
-                    fb.append(True)
-            return _NS(W=torch.stack(out), fallback=torch.tensor(fb))
-# END TEMP ---------------------------------------------------------------------------------
+from .registry import Target, experiment
 
 __all__ = ["PAPER", "PAPER_IMDB", "imdb_table", "digits_table", "plot_attention", "lp_norm",
            "plot_convergence", "plot_bias", "plot_unnormalized", "plot_joint", "plot_digits"]
@@ -124,14 +78,26 @@ def lp_norm(W, lp: float):
 
     Deprecated alias of ``attnlib.metrics.lp_norm(W, lp, dims=2)``, kept for compatibility.
     """
-    return _metrics_lp_norm(W, lp, dims=2)
+    return metrics.lp_norm(W, lp, dims=2)
 
 
 def _svms(data, alpha, qs):
     """ℓq-AttSVM of the selection ``alpha`` for every q in ``qs``: (len(qs), B, d, d), and the
-    number of trials the fallback solver answered (:func:`attnlib.svm.solve_each`)."""
-    sols = [solve_each(data, alpha, norm=float(q)) for q in qs]
-    return torch.stack([s.W for s in sols]), sum(int(s.fallback.sum()) for s in sols)
+    number of trials that needed the fallback solver.
+
+    All trials are solved in one call; only if that call fails (Clarabel occasionally does on
+    ℓq problems with q close to 1) are they solved one by one with the fallback of
+    :func:`attnlib.svm.solve_each` (NaN where no solver answered).
+    """
+    out, fallbacks = [], 0
+    for q in qs:
+        try:
+            out.append(att_svm(data, alpha=alpha, norm=float(q)))
+        except (RuntimeError, InfeasibleError):  # rare path: trial by trial
+            sol = solve_each(data, alpha, norm=float(q))
+            out.append(sol.W.to(device=data.device, dtype=data.dtype))
+            fallbacks += int(sol.fallback.sum())
+    return torch.stack(out), fallbacks
 
 
 # ----------------------------------------------------------------------------- mechanics
@@ -188,10 +154,10 @@ def mechanics(seed: int = 0, lps: tuple[float, ...] = (1.1, 1.25, 1.75, 2.0, 3.0
     one = dict(param="W", lr=lr, steps=1, normalized=False, init={"W": ex.init["W"]})
     md = train(ex.data, method="md", lp=2.0, **one).W
     gd = train(ex.data, method="gd", **one).W
-    grad = _models.grad_W(ex.data.X, ex.data.Y, ex.data.z, ex.init["W"], ex.data.v)
+    grad = models.grad_W(ex.data.X, ex.data.Y, ex.data.z, ex.init["W"], ex.data.v)
     w = ex.init["W"].clone().requires_grad_(True)
-    a = _models.logits(ex.data.X, w, ex.data.z)
-    u = ex.data.Y * (_models.softmax(a) * (ex.data.X @ ex.data.v)).sum(-1)
+    a = models.logits(ex.data.X, w, ex.data.z)
+    u = ex.data.Y * (models.softmax(a) * (ex.data.X @ ex.data.v)).sum(-1)
     torch.nn.functional.softplus(-u).mean().backward()
     gerr = float((grad - w.grad).norm() / w.grad.norm())
     p2 = max(float((md - gd).abs().max()), float((md - (ex.init["W"] - lr * grad)).abs().max()))
@@ -200,7 +166,8 @@ def mechanics(seed: int = 0, lps: tuple[float, ...] = (1.1, 1.25, 1.75, 2.0, 3.0
     dd, form = [], []
     for lp in lps:
         D = bregman_direction(W, V, lp)
-        A, B = W / lp_norm(W, lp, dims=2)[:, None, None], V / lp_norm(V, lp, dims=2)[:, None, None]
+        A = W / metrics.lp_norm(W, lp, dims=2)[:, None, None]
+        B = V / metrics.lp_norm(V, lp, dims=2)[:, None, None]
         dd.append(D)
         form.append((D - (1 - (mirror_map(B, lp) * A).sum((-2, -1)))).abs().max())
     dd = torch.stack(dd)
@@ -279,7 +246,7 @@ def convergence(trials: int = 100, seed: int = 1, lps: tuple[float, ...] = _LPS,
         run = train(data, param="W", method="md", lp=lp, lr=lr, steps=K, normalized=True,
                     init={"W": W0}, record_every=max(1, K // records))
         Wk, ks = run.history["W"], run.history["step"].to(W0.dtype)  # (B, S, d, d), (S,)
-        dual = lp_norm(Wk, lp, dims=2).pow(lp - 1)  # (B, S) = ||Theta(k)||_q
+        dual = metrics.lp_norm(Wk, lp, dims=2).pow(lp - 1)  # (B, S) = ||Theta(k)||_q
         bound = dual[:, :1] + lr * ks
         viol = max(viol, float(((dual - bound) / bound).max()))
         tag = {1.75: "p175", 2.0: "p2", 3.0: "p3"}.get(lp, f"p{lp:g}")
@@ -356,8 +323,8 @@ def bias(trials: int = 6, seed: int = 1, lps: tuple[float, ...] = (1.25, 2.0, 3.
         Wmm, fb = _svms(data, alpha, lps)  # (Q, B, d, d)
         fallbacks += fb
         ddir[j] = bregman_direction(Wmm, W[None], lp).mean(1).cpu()
-        sp.append(sparsity(W).mean())
-        sp_svm.append(sparsity(Wmm[j]).mean())
+        sp.append(sparsity(W, 0.01).mean())
+        sp_svm.append(sparsity(Wmm[j], 0.01).mean())
         rel.append((W.abs() / W.abs().amax((-2, -1), keepdim=True)).flatten().cpu())
     eye = torch.eye(Q, dtype=torch.bool)
     off = ddir.masked_fill(eye, math.inf).amin(1) / ddir.diagonal()
@@ -408,7 +375,7 @@ def unnormalized(trials: int = 3, seed: int = 1, lps: tuple[float, ...] = (1.25,
         Wmm = _svms(data, selected_tokens(data, run.W), (lp,))[0][0]
         D = bregman_direction(Wmm[:, None], Wk, lp)  # (B, R)
         D_all.append(D)
-        N_all.append(lp_norm(Wk, lp, dims=2))
+        N_all.append(metrics.lp_norm(Wk, lp, dims=2))
         numbers[f"ddir_p{lp:g}"] = float(D[:, -1].mean())
         numbers[f"norm_p{lp:g}"] = float(N_all[-1][:, -1].mean())
     return numbers, {"lps": np.array(lps, dtype=float), "steps": ks[np.searchsorted(ks, rec)],

@@ -16,7 +16,7 @@ from attnlib import realdata
 from attnlib._runtime import resolve_device
 from attnlib.figures import mirror as figures
 
-from ._registry import Target, experiment
+from .registry import Target, experiment
 
 PAPER = "2410.14581"
 

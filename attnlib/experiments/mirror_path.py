@@ -16,11 +16,11 @@ import torch
 from attnlib._runtime import few_threads, resolve_device
 from attnlib.examples import EPS, mirror_random_data
 from attnlib.metrics import bregman_direction
+from attnlib.svm import solve_each
 from attnlib.tokens import selected_tokens
 from attnlib.train import train
 
-from ._registry import Target, experiment
-from .mirror import solve_each  # TEMP
+from .registry import Target, experiment
 
 PAPER = "2410.14581"
 
@@ -54,10 +54,11 @@ def path(lp: float = 1.75, seed: int = 1, normalized: bool = True, steps: int = 
                     progress=progress, init={"W": torch.zeros(data.d, data.d, dtype=data.dtype,
                                                               device=dev)})
         alpha = selected_tokens(data, run.W)
-        svm_lp = solve_each(data, alpha, norm=float(lp) if lp != 2.0 else "fro")
-        svm_2 = solve_each(data, alpha, norm="fro")
+        one = data.batched()  # solve_each solves the trials of batched data
+        svm_lp = solve_each(one, alpha[None], norm=float(lp) if lp != 2.0 else "fro")
+        svm_2 = solve_each(one, alpha[None], norm="fro")
     H = run.history["W"]  # (S, d, d)
-    W_lp, W_2 = svm_lp.W.reshape(data.d, data.d), svm_2.W.reshape(data.d, data.d)
+    W_lp, W_2 = svm_lp.W[0].to(H), svm_2.W[0].to(H)  # (d, d), NaN where no solver answered
     big = np.argsort(np.nan_to_num(W_lp.abs().cpu().numpy()).ravel())[-2:][::-1]
     D_lp = bregman_direction(W_lp, H, lp, dims=2)
     D_2 = bregman_direction(W_2, H, lp, dims=2)

@@ -1,0 +1,93 @@
+"""The mirror-descent explorer (attnlib.explorers.mirror.mirror_descent).
+
+Its default frame is checked against a direct computation from the iterates and the SVMs of
+the experiment ``md_path`` (entries, divergences in closed form, histogram counts); a slider
+move only redraws from the cached result (the training is never rerun).
+"""
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from attnlib.experiments import mirror_path, run
+from attnlib.explorers import mirror as M
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
+    M.mirror_data.cache_clear()
+    yield
+    M.mirror_data.cache_clear()
+    plt.close("all")
+
+
+def ddir(A, B, p):
+    A = A / (np.abs(A) ** p).sum((-2, -1), keepdims=True) ** (1 / p)
+    B = B / (np.abs(B) ** p).sum((-2, -1), keepdims=True) ** (1 / p)
+    return 1 - (np.sign(B) * np.abs(B) ** (p - 1) * A).sum((-2, -1))
+
+
+def _curves(ax):
+    return {ln.get_label(): np.asarray(ln.get_ydata()) for ln in ax.get_lines()}
+
+
+def test_default_frame_against_a_direct_computation():
+    fig = M.mirror_descent(mode="live").figure  # lp = 1.75, 1500 iterations, seed 1
+    a = run("md_path", lp=1.75, seed=1, normalized=True).arrays
+    H, svm = a["W"], a["svm_lp"]
+    # (a) the iterates on the two largest entries of the l1.75-SVM
+    (r0, c0), (r1, c1) = [divmod(int(j), 10) for j in np.argsort(np.abs(svm).ravel())[-2:][::-1]]
+    ax0, ax1, ax2 = fig.axes[:3]
+    assert ax0.get_xlabel() == f"W[{r0 + 1},{c0 + 1}]"
+    assert ax0.get_ylabel() == f"W[{r1 + 1},{c1 + 1}]"
+    path = [ln for ln in ax0.get_lines() if ln.get_label() == "W(k)"][0]
+    np.testing.assert_allclose(path.get_xdata(), H[:, r0, c0])
+    np.testing.assert_allclose(path.get_ydata(), H[:, r1, c1])
+    # (b) histogram of |W_ij| / max|W| of the last iterate: 20 bins over [0, 1]
+    rel = np.abs(H[-1]) / np.abs(H[-1]).max()
+    counts = np.histogram(rel, bins=20, range=(0, 1))[0]
+    np.testing.assert_array_equal([p.get_height() for p in ax1.patches][:20], counts)
+    # (c) the directional Bregman divergence to both SVMs, in closed form
+    c = _curves(ax2)
+    np.testing.assert_allclose(c["to ℓ1.75-AttSVM"][1:], ddir(svm, H[1:], 1.75), rtol=1e-8)
+    np.testing.assert_allclose(c["to ℓ2-AttSVM"][1:], ddir(a["svm_2"], H[1:], 1.75), rtol=1e-8)
+    assert c["to ℓ1.75-AttSVM"][-1] < c["to ℓ2-AttSVM"][-1]  # the matched SVM is closer
+
+
+def test_slider_moves_redraw_from_the_cached_result(monkeypatch):
+    live = M.mirror_descent(lp=2.0, mode="live")
+    assert _curves(live.figure.axes[2])["to ℓ2-AttSVM"][-1] < 0.01  # GD: Frobenius direction
+    hist2 = [p.get_height() for p in live.figure.axes[1].patches][:20]
+    run("md_path", lp=1.5, seed=1, normalized=True)  # computed once (as the chapter would)
+    M.mirror_data.cache_clear()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the explorer retrained")
+
+    monkeypatch.setattr(mirror_path, "train", no_training)
+    fig = live.update(lp=1.5, iterations=100)
+    c = _curves(fig.axes[2])
+    assert len(c["to ℓ1.5-AttSVM"]) == 100 // 10 + 1  # the records up to iteration 100
+    fig = live.update(iterations=1500)
+    c = _curves(fig.axes[2])
+    assert c["to ℓ1.5-AttSVM"][-1] < c["to ℓ2-AttSVM"][-1]
+    hist15 = [p.get_height() for p in fig.axes[1].patches][:20]
+    assert hist15[0] > hist2[0]  # more near-zero entries for lp < 2
+    with pytest.raises(AssertionError, match="retrained"):
+        live.update(lp=1.2)  # a setting not computed yet needs the training
+
+
+def test_static_renders_one_frame_per_lp():
+    st = M.mirror_descent(lp=2.0, mode="static", static={"lp": (1.5, 2.0), "seed": (1,),
+                                                         "normalized": (True,)})
+    assert "new Array(2)" in st.html
+    assert st.panels[0].frames == 2
+
+
+def test_bad_static_control_is_refused():
+    with pytest.raises(ValueError, match="static"):
+        M.mirror_descent(static={"p": (1.5,)}, mode="static")
