@@ -152,14 +152,28 @@ def _layout_numbers(layouts: int, seed: int, kw: dict, device) -> dict:
     ])
 def tf_visualization(steps: int = 2000, layouts: int = 10, seed: int = 0, example: int = 2,
                      lr: float = 0.1, normalized: bool = True, device: str | None = None):
-    """E1: normalised GD on the 2-D example of ``visualization2`` for W (from 0) and (K,Q)
+    r"""E1: normalised GD on the 2-D example of ``visualization2`` for W (from 0) and (K,Q)
     (K(0) = 0.1 N(0,1), Q(0) = 0), against the Frobenius / nuclear SVM of GD's selection;
     then the same on ``layouts`` random layouts of that style (one batched call each; 0: none).
 
-    ``example`` (1: ``visualization.ipynb``, 2: ``visualization2.ipynb``), ``lr`` and
-    ``normalized`` change the 2-D runs only; the arrays keep both runs' histories and both
-    SVMs of each run's selection, which the explorer
-    :func:`attnlib.explorers.tf_svm.parameterisation` draws. See chapter 5.
+    ``example`` picks the 2-D example (1: ``visualization.ipynb``, 2: ``visualization2.ipynb``);
+    ``lr`` and ``normalized`` apply to every run. The arrays keep both 2-D runs' histories and
+    both SVMs of each run's selection, which the explorer
+    :func:`attnlib.explorers.tf_svm.parameterisation` draws.
+
+    .. math::
+
+        \mathrm{corr}(W(k), W^{mm}_\alpha), \qquad W^{mm}_\alpha = \arg\min \|W\|
+        \ \text{s.t.}\ (x_{i\alpha_i} - x_{it})^\top W z_i \ge 1 \ (t \ne \alpha_i)
+
+    with the Frobenius norm for W and the nuclear norm for :math:`KQ^\top`.
+
+    Returns
+    -------
+    numbers, arrays : dict, dict
+        The targets' numbers; the paths, rays, histories and SVMs behind the figure.
+
+    See chapter 5, *Self-attention as an SVM: W versus (K, Q)*.
     """
     ex = visualization_example(example, device=device)
     data = ex.data
@@ -233,9 +247,19 @@ def tf_visualization(steps: int = 2000, layouts: int = 10, seed: int = 0, exampl
 def tf_local_convergence(trials: int = 100, steps: int = 2000, n: int = 6, T: int = 8,
                          d: int = 10, seed: int = 0, record_every: int = 10,
                          device: str | None = None):
-    """E2: ``trials`` random instances (cross-attention, seed = run), normalised GD for W and
+    r"""E2: ``trials`` random instances (cross-attention, seed = run), normalised GD for W and
     for (K,Q) (tiny penalty λ = 2.2e-16), each as ONE batched call; α = the final selection;
-    correlation of every recorded iterate with the Frobenius and the nuclear SVM of α."""
+    correlation of every recorded iterate with the Frobenius and the nuclear SVM of α.
+
+    .. math::
+
+        \rho_{W}(k) = \mathrm{corr}(W(k), W^{mm}_\alpha), \qquad
+        \rho_{KQ}(k) = \mathrm{corr}(K(k)Q(k)^\top, W^{mm}_{\star,\alpha})
+
+    (and the two cross pairs), averaged over the runs at k = 100, 200, 1000 and at the end.
+
+    See chapter 5, *Self-attention as an SVM: W versus (K, Q)*.
+    """
     data = random_data(n, T, d, trials=trials, seed=seed, device=device)
     kw = dict(lr=0.1, steps=steps, eps=EPS, record_every=record_every)
     rW = train(data, "W", seed=seed, **kw)

@@ -39,11 +39,19 @@ PAPER = "2308.16898"
     ])
 def tf_causal(trials: int = 20, n: int = 2, T: int = 6, d: int = 16, steps: int = 2000,
               seed: int = 0, record_every: int = 20, device: str | None = None):
-    """Sequence self-attention (every position a query, one label per position, fixed linear
+    r"""Sequence self-attention (every position a query, one label per position, fixed linear
     head) trained by normalised GD with and without the causal mask, all trials in one
     batched call each; the final selection α_ik of every query is fed to the sequence SVM
     (:func:`attnlib.svm.sequence_svm`) with the matching mask. d ≥ max(T−1, nT) makes every
-    selection feasible."""
+    selection feasible.
+
+    .. math::
+
+        s_{ik} = \mathrm{softmax}_{t \le k}(x_{it}^\top W x_{ik}), \qquad
+        \mathrm{corr}(W(k), W^{mm}_{\mathrm{causal}, \alpha})
+
+    See chapter 8, *Sequences and causal attention*.
+    """
     data = SQ.random_sequences(n, T, d, trials=trials, seed=seed, device=device)
     kw = dict(lr=0.1, steps=steps, eps=EPS, record_every=record_every, seed=seed)
     rc = SQ.train_sequence(data, causal=True, **kw)

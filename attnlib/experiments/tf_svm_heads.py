@@ -85,11 +85,21 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
                    steps: int = 2001, record_every: int = 100, seed: int = 1,
                    max_batch: int = 16384, max_candidates: int = 200_000,
                    progress: bool = True, device: str | None = None):
-    """E4: the ReLU head f = 1ᵀReLU(Vᵀ Xᵀ s) with a fixed random V (‖V‖_F = 1), W trained by
+    r"""E4: the ReLU head f = 1ᵀReLU(Vᵀ Xᵀ s) with a fixed random V (‖V‖_F = 1), W trained by
     normalised GD. Candidate runs are trained in large batches (one :func:`attnlib.train` call
     per batch) and kept only if their final softmax separates cleanly (no probability in
     (1e-6, 1e-3], at least one ≤ 1e-6) and both SVMs are feasible, until ``accepted`` runs per
-    d; the kept ones are re-trained with their trajectory recorded (same W(0), same result)."""
+    d; the kept ones are re-trained with their trajectory recorded (same W(0), same result).
+
+    .. math::
+
+        W^{eq} = W^{fin} + R\,W^{dir}, \qquad
+        \text{error} = 1 - \mathrm{corr}(W(k), W^{eq})
+
+    against the 1-token Att-SVM of :math:`\arg\max_t s_{it}`.
+
+    See chapter 7, *Nonlinear heads select several tokens*.
+    """
     from tqdm.auto import tqdm
 
     ds = tuple(ds)
@@ -206,7 +216,10 @@ def tf_lambda_head(lam: float = 0.25, steps: int = 2000, record_every: int = 20,
     r"""The λ head :math:`f = v^\top h - \lambda\|h\|^2` on one input with orthonormal
     tokens and scores (1, 0.8, 0.2, −0.5): the best attention is (0.7, 0.3, 0, 0), so two
     tokens stay selected. Normalised GD on W (query z = x_1), then the SVM equivalence of the
-    final selected sets, compared with the 1-token Att-SVM."""
+    final selected sets, compared with the 1-token Att-SVM.
+
+    See chapter 7, *Nonlinear heads select several tokens*.
+    """
     ex = lambda_head_example(lam=lam, device=device)
     settings = {**ex.settings, "steps": steps}
     res = train(ex.data, head=M.LambdaHead(ex.init["lam"]), eps=EPS, record_every=record_every,

@@ -51,9 +51,18 @@ FEAS_BELOW = ((15, 5, 4), (10, 5, 3))
 def tf_feasibility(trials: int = 100, at: tuple[tuple[int, int, int], ...] = FEAS_AT,
                    below: tuple[tuple[int, int, int], ...] = FEAS_BELOW, seed: int = 0,
                    progress: bool = True, device: str | None = None):
-    """Feasibility of Att-SVM (Frobenius; feasibility does not depend on the norm) on
+    r"""Feasibility of Att-SVM (Frobenius; feasibility does not depend on the norm) on
     ``trials`` random instances per (n, T, d): at α = opt and at a uniformly random α, for
-    cells at or above d = max(T−1, n) (``at``) and below it (``below``, α = opt only)."""
+    cells at or above d = max(T−1, n) (``at``) and below it (``below``, α = opt only).
+
+    .. math::
+
+        \exists W:\ (x_{i\alpha_i} - x_{it})^\top W z_i \ge 1 \quad \forall i,\ t \ne \alpha_i
+
+    holds for every α once :math:`d \ge \max(T-1, n)`.
+
+    See chapter 6, *Over-parameterisation and global convergence*.
+    """
     from tqdm.auto import tqdm
 
     cells = tuple(tuple(c) for c in at) + tuple(tuple(c) for c in below)
@@ -106,9 +115,17 @@ def tf_global_fraction(trials: int = 50, ds: tuple[int, ...] = (2, 4, 6, 8, 10, 
                        n: int = 6,
                        T: int = 8, steps: int = 2000, seed: int = 0, progress: bool = True,
                        device: str | None = None):
-    """E5: for every d, ``trials`` random instances trained by normalised GD on W (one batched
+    r"""E5: for every d, ``trials`` random instances trained by normalised GD on W (one batched
     call per d). A run converged to W^mm_α when corr(W(steps), W^mm_α) > 0.95 for its final
-    selection α and α is locally optimal; "global" when moreover α = opt."""
+    selection α and α is locally optimal; "global" when moreover α = opt.
+
+    .. math::
+
+        \text{converged} \iff \mathrm{corr}(W(\text{steps}), W^{mm}_\alpha) > 0.95
+        \ \text{and}\ \alpha \text{ locally optimal}
+
+    See chapter 6, *Over-parameterisation and global convergence*.
+    """
     from tqdm.auto import tqdm
 
     ds = tuple(ds)

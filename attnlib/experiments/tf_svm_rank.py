@@ -105,12 +105,20 @@ def tf_svm_rank(trials: int = 100, ds: tuple[int, ...] = (1, 2, 3, 4, 5, 10, 15,
                 cells: tuple[tuple[int, int], ...] = RANK_CELLS, seed: int = 0,
                 rtol: float = 1e-6, official_trials: int = 20, progress: bool = True,
                 device: str | None = None):
-    """E3: at α = opt on ``trials`` random instances per (n, T, d), solve Att-SVM (Frobenius)
+    r"""E3: at α = opt on ``trials`` random instances per (n, T, d), solve Att-SVM (Frobenius)
     and Att-SVM⋆ (nuclear); numerical rank with relative tolerance ``rtol``. Infeasible
     instances are counted as infeasible (and the notebook's rank-1 artefact is reported
     apart). At T = 5, n in {5, 10, 15}, d in {n, 20}, the first ``official_trials`` feasible
     instances are also solved with the official formulation and solver, to reproduce the
-    paper's nuclear curve."""
+    paper's nuclear curve.
+
+    .. math::
+
+        \mathrm{rank}_{\mathrm{rtol}}(W) = \#\{k : \sigma_k(W) > \mathrm{rtol}\,\sigma_1(W)\}
+        \le \min(n, d)
+
+    See chapter 5, *Self-attention as an SVM: W versus (K, Q)*.
+    """
     from tqdm.auto import tqdm
 
     cells, ds = tuple(tuple(c) for c in cells), tuple(ds)
