@@ -172,7 +172,7 @@ def numerical_rank(W, rtol: float = 1e-6) -> torch.Tensor:
     rtol = number("rtol", rtol, lo=0, lo_open=True)
     sv = torch.linalg.svdvals(W)
     top = sv[..., :1]
-    return ((sv > rtol * top) & (top > 0)).sum(-1)
+    return (sv > rtol * top).sum(-1)  # a zero matrix has rank 0: 0 > 0 is false
 
 
 def max_prob(s, reduce: str = "mean") -> torch.Tensor:

@@ -145,10 +145,14 @@ def test_lp_norm_is_scale_safe(a, c, dtype, lp):
 
 def test_lp_norm_batched_nan_inf_and_bad_lp():
     W = rnd(4, 3, 3)
-    n = MT.lp_norm(W, 1.5)
+    n, rows = MT.lp_norm(W, 1.5), MT.lp_norm(W, 1.5, dims=1)
+    assert rows.shape == (4, 3)
     for b in range(4):
         ref = math.fsum(abs(float(x)) ** 1.5 for x in W[b].flatten()) ** (1 / 1.5)
         assert math.isclose(float(n[b]), ref, rel_tol=1e-12)
+        for i in range(3):
+            ref = math.fsum(abs(float(x)) ** 1.5 for x in W[b, i]) ** (1 / 1.5)
+            assert math.isclose(float(rows[b, i]), ref, rel_tol=1e-12)
     assert MT.lp_norm(torch.zeros(2, 2), 2.0).item() == 0.0
     assert torch.isnan(MT.lp_norm(torch.tensor([NAN, 1.0]), 2.0))
     assert MT.lp_norm(torch.tensor([math.inf, 1.0]), 2.0).item() == math.inf
@@ -181,9 +185,12 @@ def test_sparsity_cases():
     assert MT.sparsity(W, 0.01).item() == 0.5  # 0 and 0.005 < 0.02
     assert MT.sparsity(W, 0.002).item() == 0.25
     assert MT.sparsity(W[0], 0.01, dims=1).item() == 0.5
+    assert MT.sparsity(W, 0.002, dims=1).tolist() == [0.5, 0.0]  # per row
     assert MT.sparsity(torch.zeros(2, 2), 0.01).item() == 0.0
     W[0, 0] = NAN
     assert torch.isnan(MT.sparsity(W, 0.01))
+    rows = MT.sparsity(W, 0.01, dims=1)  # NaN only where the NaN is
+    assert torch.isnan(rows[0]) and rows[1].item() == 0.5
     with pytest.raises(ValueError, match=r"^rel: expected"):
         MT.sparsity(W, -1)
     with pytest.raises(ValueError, match=r"^dims: expected one of"):
@@ -208,6 +215,7 @@ def test_bregman_equals_the_formula(lp):
     assert math.isclose(float(MT.bregman(2 * v, v, lp)), bregman_loop(2 * v, v, lp),
                         rel_tol=1e-12)
     assert MT.bregman_divergence is MT.bregman
+    assert torch.equal(MT.bregman(W, V), MT.bregman(W, V, 2.0))  # the default is p = 2
 
 
 @pytest.mark.parametrize("lp", [1.1, 1.75, 3.0])
@@ -221,12 +229,22 @@ def test_bregman_direction_is_the_divergence_of_unit_matrices(lp):
     assert MT.bregman_direction(W, 5 * W, lp).abs().max() < 1e-12
     assert MT.bregman_direction(W[0], torch.zeros(6, 6), lp) == 1.0  # a zero matrix stays 0
     assert MT.directional_bregman is MT.bregman_direction
+    # scale-free in both arguments, also for objects of lp-norm below 1
+    assert torch.allclose(MT.bregman_direction(1e-3 * W, 1e-4 * V, lp),
+                          MT.bregman_direction(W, V, lp), rtol=1e-12)
+    # dims=1: rows of a square matrix are separate vectors
+    rows = MT.bregman_direction(W[0], V[0], lp, dims=1)
+    for i in range(6):
+        a = W[0, i] / MT.lp_norm(W[0, i], lp)
+        b = V[0, i] / MT.lp_norm(V[0, i], lp)
+        assert math.isclose(float(rows[i]), bregman_loop(a, b, lp), rel_tol=1e-10)
 
 
 def test_bregman_at_p2_closed_forms():
     W, V = rnd(4, 4), rnd(4, 4)
     assert torch.allclose(MT.bregman(W, V, 2.0), 0.5 * ((W - V) ** 2).sum(), atol=1e-12)
     assert torch.allclose(MT.bregman_direction(W, V, 2.0), 1 - MT.correlation(W, V), atol=1e-12)
+    assert torch.equal(MT.bregman_direction(W, V), MT.bregman_direction(W, V, 2.0))
     for bad in (1.0, 0.5, True, NAN):
         with pytest.raises(ValueError, match=r"^lp: expected a finite number > 1"):
             MT.bregman(W, V, bad)
@@ -255,12 +273,14 @@ def test_numerical_rank_relative():
 
 
 def test_max_prob_reductions_against_loops():
-    s = torch.softmax(3 * rnd(2, 5, 4), -1)
-    per = [[max(s[b, i].tolist()) for i in range(5)] for b in range(2)]
+    s = torch.softmax(3 * rnd(3, 2, 5, 4), -1)  # two leading dims
+    per = [[[max(s[c, b, i].tolist()) for i in range(5)] for b in range(2)] for c in range(3)]
     assert MT.max_prob(s, "none").tolist() == per
-    assert torch.allclose(MT.max_prob(s), torch.tensor([math.fsum(r) / 5 for r in per],
-                                                       dtype=torch.float64), rtol=1e-14)
-    assert MT.max_prob(s, "min").tolist() == [min(r) for r in per]
+    assert torch.allclose(MT.max_prob(s), torch.tensor(
+        [[math.fsum(r) / 5 for r in q] for q in per], dtype=torch.float64), rtol=1e-14)
+    assert MT.max_prob(s, "min").tolist() == [[min(r) for r in q] for q in per]
+    one = s[0, 0]  # (n, T): a single set of inputs
+    assert MT.max_prob(one, "none").tolist() == per[0][0]
     with pytest.raises(ValueError, match=r"^reduce: expected one of \('mean', 'min', 'none'\)"):
         MT.max_prob(s, "max")
     with pytest.raises(ValueError, match=r"^s: expected shape \(\.\.\., n, T\)"):

@@ -10,12 +10,18 @@ import attnlib.models as M
 LOSSES = ["logistic", "exp", "correlation"]
 
 
+@pytest.fixture(autouse=True)
+def fresh_mask_cache(monkeypatch):
+    """Each test builds the (T, T) diagonal mask itself (no cache carried between tests)."""
+    monkeypatch.setattr(M, "_OFF_DIAG", {})
+
+
 def _heads(d):
     g = torch.Generator().manual_seed(1)
     V = torch.randn(d, 5, generator=g, dtype=torch.float64)
     return {
         "linear": M.LinearHead(),
-        "relu": M.ReluHead(V / V.norm(), torch.ones(5, dtype=torch.float64)),
+        "relu": M.ReluHead(V / V.norm(), torch.linspace(0.5, 2, 5, dtype=torch.float64)),
         "lambda": M.LambdaHead(0.3),
         "mlp": M.MLPHead(V, 0.1 * torch.ones(5, dtype=torch.float64),
                          torch.linspace(-1, 1, 5, dtype=torch.float64)),
@@ -156,7 +162,8 @@ def test_lambda_head_optimum_is_a_mixture():
 
 @pytest.mark.parametrize("bad", [dict(loss="hinge"), dict(head="cubic")])
 def test_bad_names_raise(bad):
-    with pytest.raises(ValueError, match=list(bad)[0]):
+    key = list(bad)[0]
+    with pytest.raises(ValueError, match=rf"^{key}: expected .*, got '{bad[key]}'$"):
         if "loss" in bad:
             M.loss_value(torch.zeros(2), bad["loss"])
         else:
@@ -198,6 +205,7 @@ def test_head_gradients_match_autograd(head):
     h0 = torch.randn(3, 4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     v = torch.randn(3, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
     hd = _heads(6)[head]
+    h0[0, 0] = 0.0  # ReLU at exactly 0: derivative 0, as autograd's
     (ref,) = _autograd(lambda h: hd.value(h, v), h0)
     assert torch.allclose(hd.grad(h0, v), ref, rtol=1e-12, atol=1e-14)
     assert hd.value(h0, v).shape == (3, 4)
@@ -220,6 +228,7 @@ def test_logit_gradient_fast_path_and_outputs(batched_data):
     assert torch.allclose(full["lprime"], M.loss_derivative(full["u"], "exp"), rtol=1e-13)
     assert torch.allclose(full["loss"], M.risk(d.X, d.Y, s, d.v, loss="exp"), rtol=1e-13)
     assert full["log_scale"].shape == (3,) and (full["log_scale"] == 0).all()
+    assert full["log_scale"].dtype == a.dtype
     (ref,) = _autograd(lambda a: M.risk(d.X, d.Y, M.softmax(a), d.v, None, "exp"), a)
     assert torch.allclose(full["da"], ref, rtol=1e-10, atol=1e-14)
     # scaled: e^K dL/da, K per trial so that the largest pair weight is 1
@@ -239,6 +248,55 @@ def test_one_token_has_zero_gradient():
     assert (out["da"] == 0).all() and (out["log_scale"] == 0).all()
 
 
+@pytest.mark.parametrize("shape", [(2, 1, 3), (2, 4, 2)])
+def test_scaled_gradient_for_one_input_or_two_tokens(shape):
+    """The scaling applies whenever T > 1, whatever n (here n = 1, or T = 2)."""
+    g = torch.Generator().manual_seed(8)
+    B, n, T = shape
+    X = torch.randn(B, n, T, 3, dtype=torch.float64, generator=g)
+    Y = torch.ones(B, n, dtype=torch.float64)
+    v = torch.randn(3, dtype=torch.float64, generator=g)
+    a = 30 * torch.randn(B, n, T, dtype=torch.float64, generator=g)
+    plain = M.logit_gradient(X, Y, a, v)
+    sc = M.logit_gradient(X, Y, a, v, scaled=True)
+    assert (sc["log_scale"] != 0).all()
+    assert sc["da"].abs().max() > 0
+    assert torch.allclose(sc["da"], plain["da"] * torch.exp(sc["log_scale"])[:, None, None],
+                          rtol=1e-10)
+
+
+def test_defaults_are_the_logistic_loss_and_no_penalty(batched_data):
+    d = batched_data
+    g = torch.Generator().manual_seed(9)
+    W = torch.randn(3, d.d, d.d, dtype=torch.float64, generator=g)
+    K, Q = torch.randn(3, d.d, 2, dtype=torch.float64, generator=g), torch.randn(
+        3, d.d, 2, dtype=torch.float64, generator=g)
+    p = torch.randn(3, d.d, dtype=torch.float64, generator=g)
+    u = torch.linspace(-3, 3, 7, dtype=torch.float64)
+    a = M.logits(d.X, W, d.z)
+    s = M.softmax(a)
+    eq = torch.equal
+    assert eq(M.loss_value(u), M.loss_value(u, "logistic"))
+    assert eq(M.loss_derivative(u), M.loss_derivative(u, "logistic"))
+    assert eq(M.loss_log_abs_derivative(u), M.loss_log_abs_derivative(u, "logistic"))
+    assert eq(M.risk(d.X, d.Y, s, d.v), M.risk(d.X, d.Y, s, d.v, None, "logistic"))
+    assert eq(M.grad_W(d.X, d.Y, d.z, W, d.v), M.grad_W(d.X, d.Y, d.z, W, d.v, None, "logistic"))
+    for got, want in zip(M.grad_KQ(d.X, d.Y, d.z, K, Q, d.v),
+                         M.grad_KQ(d.X, d.Y, d.z, K, Q, d.v, None, "logistic", reg=0.0)):
+        assert eq(got, want)
+    assert eq(M.grad_p(d.X, d.Y, W, p, d.v), M.grad_p(d.X, d.Y, W, p, d.v, None, "logistic"))
+    assert eq(M.grad_v(d.X, d.Y, a, d.v), M.grad_v(d.X, d.Y, a, d.v, "logistic"))
+    assert eq(M.logit_gradient(d.X, d.Y, a, d.v)["da"],
+              M.logit_gradient(d.X, d.Y, a, d.v, M.LinearHead(), "logistic")["da"])
+
+
+def test_unbatched_kq_logits():
+    g = torch.Generator().manual_seed(10)
+    X, z = torch.randn(4, 5, 3, generator=g), torch.randn(4, 3, generator=g)
+    K, Q = torch.randn(3, 2, generator=g), torch.randn(3, 2, generator=g)
+    assert torch.allclose(M.logits_kq(X, K, Q, z), M.logits(X, K @ Q.T, z), atol=1e-6)
+
+
 def test_make_head_passes_objects_and_casts():
     V = torch.eye(3, dtype=torch.float32)
     r = M.make_head(M.ReluHead(V, torch.ones(3)), dtype=torch.float64)
@@ -249,6 +307,18 @@ def test_make_head_passes_objects_and_casts():
     assert M.make_head(lam) is lam and isinstance(M.make_head(), M.LinearHead)
     mlp = M.make_head("mlp", {"V": torch.eye(3)}, d=3)
     assert mlp.b.tolist() == [0.0] * 3 and mlp.u.tolist() == [1.0] * 3
+    V32 = torch.ones(3, 2, dtype=torch.float32)  # (d, m) with m != d
+    p32 = {"V": V32, "u": torch.ones(2, dtype=torch.float32),
+           "b": torch.zeros(2, dtype=torch.float32)}
+    for name in ("relu", "mlp"):
+        h = M.make_head(name, p32, d=3, dtype=torch.float64)
+        assert torch.equal(h.V, V32.double()) and h.u.dtype == torch.float64
+        if name == "mlp":
+            assert h.b.dtype == torch.float64
+    for key in ("V", "u", "b"):
+        bad = dict(p32, **{key: p32[key] * float("nan")})
+        with pytest.raises(ValueError, match=rf"^init\['{key}'\]: contains NaN or Inf$"):
+            M.make_head("mlp", bad, d=3)
     assert M.make_head("lambda", {"lam": np.float64(0.25)}).lam == 0.25
     for params, word in [({"V": torch.eye(2)}, r"^init\['V'\]: expected shape \(d, m\) with d=3"),
                          ({"V": torch.eye(3), "u": torch.ones(2)}, r"^init\['u'\]"),
@@ -257,3 +327,6 @@ def test_make_head_passes_objects_and_casts():
             M.make_head("mlp", params, d=3)
     with pytest.raises(ValueError, match=r"^init\['lam'\]: expected a finite number >= 0"):
         M.make_head("lambda", {"lam": -1})
+    with pytest.raises(ValueError, match=r"^init\['lam'\]: expected a number >= 0 for the "
+                                         r"'lambda' head, got nothing$"):
+        M.make_head("lambda", {})
