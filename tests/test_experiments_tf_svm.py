@@ -100,20 +100,22 @@ def test_local_convergence_against_looped_oracles():
     from attnlib import is_locally_optimal
     from attnlib.data import random_data
 
-    res = _run("tf_local_convergence", trials=3, steps=200, record_every=10)
+    B = 12  # seed 1: half of these runs end on a selection that is not locally optimal
+    res = _run("tf_local_convergence", trials=B, steps=200, record_every=10, seed=1)
     A, num = res.arrays, res.numbers
-    assert A["corr_W_fro"].shape == (3, 21) and A["prob_KQ"].shape == (3, 21)
+    assert A["corr_W_fro"].shape == (B, 21) and A["prob_KQ"].shape == (B, 21)
     i100 = list(A["steps"]).index(100)
     assert num["prob_W_k100"] == pytest.approx(A["prob_W"][:, i100].mean())
     # k = min(1000, steps): the slope is read at the last step, 200
     assert num["norm_slope_k1000"] == pytest.approx(A["norm_W"][:, -1].mean() / 200)
     # normalised GD from W(0) = 0: ||W(k)|| <= lr k
     assert (A["norm_W"][:, -1] <= 0.1 * 200 + 1e-9).all()
-    data = random_data(6, 8, 10, trials=3, seed=0, device="cpu")
+    data = random_data(6, 8, 10, trials=B, seed=1, device="cpu")
     opt = _optimal(data.X.numpy(), data.Y.numpy(), data.v.numpy())
     assert num["frac_global_W"] == pytest.approx((A["alpha_W"] == opt).all(-1).mean())
     local = [bool(is_locally_optimal(data.trial(b), torch.as_tensor(A["alpha_W"][b])))
-             for b in range(3)]  # solved again, one trial at a time
+             for b in range(B)]  # solved again, one trial at a time
+    assert 0 < np.mean(local) < 1  # the oracle sees both kinds
     assert num["frac_local_W"] == pytest.approx(np.mean(local))
 
 
