@@ -71,7 +71,7 @@ class Setting:
         return " and ".join(parts)
 
     def convert(self, value):
-        """``value`` converted to the setting's type; ``_Bad`` if it does not fit."""
+        """``value`` converted to the setting's type and checked (raises ``_Bad`` otherwise)."""
         if not self.annotated:
             return value
         return _convert(self.type, value, self)
