@@ -1,8 +1,10 @@
 """attnlib: attention as a support vector machine.
 
 The library behind the textbook *Attention as a Support Vector Machine*. Core names are
-imported here; the heavier submodules (``experiments``, ``plots``, ``widgets``, ``check``)
-load on first use: ``al.widgets.token_plane(...)``.
+imported here; the heavier submodules (``experiments``, ``plots``, ``widgets``, ``check``,
+``svm``, ``optimality``, ``explore``, ``explorers``, ``figures``) and the names that need
+cvxpy (``al.att_svm``, ``al.is_locally_optimal``, ...) load on first use:
+``al.widgets.token_plane(...)``.
 """
 
 import importlib
