@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -190,3 +192,28 @@ def test_checker_finds_cycles_inside_functions_and_private_uses(tmp_path):
         "pkg.b: pkg.a._hidden", "pkg.c: pkg.a._hidden", "pkg.c: pkg._validate._ok",
         "pkg.sub.d: pkg.a._hidden"])
     assert sizes["pkg.b"] == 6
+
+
+# ----------------------------------------------------------------------------- the public face
+LAZY_PUBLIC = {
+    "att_svm": "attnlib.svm", "InfeasibleError": "attnlib.svm", "UncertifiedError": "attnlib.svm",
+    "SolveConfig": "attnlib.svm", "solve_each": "attnlib.svm",
+    "is_locally_optimal": "attnlib.optimality", "enumerate_selections": "attnlib.optimality",
+    "Selections": "attnlib.optimality", "TrainConfig": "attnlib.train"}
+
+
+def test_import_attnlib_stays_light():
+    """``import attnlib`` loads neither cvxpy nor matplotlib; the lazy names resolve to their
+    homes on first use."""
+    code = ("import sys, attnlib as al\n"
+            "heavy = [m for m in ('cvxpy', 'matplotlib', 'ipywidgets') if m in sys.modules]\n"
+            "assert not heavy, heavy\n"
+            f"homes = {LAZY_PUBLIC!r}\n"
+            "import importlib\n"
+            "for name, home in homes.items():\n"
+            "    assert getattr(al, name) is getattr(importlib.import_module(home), name), name\n"
+            "for mod in ('optimality', 'examples', 'explore', 'explorers', 'figures', 'widgets'):\n"
+            "    assert getattr(al, mod).__name__ == 'attnlib.' + mod\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
