@@ -105,6 +105,7 @@ def _svms(data, alpha, qs):
 @experiment(
     "md_mechanics", paper=f"{PAPER} §2 (algorithm)", chapter="09_mirror_descent",
     title="The ℓp mirror-descent step: maps, p = 2, proximal form, Bregman divergence",
+    seconds=2,  # expected at paper scale on a 2-core CPU
     targets=[
         Target("roundtrip_err", "max |∇ψ*(∇ψ(W)) − W| / max(1, |W|), p ∈ {1.1, 1.25, 1.75, 2, 3}",
                "≤ 1e-10", 0.0, 1e-10, "≤ 1e-10", "suggested"),
@@ -183,6 +184,7 @@ def mechanics(seed: int = 0, lps: tuple[float, ...] = (1.1, 1.25, 1.75, 2.0, 3.0
     chapter="09_mirror_descent",
     title="Normalised ℓp-MD on W converges in direction to the ℓp-AttSVM (p = 1.75, 2, 3)",
     plot=figures.plot_convergence,
+    seconds=70,  # expected at paper scale on a 2-core CPU
     targets=[
         Target("norm_violation", "‖W(k)‖_p^{p−1} ≤ ‖W(0)‖_p^{p−1} + ηk at every recorded k "
                "(largest relative excess)", "≤ roundoff", -math.inf, 1e-10, "roundoff",
@@ -227,7 +229,7 @@ def mechanics(seed: int = 0, lps: tuple[float, ...] = (1.1, 1.25, 1.75, 2.0, 3.0
 )
 def convergence(trials: int = 100, seed: int = 1, lps: tuple[float, ...] = _LPS,
                 steps: tuple[int, ...] = _STEPS, lr: float = 0.1, records: int = 100,
-                device: str | None = "cpu"):
+                progress: bool = False, device: str | None = "cpu"):
     """§5.1: normalised ℓp-MD on W (v fixed), W(0) ~ N(0, 1), n = 6, T = 8, d = 10.
 
     ``trials`` datasets (seeds ``seed``, ``seed + 1``, ...; 100 as in the paper) train as one
@@ -244,7 +246,7 @@ def convergence(trials: int = 100, seed: int = 1, lps: tuple[float, ...] = _LPS,
     monotone, fallbacks = True, 0
     for j, (lp, K) in enumerate(zip(lps, steps)):
         run = train(data, param="W", method="md", lp=lp, lr=lr, steps=K, normalized=True,
-                    init={"W": W0}, record_every=max(1, K // records))
+                    init={"W": W0}, record_every=max(1, K // records), progress=progress)
         Wk, ks = run.history["W"], run.history["step"].to(W0.dtype)  # (B, S, d, d), (S,)
         dual = metrics.lp_norm(Wk, lp, dims=2).pow(lp - 1)  # (B, S) = ||Theta(k)||_q
         bound = dual[:, :1] + lr * ks
@@ -290,6 +292,7 @@ def convergence(trials: int = 100, seed: int = 1, lps: tuple[float, ...] = _LPS,
     "md_bias", paper=f"{PAPER} §3.3, §5.1 (re-simulation design)", chapter="09_mirror_descent",
     title="The implicit bias depends on p: matched vs mismatched ℓq-SVMs, and sparsity",
     plot=figures.plot_bias,
+    seconds=5,  # expected at paper scale on a 2-core CPU
     targets=[
         Target("diag_ratio_min", "each row of the D_dir matrix is smallest on its diagonal, "
                "by a factor (min over rows of off-diagonal / diagonal)", "≥ 2 (e.g. 3.1, 11.7, "
@@ -345,6 +348,7 @@ def bias(trials: int = 6, seed: int = 1, lps: tuple[float, ...] = (1.25, 2.0, 3.
     chapter="09_mirror_descent",
     title="Constant-step ℓp-MD: the direction converges slowly, the norm grows like log k",
     plot=figures.plot_unnormalized,
+    seconds=5,  # expected at paper scale on a 2-core CPU
     targets=[
         Target("ddir_p2", "p = 2: D_dir to the ℓ2-SVM after 5,000 constant steps (mean)",
                "≈ 0.04", 0.02, 0.08, "within ×2", "re-simulation",
@@ -386,6 +390,7 @@ def unnormalized(trials: int = 3, seed: int = 1, lps: tuple[float, ...] = (1.25,
     "md_joint", paper=f"{PAPER} §5.2 (joint toy)", chapter="09_mirror_descent",
     title="Joint (W, v) mirror descent on the 2-sample toy: which token each p selects",
     plot=figures.plot_joint,
+    seconds=15,  # expected at paper scale on a 2-core CPU
     targets=[
         Target("selection_ok", "selected tokens (0-based) are (1, 0) for p = 1.75 and 2, "
                "(0, 0) for p = 3", "(1,0), (1,0), (0,0)", 1, 1, "exact", "official code"),

@@ -26,6 +26,7 @@ PAPER = "2410.14581"
     chapter="10_real_data",
     title="ℓ1.1 mirror descent vs GD vs Adam on scikit-learn's digits (one attention layer)",
     plot=figures.plot_digits,
+    seconds=30,  # expected at paper scale on a 2-core CPU
     targets=[
         Target("sparsity_ratio", "near-zero entries of W (|W_jk| < 1e-3·max): ℓ1.1-MD over GD "
                "(means over seeds)", "≥ 3× (hypothesis)", 3.0, math.inf, "≥ 3×", "suggested",
@@ -44,7 +45,8 @@ PAPER = "2410.14581"
 def digits(lp: float = 1.1, steps: int = 1000, eval_every: int = 25, seeds: int = 5,
            split_seed: int = 0, init_scale: float = 0.1,
            lr_md: tuple[float, ...] = (0.3, 1.0, 3.0), lr_gd: tuple[float, ...] = (1.0, 3.0, 10.0),
-           lr_adam: tuple[float, ...] = (0.01, 0.03, 0.1), device: str | None = "cpu"):
+           lr_adam: tuple[float, ...] = (0.01, 0.03, 0.1), progress: bool = False,
+           device: str | None = "cpu"):
     """ℓp-MD vs GD vs Adam on digits as 16 patch tokens (0-4 vs 5-9), ``seeds`` initialisations.
 
     Learning rate and checkpoint are chosen on the validation split
@@ -54,7 +56,7 @@ def digits(lp: float = 1.1, steps: int = 1000, eval_every: int = 25, seeds: int 
     out = realdata.compare(data, lp=lp, steps=steps, eval_every=eval_every,
                            seeds=tuple(range(seeds)),
                            lrs={"md": lr_md, "gd": lr_gd, "adam": lr_adam},
-                           init_scale=init_scale)
+                           init_scale=init_scale, progress=progress)
     numbers, arrays = {}, {}
     for k, r in out.items():
         for m in ("test_acc", "val_acc", "final_test_acc", "sparsity", "l1_over_fro", "entropy",
