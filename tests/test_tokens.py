@@ -121,3 +121,23 @@ def test_input_helpers_validate_and_convert():
     for bad in ([[2, 0, 1, 1]] * 3, [[0, 0, 0, 0]] + [[1, 1, 1, 1]] * 2, [[1, 1, 1]] * 3):
         with pytest.raises(ValueError, match="mask"):
             tokens.as_mask(bad, X)
+
+
+def test_sets_boundaries_and_query_override():
+    s = torch.tensor([[0.5, 0.5 - 1e-6, 1e-6]], dtype=torch.float64)
+    # a probability exactly at `masked` is masked, not ambiguous
+    assert bool(tokens.cleanly_masked(s, threshold=1e-3, masked=1e-6))
+    assert not bool(tokens.cleanly_masked(s, threshold=1e-3, masked=1e-7))
+    assert tokens.selected_sets([[0.999, 0.001, 0.0]]).tolist() == [[True, False, False]]
+    with pytest.raises(ValueError, match="threshold"):
+        tokens.selected_sets(s, threshold=0.0)
+    with pytest.raises(ValueError, match="masked"):
+        tokens.cleanly_masked(s, threshold=1e-3, masked=0.0)
+    with pytest.raises(ValueError, match="s: contains NaN"):
+        tokens.selected_sets(torch.tensor([[float("nan"), 1.0]]))
+    data = random_data(3, 4, 5, seed=0, device="cpu")
+    W = torch.eye(5, dtype=torch.float64)
+    z2 = -data.z  # reversed queries select the opposite extreme
+    a2 = torch.einsum("ntd,nd->nt", data.X, z2)
+    assert (tokens.selected_tokens(data, W, z=z2) == a2.argmax(-1)).all()
+    assert not (tokens.selected_tokens(data, W, z=z2) == tokens.selected_tokens(data, W)).all()
