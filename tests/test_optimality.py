@@ -18,15 +18,19 @@ from attnlib.svm.primal import att_svm_primal, prompt_svm_primal
 PROMPT_W = torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64))
 
 
-def _brute_force(data, norm="fro", param="W", W=None):
+def _brute_force(data, norm="fro", param="W", W=None, mask=None):
     """(feasible, locally optimal) per selection, from the definition."""
     X, Y, v = data.X.numpy(), data.Y.numpy(), data.v.numpy()
     n, T, d = X.shape
     gamma = Y[:, None] * (X @ v)  # (n, T)
+    vis = np.ones((n, T), dtype=bool) if mask is None else mask.numpy()
     out = []
     for a in itertools.product(range(T), repeat=n):
+        if not vis[np.arange(n), a].all():
+            out.append((False, False))
+            continue
         if param == "W":
-            val, Wm = att_svm_primal(X, data.z.numpy(), a, norm)
+            val, Wm = att_svm_primal(X, data.z.numpy(), a, norm, mask=vis)
             logits = np.einsum("ntd,de,ne->nt", X, Wm, data.z.numpy()) if Wm is not None \
                 else None
         else:
@@ -37,7 +41,7 @@ def _brute_force(data, norm="fro", param="W", W=None):
             out.append((False, False))
             continue
         marg = logits[np.arange(n), a][:, None] - logits  # (n, T)
-        other = np.ones((n, T), dtype=bool)
+        other = vis.copy()
         other[np.arange(n), a] = False
         sup = other & (marg <= marg[other].min() * (1 + 1e-6))
         ok = all(gamma[i, t] < gamma[i, a[i]] for i, t in zip(*np.nonzero(sup)))
@@ -57,6 +61,23 @@ def test_enumerate_selections_matches_brute_force(seed, d, norm):
     assert sel.locally_optimal.tolist() == [lo for _, lo in truth]
     assert sel.globally_optimal.sum() == 1
     assert sel.locally_optimal[sel.globally_optimal].all()  # the optimal tokens are local
+
+
+def test_masked_selections_match_brute_force():
+    data = random_data(2, 4, 3, seed=5, device="cpu")
+    mask = torch.tensor([[True, False, True, True], [True, True, True, False]])
+    sel = optimality.enumerate_selections(data, mask=mask)
+    truth = _brute_force(data, mask=mask)
+    assert sel.feasible.tolist() == [f for f, _ in truth]
+    assert sel.locally_optimal.tolist() == [lo for _, lo in truth]
+    opt = sel.alpha[sel.globally_optimal][0]
+    assert mask[torch.arange(2), opt].all()  # the optimal tokens among the visible ones
+    for k in torch.nonzero(sel.feasible)[:, 0]:
+        lo = optimality.is_locally_optimal(data, sel.alpha[k], mask=mask)
+        assert type(lo) is bool and lo == bool(sel.locally_optimal[k])
+    assert optimality.enumerate_selections(data, max_selections=16).alpha.shape == (16, 2)
+    with pytest.raises(ValueError, match="4\\^2 = 16"):
+        optimality.enumerate_selections(data, max_selections=15)
 
 
 def _three_token(g3):
