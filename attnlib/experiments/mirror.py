@@ -19,9 +19,10 @@ synthetic setting of the paper is one registered function:
 ``md_bias``             the implicit bias depends on p: p = 1.25, 2, 3 against the three
                         SVMs, and sparsity of iterates and SVMs (T11, T12)
 ``md_unnormalized``     constant-step ℓp-MD: slow directional convergence (T13)
-``md_joint``            §5.2: the joint (W, v) toy problem, which token each p selects (T14)
+``md_joint``            §5.2: the joint (W, v) toy problem, which token each p selects (T14;
+                        :mod:`attnlib.experiments.mirror_joint`)
 ``md_path``             one ℓp-MD path from W(0) = 0 and its ℓp- and ℓ2-AttSVMs (the
-                        chapter's explorer, :func:`attnlib.explorers.mirror.mirror_descent`)
+                        chapter's explorer; :mod:`attnlib.experiments.mirror_path`)
 ``md_digits``           §7: ℓ1.1-MD vs GD vs Adam on digits (chapter 10,
                         :mod:`attnlib.experiments.mirror_digits`)
 ======================  ===============================================================
@@ -44,7 +45,7 @@ import torch
 
 from attnlib import metrics, models
 from attnlib._runtime import resolve_device
-from attnlib.examples import MD_BUDGETS, mirror_joint_example, mirror_random_data
+from attnlib.examples import MD_BUDGETS, mirror_random_data
 from attnlib.figures import mirror as figures
 from attnlib.figures.mirror import (  # noqa: F401  (compatibility: moved to figures)
     PAPER_IMDB,
@@ -59,7 +60,7 @@ from attnlib.figures.mirror import (  # noqa: F401  (compatibility: moved to fig
 )
 from attnlib.metrics import bregman, bregman_direction, sparsity
 from attnlib.optimality import locally_optimal_from
-from attnlib.svm import InfeasibleError, att_svm, head_svm, solve_each
+from attnlib.svm import InfeasibleError, att_svm, solve_each
 from attnlib.tokens import selected_tokens, token_margins
 from attnlib.train import LpMirrorDescent, inverse_mirror_map, mirror_map, train
 
@@ -130,7 +131,25 @@ def _svms(data, alpha, qs):
 )
 def mechanics(seed: int = 0, lps: tuple[float, ...] = (1.1, 1.25, 1.75, 2.0, 3.0),
               lr: float = 0.1, device: str | None = "cpu"):
-    """Targets T1-T5: the algebra of ℓp mirror descent, checked on random 10×10 matrices."""
+    r"""Targets T1-T5: the algebra of ℓp mirror descent, checked on random 10×10 matrices.
+
+    The mirror map :math:`\nabla\psi(W) = \mathrm{sign}(W)|W|^{p-1}` and its inverse, the
+    proximal form :math:`W_{k+1} = \arg\min_W \eta\langle G, W\rangle + D_\psi(W, W_k)`,
+    the Bregman divergence and its directional form, and the closed-form gradient.
+
+    Parameters
+    ----------
+    seed : int
+        Seed of the random matrices W, V, G (one triple per exponent).
+    lps : tuple of float
+        The exponents p > 1.
+    lr : float
+        Step size η of the proximal step.
+    device : str or None
+        Where to compute (``None``: the library default device).
+
+    See chapter 9, *Mirror descent selects tokens too*.
+    """
     dev, dt = resolve_device(device), torch.float64
     g = torch.Generator().manual_seed(seed)
     rnd = lambda *s: torch.randn(*s, generator=g, dtype=dt).to(dev)  # noqa: E731
@@ -230,7 +249,12 @@ def mechanics(seed: int = 0, lps: tuple[float, ...] = (1.1, 1.25, 1.75, 2.0, 3.0
 def convergence(trials: int = 100, seed: int = 1, lps: tuple[float, ...] = _LPS,
                 steps: tuple[int, ...] = _STEPS, lr: float = 0.1, records: int = 100,
                 progress: bool = False, device: str | None = "cpu"):
-    """§5.1: normalised ℓp-MD on W (v fixed), W(0) ~ N(0, 1), n = 6, T = 8, d = 10.
+    r"""§5.1: normalised ℓp-MD on W (v fixed), W(0) ~ N(0, 1), n = 6, T = 8, d = 10.
+
+    Each run is compared with the ℓq-AttSVM of its final selection by the directional
+    Bregman divergence :math:`D_{dir}(W^{mm}, W_k) = 1 - \langle\nabla\psi(\bar W_k),
+    \bar W^{mm}\rangle` (bars: unit ℓp norm). ``lps`` and ``steps`` pair each exponent with its
+    budget; ``records`` checkpoints are kept per run. See chapter 9.
 
     ``trials`` datasets (seeds ``seed``, ``seed + 1``, ...; 100 as in the paper) train as one
     batch per exponent. For each run the selection is read off the last iterate, and
@@ -312,6 +336,10 @@ def bias(trials: int = 6, seed: int = 1, lps: tuple[float, ...] = (1.25, 2.0, 3.
          device: str | None = "cpu"):
     """ℓp-MD for p = 1.25, 2, 3 from the small start W(0) = 0.01·N(0, 1), 3,000 normalised
     steps; divergence of each run's final iterate to the ℓq-SVM of its selection, every q.
+
+    Sparsity is the fraction of entries below 1% of the largest
+    (:func:`attnlib.metrics.sparsity`), for the iterates and for the SVM solutions.
+    See chapter 9.
     """
     dev = resolve_device(device)
     ex = mirror_random_data(seed=seed, trials=trials, device=dev)
@@ -364,7 +392,11 @@ def bias(trials: int = 6, seed: int = 1, lps: tuple[float, ...] = (1.25, 2.0, 3.
 def unnormalized(trials: int = 3, seed: int = 1, lps: tuple[float, ...] = (1.25, 2.0, 3.0),
                  steps: int = 5000, lr: float = 10.0, init_scale: float = 0.01, records: int = 60,
                  device: str | None = "cpu"):
-    """Unnormalised ℓp-MD with constant η = 10 from W(0) = 0.01·N(0, 1)."""
+    r"""Unnormalised ℓp-MD with constant η = 10 from W(0) = 0.01·N(0, 1).
+
+    ``records`` log-spaced checkpoints of the divergence to the ℓp-SVM of the final selection
+    and of :math:`\|W_k\|_p`. See chapter 9.
+    """
     dev = resolve_device(device)
     ex = mirror_random_data(seed=seed, trials=trials, device=dev)
     data, W0 = ex.data, init_scale * ex.init["W"]
@@ -386,56 +418,7 @@ def unnormalized(trials: int = 3, seed: int = 1, lps: tuple[float, ...] = (1.25,
                      "ddir": torch.stack(D_all), "norm": torch.stack(N_all)}
 
 
-@experiment(
-    "md_joint", paper=f"{PAPER} §5.2 (joint toy)", chapter="09_mirror_descent",
-    title="Joint (W, v) mirror descent on the 2-sample toy: which token each p selects",
-    plot=figures.plot_joint,
-    seconds=15,  # expected at paper scale on a 2-core CPU
-    targets=[
-        Target("selection_ok", "selected tokens (0-based) are (1, 0) for p = 1.75 and 2, "
-               "(0, 0) for p = 3", "(1,0), (1,0), (0,0)", 1, 1, "exact", "official code"),
-        Target("ddir_W_max", "D_dir(ℓp-AttSVM, W) at the end, max over p", "≤ 8.3e-3", 0.0,
-               0.02, "≤ 0.02", "re-simulation"),
-        Target("ddir_v_max", "D_dir(ℓp-SVM of the head, v) at the end, max over p", "≤ 2.4e-3",
-               0.0, 0.01, "≤ 0.01", "re-simulation"),
-        Target("loss_max", "final loss, max over p", "≈ 1e-19", 0.0, 1e-10, "< 1e-10",
-               "re-simulation"),
-        Target("prob_min", "softmax and logistic 'probabilities' at the end, min over p",
-               "→ 1", 0.99, 1.0, "> 0.99", "official code"),
-    ],
-)
-def joint(lps: tuple[float, ...] = _LPS, steps: tuple[int, ...] = _STEPS, lr: float = 0.1,
-          records: int = 200, device: str | None = "cpu"):
-    """§5.2: W(0) = 0, v(0) = 0; normalised ℓp-MD on both (each by its own dual norm)."""
-    if len(lps) != len(steps):
-        raise ValueError(f"steps: expected one budget per exponent in lps={lps}, got {steps}")
-    dev = resolve_device(device)
-    expected = {1.75: (1, 0), 2.0: (1, 0), 3.0: (0, 0)}
-    ok, dW, dv, loss, prob = True, 0.0, 0.0, 0.0, 1.0
-    arrays = {"lps": np.array(lps, dtype=float)}
-    for j, (lp, K) in enumerate(zip(lps, steps)):
-        ex = mirror_joint_example(lp=lp, device=dev)
-        d = ex.data
-        st = {**ex.settings, "steps": K, "record_every": max(1, K // records)}
-        run = train(d, init=ex.init, **st)
-        alpha = selected_tokens(d, run.W)
-        if float(lp) in expected:
-            ok &= tuple(alpha.tolist()) == expected[float(lp)]
-        W_mm = att_svm(d, alpha=alpha, norm=float(lp))
-        v_mm = head_svm(d, alpha=alpha, norm=float(lp))
-        dW = max(dW, float(bregman_direction(W_mm, run.W, lp)))
-        dv = max(dv, float(bregman_direction(v_mm[None], run.v[None], lp)))
-        loss = max(loss, float(run.history["loss"][-1]))
-        x_sel = d.X[torch.arange(d.n), alpha]  # (n, d)
-        logistic = torch.sigmoid(d.Y * (x_sel @ run.v)).mean()
-        prob = min(prob, float(run.history["max_prob"][-1]), float(logistic))
-        arrays.update({f"W_path_{j}": run.history["W"], f"v_path_{j}": run.history["v"],
-                       f"W_mm_{j}": W_mm, f"v_mm_{j}": v_mm, f"alpha_{j}": alpha,
-                       f"steps_{j}": run.history["step"], f"max_prob_{j}": run.history["max_prob"]})
-    return (dict(selection_ok=int(ok), ddir_W_max=dW, ddir_v_max=dv, loss_max=loss,
-                 prob_min=prob), arrays)
-
-
 # the other experiments of the paper (registered on import)
+from .mirror_joint import joint  # noqa: E402,F401  (isort: skip)
 from .mirror_digits import digits  # noqa: E402,F401
 from .mirror_path import path  # noqa: E402,F401

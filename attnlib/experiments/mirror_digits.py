@@ -51,6 +51,7 @@ def digits(lp: float = 1.1, steps: int = 1000, eval_every: int = 25, seeds: int 
 
     Learning rate and checkpoint are chosen on the validation split
     (:func:`attnlib.realdata.select`); the test split is read at the chosen checkpoint only.
+    See chapter 10, *Mirror descent on real data*.
     """
     data = realdata.digits_tokens(split_seed=split_seed, device=resolve_device(device))
     out = realdata.compare(data, lp=lp, steps=steps, eval_every=eval_every,
