@@ -36,7 +36,7 @@ def _dims(A, B, dims):
         dims = 2 if square else 1
     if dims not in (1, 2):
         raise ValueError(f"dims: expected 1 (vectors), 2 (matrices) or None, got {dims!r}")
-    if A.ndim < dims or B.ndim < dims or A.shape[-dims:] != B.shape[-dims:]:
+    if A.ndim < dims or A.shape[-dims:] != B.shape[-dims:]:  # (then B.ndim >= dims too)
         raise ValueError(f"A, B: the last {dims} dims must agree, got {tuple(A.shape)} and "
                          f"{tuple(B.shape)}")
     return tuple(range(-dims, 0))
@@ -69,7 +69,7 @@ def correlation(A, B, dims=None) -> torch.Tensor:
     num = (A * B).sum(ax)
     den = torch.sqrt((A * A).sum(ax)) * torch.sqrt((B * B).sum(ax))
     zero = den == 0  # a zero argument (NaN compares False and stays NaN)
-    return torch.where(zero, torch.zeros_like(num), num / torch.where(zero, 1.0, den))
+    return torch.where(zero, torch.zeros_like(num), num / den)
 
 
 def lp_norm(A, lp: float, dims=None) -> torch.Tensor:

@@ -65,6 +65,10 @@ def test_correlation_extreme_scales():
     assert torch.allclose(MT.correlation(1e-20 * A, A), one)
     assert torch.allclose(MT.correlation(1e-30 * A, 1e30 * A), one)
     assert torch.allclose(MT.correlation(-1e20 * A, A), -one)
+    # each object of a batch is rescaled on its own
+    batch = torch.stack([1e-20 * A, 1e20 * A, A])
+    assert torch.allclose(MT.correlation(batch, A), torch.ones(3))
+    assert torch.allclose(MT.correlation(A, batch), torch.ones(3))
 
 
 def test_correlation_power_of_two_rescaling_is_exact():
@@ -107,6 +111,10 @@ def test_correlation_dims():
         math.isclose(float(rows[i]), corr_math(A[i], B[i]), rel_tol=1e-12) for i in range(3))
     K = rnd(2, 4, 3)
     assert MT.correlation(K, K[0], dims=2).shape == (2,)  # non-square matrices
+    # matrices only when BOTH end in square dims
+    assert MT.correlation(rnd(1, 3), rnd(3, 3)).shape == (3,)
+    assert MT.correlation(rnd(3, 3), rnd(1, 3)).shape == (3,)
+    assert MT.correlation(torch.ones(1, 1), rnd(5, 3, 1)).shape == (5, 3)
     assert MT.correlation(rnd(4, 3), rnd(3)).shape == (4,)  # non-square: vectors
     with pytest.raises(ValueError, match=r"^dims: expected 1 \(vectors\), 2 \(matrices\)"):
         MT.correlation(A, B, dims=3)
@@ -128,6 +136,9 @@ def test_correlation_zero_nan_and_scalars():
     assert MT.correlation(np.float64(-2.0), torch.tensor(3.0)).item() == -1.0
     assert MT.correlation(np.array([1.0, 2.0]), [2.0, 4.0]).item() == pytest.approx(1.0)
     assert MT.correlation(np.ones(3, dtype=np.int64), np.ones(3)).item() == pytest.approx(1.0)
+    ints = MT.correlation(torch.tensor([1, 2]), torch.tensor([2, 4]))  # integer tensors
+    assert ints.dtype == torch.float64 and ints.item() == pytest.approx(1.0)
+    assert MT.correlation([1.0, 2.0], [2.0, 3.0]).dtype == torch.float64  # lists: float64
 
 
 # ----------------------------------------------------------------------------- lp norm

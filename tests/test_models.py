@@ -312,7 +312,7 @@ def test_make_head_passes_objects_and_casts():
            "b": torch.zeros(2, dtype=torch.float32)}
     for name in ("relu", "mlp"):
         h = M.make_head(name, p32, d=3, dtype=torch.float64)
-        assert torch.equal(h.V, V32.double()) and h.u.dtype == torch.float64
+        assert torch.equal(h.V, V32.double()) and h.V.dtype == h.u.dtype == torch.float64
         if name == "mlp":
             assert h.b.dtype == torch.float64
     for key in ("V", "u", "b"):
@@ -330,3 +330,25 @@ def test_make_head_passes_objects_and_casts():
     with pytest.raises(ValueError, match=r"^init\['lam'\]: expected a number >= 0 for the "
                                          r"'lambda' head, got nothing$"):
         M.make_head("lambda", {})
+
+
+@pytest.mark.cuda
+def test_make_head_moves_to_the_device():
+    h = M.make_head("mlp", {"V": torch.eye(3)}, d=3, device="cuda")
+    assert h.V.device.type == h.b.device.type == h.u.device.type == "cuda"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_logit_gradient_for_several_token_counts_in_a_row(dtype):
+    """One call after another with T = 2..5 (the diagonal mask follows T and dtype)."""
+    g = torch.Generator().manual_seed(11)
+    for T in (2, 5, 3, 4):
+        X = torch.randn(2, 3, T, 4, generator=g).to(dtype)
+        Y = torch.tensor([[1.0, -1.0, 1.0]] * 2, dtype=dtype)
+        v = torch.randn(4, generator=g).to(dtype)
+        a = torch.randn(2, 3, T, generator=g).to(dtype)
+        (ref,) = _autograd(lambda a, X=X, Y=Y, v=v: M.risk(X, Y, M.softmax(a), v), a)
+        got = M.logit_gradient(X, Y, a, v)["da"]
+        assert got.dtype == dtype and got.shape == (2, 3, T)
+        assert torch.allclose(got, ref, rtol=1e-4 if dtype == torch.float32 else 1e-10,
+                              atol=1e-7 if dtype == torch.float32 else 1e-14)
