@@ -161,7 +161,8 @@ class AttentionData:
         B = number("B", B, lo=1, integer=True)
         if self.B is not None:
             if B not in (1, self.B):
-                raise ValueError(f"B: data already has {self.B} trials, cannot make {B}")
+                raise ValueError(
+                    f"B: expected 1 or {self.B} (the data has {self.B} trials), got {B}")
             return self
 
         def ex(t):
@@ -172,7 +173,7 @@ class AttentionData:
     def trial(self, b: int) -> AttentionData:
         """The unbatched data of trial ``b``."""
         if self.B is None:
-            raise ValueError("b: this data has no trials dimension")
+            raise ValueError("b: expected data with a trials dimension, got unbatched data")
         b = number("b", b, lo=-self.B, hi=self.B - 1, integer=True)
 
         def tk(t):
@@ -184,7 +185,7 @@ class AttentionData:
         """A copy with some of ``X, Y, z, v`` replaced (validated again)."""
         unknown = set(fields) - {"X", "Y", "z", "v"}
         if unknown:
-            raise ValueError(f"fields: unknown field(s) {sorted(unknown)}; expected X, Y, z, v")
+            raise ValueError(f"fields: expected some of X, Y, z, v, got {sorted(unknown)}")
         cur = dict(X=self.X, Y=self.Y, z=self.z, v=self.v)
         cur.update(fields)
         return AttentionData(**cur)

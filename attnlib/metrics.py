@@ -37,7 +37,7 @@ def _dims(A, B, dims):
     if dims not in (1, 2):
         raise ValueError(f"dims: expected 1 (vectors), 2 (matrices) or None, got {dims!r}")
     if A.ndim < dims or A.shape[-dims:] != B.shape[-dims:]:  # (then B.ndim >= dims too)
-        raise ValueError(f"A, B: the last {dims} dims must agree, got {tuple(A.shape)} and "
+        raise ValueError(f"A, B: expected the same last {dims} dims, got {tuple(A.shape)} and "
                          f"{tuple(B.shape)}")
     return tuple(range(-dims, 0))
 

@@ -205,7 +205,8 @@ def make_head(head="linear", params=None, d=None, dtype=torch.float64, device="c
         return LinearHead()
     if head in ("relu", "mlp"):
         if "V" not in params:
-            raise ValueError(f"head: {head!r} needs its value matrix as init['V'] (shape (d, m))")
+            raise ValueError(f"init['V']: expected the value matrix (d, m) of the {head!r} head, "
+                             "got nothing")
         V = as_tensor(params["V"], "init['V']", **kw)
         if V.ndim != 2 or (d is not None and V.shape[0] != d):
             raise ValueError(f"init['V']: expected shape (d, m) with d={d}, got {tuple(V.shape)}")

@@ -142,13 +142,13 @@ def test_trial_and_batched_bounds():
     b = D.random_data(3, 4, 5, trials=2, seed=0, device="cpu")
     with pytest.raises(ValueError, match=r"^b: expected an int >= -2 and <= 1, got 2"):
         b.trial(2)
-    with pytest.raises(ValueError, match=r"^B: data already has 2 trials"):
+    with pytest.raises(ValueError, match=r"^B: expected 1 or 2 \(the data has 2 trials\), got 3$"):
         b.batched(3)
     with pytest.raises(ValueError, match=r"^B: expected an int >= 1"):
         b.trial(0).batched(0)
-    with pytest.raises(ValueError, match=r"^b: this data has no trials"):
+    with pytest.raises(ValueError, match=r"^b: expected data with a trials dimension"):
         b.trial(0).trial(0)
-    with pytest.raises(ValueError, match=r"^fields: unknown field"):
+    with pytest.raises(ValueError, match=r"^fields: expected some of X, Y, z, v, got \['W'\]$"):
         b.with_(W=1)
     assert torch.equal(b.with_(Y=-b.Y).Y, -b.Y)
 

@@ -118,9 +118,9 @@ def test_correlation_dims():
     assert MT.correlation(rnd(4, 3), rnd(3)).shape == (4,)  # non-square: vectors
     with pytest.raises(ValueError, match=r"^dims: expected 1 \(vectors\), 2 \(matrices\)"):
         MT.correlation(A, B, dims=3)
-    with pytest.raises(ValueError, match=r"^A, B: the last 1 dims must agree"):
+    with pytest.raises(ValueError, match=r"^A, B: expected the same last 1 dims"):
         MT.correlation(rnd(3), rnd(4))
-    with pytest.raises(ValueError, match=r"^A, B: the last 2 dims must agree"):
+    with pytest.raises(ValueError, match=r"^A, B: expected the same last 2 dims"):
         MT.correlation(rnd(3), rnd(3), dims=2)
 
 
