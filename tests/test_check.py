@@ -232,3 +232,27 @@ def test_value():
     fb = check.check_value([1, 2], [1.0, 2.0, 3.0])
     assert not fb and "shape (3,)" in fb.message
     assert not check.check_value(None, 1.0)
+
+
+def test_scale_shapes_and_reference_errors():
+    g = torch.Generator().manual_seed(1)
+    W = torch.randn(6, 2, generator=g, dtype=torch.float64) @ torch.randn(2, 6, generator=g,
+                                                                          dtype=torch.float64)
+    for c in (1e-3, 1e3):  # the rank is relative to sigma_1, at any scale
+        assert check.check_rank(2, c * W)
+    assert check.check_rank(0, torch.zeros(3, 3))
+    assert check.check_value([[1.0, 2.0]], [1.0, 2.0])  # same entries, other shape: fine
+    with pytest.raises(ValueError, match=r"grad must have W's shape \(4, 4\), got \(3, 3\)"):
+        check.check_md_step(torch.ones(4, 4), torch.ones(4, 4), torch.ones(3, 3), 0.1, 1.5)
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        check.check_md_step(torch.ones(2), torch.ones(2), torch.ones(2), 0.0, 1.5)
+    rand = D.random_data(2, 3, 4, trials=2, seed=0, device="cpu")
+    with pytest.raises(ValueError, match="data must hold one instance"):
+        check.check_svm_direction(torch.eye(4), rand)
+    with pytest.raises(ValueError, match="data must be an attnlib.AttentionData"):
+        check.check_selection([0, 0], object())
+    # tiny steps: the hints compare within an absolute tolerance too
+    W0 = torch.full((2, 2), 1e-3, dtype=torch.float64)
+    G = torch.full((2, 2), 1e-3, dtype=torch.float64)
+    fb = check.check_md_step(W0 - 1e-3 * G, W0, G, 1e-3, 3.0)
+    assert not fb and "plain gradient step" in fb.message
