@@ -7,10 +7,9 @@ import scipy.optimize
 import torch
 
 from attnlib import svm
-from attnlib.svm import engine
 from attnlib.data import AttentionData, random_data
 from attnlib.metrics import numerical_rank
-from attnlib.svm import InfeasibleError
+from attnlib.svm import InfeasibleError, engine
 from attnlib.tokens import optimal_tokens, token_margins
 
 SEEDS = (0, 1, 2)
