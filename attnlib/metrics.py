@@ -22,11 +22,13 @@ def _as(x):
 
 
 def _pow2_scale(A, ax):
-    """The power of two just above ``max|A|`` over ``ax`` (keepdim); 1 where that max is 0,
-    NaN or Inf. Dividing by it is exact, so it changes no digit of a scale-free ratio."""
+    """A power of two near ``max|A|`` over ``ax`` (keepdim): the entries of ``A`` divided by it
+    lie in [-2, 2]; 1/2 where the max is 0, NaN or Inf. Dividing by a power of two is exact, so
+    it changes no digit of a scale-free ratio. (``2**(e-1)`` with ``max|A| < 2**e`` stays finite
+    up to the dtype's largest number.)"""
     m = A.abs().amax(ax, keepdim=True)
-    _, e = torch.frexp(torch.where(torch.isfinite(m) & (m > 0), m, torch.ones_like(m)))
-    return torch.ldexp(torch.ones_like(m), e)
+    _, e = torch.frexp(torch.where(torch.isfinite(m), m, torch.ones_like(m)))  # frexp(0): e=0
+    return torch.ldexp(torch.ones_like(m), e - 1)
 
 
 def _dims(A, B, dims):

@@ -65,6 +65,10 @@ def test_correlation_extreme_scales():
     assert torch.allclose(MT.correlation(1e-20 * A, A), one)
     assert torch.allclose(MT.correlation(1e-30 * A, 1e30 * A), one)
     assert torch.allclose(MT.correlation(-1e20 * A, A), -one)
+    big = torch.tensor([3e38, -1e38, 2e38], dtype=torch.float32)  # near float32's max
+    assert torch.allclose(MT.correlation(big, big), one)
+    tiny = torch.tensor([1.0, 3.0]) * 2.0**-149  # the smallest subnormals (exact)
+    assert tiny[0] > 0 and torch.allclose(MT.correlation(tiny, torch.tensor([1.0, 3.0])), one)
     # each object of a batch is rescaled on its own
     batch = torch.stack([1e-20 * A, 1e20 * A, A])
     assert torch.allclose(MT.correlation(batch, A), torch.ones(3))
@@ -156,6 +160,14 @@ def test_lp_norm_is_scale_safe(a, c, dtype, lp):
     A = torch.tensor(a, dtype=dtype)
     got, ref = MT.lp_norm(c * A, lp), abs(c) * MT.lp_norm(A, lp).double()
     assert math.isclose(float(got), float(ref), rel_tol=1e-5 if dtype == torch.float32 else 1e-12)
+
+
+def test_lp_norm_tiny_and_huge_entries():
+    for scale, dtype in [(1e-60, torch.float64), (1e-20, torch.float32), (1e20, torch.float32)]:
+        A = torch.tensor([1.0, 2.0, 3.0], dtype=dtype)
+        ref = float(scale) * (1 + 2**7.5 + 3**7.5) ** (1 / 7.5)
+        got = float(MT.lp_norm(scale * A, 7.5))
+        assert math.isclose(got, ref, rel_tol=1e-5 if dtype == torch.float32 else 1e-12)
 
 
 def test_lp_norm_batched_nan_inf_and_bad_lp():
