@@ -156,9 +156,13 @@ def test_solver_argument_and_config():
         cfg.tol = 1.0
     for bad in (dict(solvers="CLARABEL"), dict(solvers=()), dict(tol=0.0), dict(tol=np.nan),
                 dict(first_order_tol=-1.0), dict(rescale_outside=(2.0, 3.0)),
-                dict(max_iters=0), dict(max_iters=True), dict(farkas_ratio=True)):
+                dict(max_iters=0), dict(max_iters=True), dict(farkas_ratio=True),
+                dict(rescale_outside=(0.0, 1e4)), dict(max_iters=2.5)):
         with pytest.raises(ValueError, match=next(iter(bad))):
             SolveConfig(**bad)
+    assert SolveConfig(max_iters=1).max_iters == 1
+    with pytest.raises(ValueError, match="norm: expected 'fro' or a float lp > 1"):
+        svm.head_svm(random_data(2, 3, 4, seed=0, device="cpu"), norm="nuc")
     with pytest.raises(ValueError, match="config"):
         svm.att_svm(random_data(2, 3, 4, seed=0, device="cpu"), config={"tol": 1e-6})
     with pytest.raises(ValueError, match="solver"):
