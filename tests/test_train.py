@@ -196,6 +196,33 @@ def test_config_equals_keywords_and_accepts_numpy_scalars(batched_data):
         al.train(batched_data, config=kw)
 
 
+def test_config_stores_python_numbers_under_its_fields():
+    t = torch.tensor
+    cfg = TrainConfig(param="KQ", method="md", lr=t(0.5), steps=t(3), lp=t(1.5), reg=t(0.25),
+                      eps=t(1e-3, dtype=F64), record_every=t(2), seed=t(4), loss="exp")
+    got = {k: getattr(cfg, k) for k in ("lr", "steps", "lp", "reg", "eps", "record_every",
+                                        "seed")}
+    assert got == dict(lr=0.5, steps=3, lp=1.5, reg=0.25, eps=1e-3, record_every=2, seed=4)
+    assert [type(v) for v in got.values()] == [float, int, float, float, float, int, int]
+    assert set(vars(cfg)) == {f for f in TrainConfig.__dataclass_fields__}
+    assert cfg.q == 3.0 and cfg.mirror and not TrainConfig(method="md").mirror
+
+
+@pytest.mark.parametrize("field, value, msg", [
+    ("param", "WQ", "^param: expected one of"), ("method", "adam", "^method: expected one of"),
+    ("lr", 0.0, "^lr: expected a finite number > 0"),
+    ("steps", -1, "^steps: expected an int >= 0"), ("lp", 1.0, "^lp: expected a finite number > 1"),
+    ("loss", "hinge", "^loss: expected one of"), ("reg", -1.0, "^reg: expected a finite number"),
+    ("eps", -1.0, "^eps: expected a finite number >= 0"),
+    ("record_every", 0, "^record_every: expected an int >= 1"),
+    ("seed", 0.5, "^seed: expected an int"), ("normalized", 1, "^normalized: expected True"),
+])
+def test_config_names_the_bad_field(field, value, msg):
+    base = dict(method="md", param="KQ")
+    with pytest.raises(ValueError, match=msg):
+        TrainConfig(**{**base, field: value})
+
+
 def test_progress_bar_runs(small_data):
     r = al.train(small_data, steps=30, progress=True, init={"W": _init(6)["W"]})
     ref = al.train(small_data, steps=30, init={"W": _init(6)["W"]})

@@ -118,13 +118,23 @@ def test_lp_mirror_descent_one_step_is_the_formula():
     assert torch.allclose(w.double(), expect, rtol=1e-6)
 
 
-def test_lp_mirror_descent_bad_input():
-    p = [torch.zeros(2, requires_grad=True)]
-    with pytest.raises(ValueError, match="lp"):
-        LpMirrorDescent(p, lr=0.1, lp=0.5)
-    with pytest.raises(ValueError, match="lr"):
-        LpMirrorDescent(p, lr=0.0)
-    with pytest.raises(ValueError, match="eps"):
-        LpMirrorDescent(p, lr=0.1, eps=-1)
-    with pytest.raises(ValueError, match="normalized"):
-        LpMirrorDescent(p, lr=0.1, normalized="yes")
+@pytest.mark.parametrize("kw, msg", [
+    (dict(lr=0.1, lp=0.5), "^lp: expected a finite number > 1"),
+    (dict(lr=0.1, lp=1.0), "^lp: expected a finite number > 1"),
+    (dict(lr=0.0), "^lr: expected a finite number > 0"),
+    (dict(lr=0.1, eps=-1), "^eps: expected a finite number >= 0"),
+    (dict(lr=0.1, normalized="yes"), "^normalized: expected True or False"),
+])
+def test_lp_mirror_descent_bad_input(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        LpMirrorDescent([torch.zeros(2, requires_grad=True)], **kw)
+
+
+def test_lp_mirror_descent_defaults_are_unnormalised_sgd():
+    w = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=F64))
+    opt = LpMirrorDescent([w], lr=np.float64(0.5))
+    assert opt.defaults == dict(lr=0.5, lp=2.0, normalized=False, eps=0.0)
+    assert type(opt.defaults["lr"]) is float
+    w.grad = torch.tensor([2.0, 2.0], dtype=F64)
+    opt.step()
+    assert torch.equal(w.detach(), torch.tensor([0.0, -3.0], dtype=F64))
