@@ -138,3 +138,21 @@ def test_lp_mirror_descent_defaults_are_unnormalised_sgd():
     w.grad = torch.tensor([2.0, 2.0], dtype=F64)
     opt.step()
     assert torch.equal(w.detach(), torch.tensor([0.0, -3.0], dtype=F64))
+
+
+def test_normalized_step_exact_for_subnormal_zero_and_plain_rows():
+    """lr g / (||g||_2 + eps) per row, also when ||g|| is subnormal (1e-310) or exactly zero."""
+    from attnlib.train.mirror import normalized_step
+
+    g = torch.tensor([[3e-310, -4e-310], [0.0, 0.0], [3.0, 4.0]], dtype=F64)
+    u = torch.tensor([[0.6, -0.8], [0.0, 0.0], [0.6, 0.8]], dtype=F64)
+    assert torch.allclose(normalized_step(g, 0.5, 2.0, 0.0), 0.5 * u, rtol=1e-12, atol=0)
+    # eps = 1e-300 dominates the tiny row's norm 5e-310: step = lr u * 5e-310 / (5e-310 + eps)
+    shrink = torch.tensor([5e-310 / (5e-310 + 1e-300), 1.0, 5 / (5 + 1e-300)], dtype=F64)
+    got = normalized_step(g, 0.5, 2.0, 1e-300)
+    assert torch.allclose(got, 0.5 * u * shrink[:, None], rtol=1e-9, atol=0)
+    # a scaled gradient: g = G * exp(K), the true norm ||G|| = 5 exp(-K) meets eps in the log domain
+    K = torch.tensor([0.0, 0.0, 700.0], dtype=F64)
+    got = normalized_step(g, 0.5, 2.0, 1e-300, log_scale=K, rescale=False)
+    true_norm = torch.tensor(5.0, dtype=F64) * torch.exp(-K[2])
+    assert torch.allclose(got[2], 0.5 * u[2] * true_norm / (true_norm + 1e-300), rtol=1e-9)

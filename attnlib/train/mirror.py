@@ -112,6 +112,7 @@ def normalized_step(g: torch.Tensor, lr: float, q: float, eps: float, log_scale=
         if log_scale is not None:
             log_true_max = log_true_max - log_scale
         nrm = nrm + torch.exp(math.log(eps) - log_true_max)
+    nrm = nrm.clamp_min(torch.finfo(g.dtype).tiny)  # a zero row (nrm 0) takes a zero step
     return (lr / nrm).unsqueeze(1) * gs
 
 
