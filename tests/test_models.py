@@ -171,7 +171,8 @@ def test_bad_names_raise(bad):
 
 
 def test_make_head_needs_its_tensors():
-    with pytest.raises(ValueError, match="V"):
+    with pytest.raises(ValueError, match=r"^init\['V'\]: expected the value matrix \(d, m\) "
+                                         r"of the 'relu' head, got nothing$"):
         M.make_head("relu", {})
     with pytest.raises(ValueError, match="lam"):
         M.make_head("lambda", {})
