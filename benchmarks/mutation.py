@@ -5,7 +5,7 @@ dropped) in a copy of the package and runs that module's tests; a mutant is *kil
 fails. The score per module is killed / (killed + survived); the surviving mutants are listed so
 that each is either killed by a new test or argued equivalent in ``benchmarks/RESULTS.md``.
 
-    .venv/bin/pip install mutmut==3.8.1        # not part of requirements.txt (a dev tool)
+    (mutmut==3.8.1 is pinned in requirements.txt)
     .venv/bin/python benchmarks/mutation.py            # every module of MODULES
     .venv/bin/python benchmarks/mutation.py svm train  # some of them
     .venv/bin/python benchmarks/mutation.py --jobs 2
@@ -36,7 +36,7 @@ MODULES = {
     "optimality": (["attnlib/optimality.py"], ["tests/test_optimality.py"]),
     "train": (["attnlib/train/"], ["tests/test_train*.py", "tests/test_mirror_numerics.py"]),
     "svm": (["attnlib/svm/"], ["tests/test_svm*.py"]),
-    "check": (["attnlib/check.py"], ["tests/test_check.py"]),
+    "check": (["attnlib/check/"], ["tests/test_check.py"]),
 }
 
 
@@ -57,6 +57,8 @@ def run_module(name: str, jobs: int) -> dict:
         shutil.copytree(ROOT / item, work / item,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     cfg = (ROOT / "pyproject.toml").read_text()
+    if "[tool.mutmut]" in cfg:
+        raise SystemExit("pyproject.toml has a [tool.mutmut] table: this script writes its own")
     cfg += ("\n[tool.mutmut]\n"
             f"paths_to_mutate = {json.dumps(paths)}\n"
             f"tests_dir = {json.dumps(tests)}\n"
