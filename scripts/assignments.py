@@ -5,7 +5,7 @@ Usage::
     python scripts/assignments.py                    # every chapter of book/ -> assignments/
     python scripts/assignments.py 02_att_svm         # some chapters
     python scripts/assignments.py --verify           # also execute each student edition
-    python scripts/assignments.py grade sub1.ipynb   # run submissions, report their checks
+    python scripts/assignments.py grade sub*.ipynb --out grades  # grades.csv + feedback
 
 (``make assignments`` runs the first.) One master notebook per chapter is the single source:
 
@@ -22,8 +22,12 @@ Usage::
   cells inside such a block;
 - the **instructor edition** is the master notebook, cell for cell, without outputs.
 
-Output: ``assignments/{student,instructor}/NN_name.ipynb`` and ``assignments/NN_name.zip``
-(both editions plus any local images the chapter shows). :func:`drift_problems` lists what is
+Output: ``assignments/{student,instructor}/NN_name.ipynb``; ``assignments/NN_name.zip``, the
+student's zip (the student edition and the images it shows, nothing else); and
+``assignments/instructor.zip`` (the instructor editions: solutions). A check cell whose reference
+arguments compute the expected value (:func:`reveals_answer`) is replaced in the student
+edition by a note: the grader (``grade``, scripts/grader.py) still checks that exercise with
+the master's check. :func:`drift_problems` lists what is
 structurally wrong in a master notebook (a solution without its check, a check calling a
 function that ``attnlib.check`` no longer has, an exercise without a solution, ...).
 """
@@ -54,6 +58,12 @@ STUDENT_BANNER = (
     "**Student edition.** Cells marked *Your turn* raise `NotImplementedError` until you "
     "replace them with your code; the check cell right after each one runs `attnlib.check` "
     "and tells you whether your answer is right, or what is wrong with it.")
+
+
+GRADER_ONLY = (
+    "# Checked by the grader only: this exercise's check computes the expected value, so the\n"
+    "# student edition does not show it. When the notebook reaches this cell, {names} must\n"
+    "# hold your answer (the grader reads it here).")
 
 
 # -- cell helpers ---------------------------------------------------------------------------
@@ -235,6 +245,11 @@ def student_edition(nb):
             cells.append(new)
         elif inside and "check" not in t:
             continue  # part of a folded solution shown only to instructors
+        elif "check" in t and reveals_answer(cell.source):
+            new = _cleared(cell)
+            names = ", ".join(ast.unparse(a) for a in _answer_args(cell.source)) or "answer"
+            new.source = GRADER_ONLY.format(names=names)
+            cells.append(new)
         else:
             cells.append(_cleared(cell))
     if inside:
@@ -263,6 +278,24 @@ def _reference_names(src: str) -> set[str]:
         rest = [*node.args[1:], *(k.value for k in node.keywords)]
         names |= {n.id for a in rest for n in ast.walk(a) if isinstance(n, ast.Name)}
     return names
+
+
+def reveals_answer(src: str) -> bool:
+    """Whether a check cell computes its expected value in the open: a reference argument
+    that calls or indexes something (``al.relaxed_prompt_svm(...)``, ``ref.known["s"]``),
+    or a statement besides the checks. Plain names and constants (``data``, ``norm="nuc"``)
+    reveal nothing; such checks stay in the student edition for self-checking."""
+    tree = _tree(src)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and CHECK_CALL.match(ast.unparse(n))]
+    for node in tree.body:
+        if not (isinstance(node, ast.Expr) and any(node.value is c for c in calls)):
+            return True
+    for c in calls:
+        for a in [*c.args[1:], *(k.value for k in c.keywords)]:
+            if any(isinstance(n, (ast.Call, ast.Subscript, ast.BinOp)) for n in ast.walk(a)):
+                return True
+    return False
 
 
 def _exercise_labels(text: str) -> list:
@@ -305,6 +338,13 @@ def drift_problems(nb) -> list[str]:
                                     f"{nxt} takes as reference data (not as the answer, its "
                                     "first argument); the student edition sets it to None, so "
                                     "define it in a cell before the solution")
+        if "check" in t and reveals_answer(cells[i].source):
+            later = set().union(set(), *(used_names(cells[j].source) for j in code if j > i))
+            hidden = set(defined_names(cells[i].source)) & later
+            if hidden:
+                problems.append(f"cell {i}: this check is hidden from students (it computes the "
+                                f"expected value) but defines {sorted(hidden)}, which later "
+                                "cells use")
         if "check" in t:
             calls = CHECK_CALL.findall(cells[i].source)
             if not calls:
@@ -384,26 +424,36 @@ def build(book: Path, out: Path, names=None) -> list[Path]:
             raise SystemExit(f"no chapter notebook {sorted(unknown)} in {book}; have: "
                              f"{', '.join(p.stem for p in todo) or '(none)'}")
         todo = [p for p in todo if p.stem in want]
-    zips = []
+    zips, instructor = [], []
     for path in todo:
         nb = nbformat.read(path, as_version=4)
         problems = drift_problems(nb)
         if problems:
             print(f"warning: {path.name}:\n  " + "\n  ".join(problems), file=sys.stderr)
         editions = {"student": student_edition(nb), "instructor": instructor_edition(nb)}
+        editions["student"].metadata["course_kit"] = {"chapter": path.stem}
         for kind, ed in editions.items():
             (out / kind).mkdir(parents=True, exist_ok=True)
             nbformat.write(ed, out / kind / path.name)
-        zpath = out / f"{path.stem}.zip"
+        zpath = out / f"{path.stem}.zip"  # the student's: hand this out
+        assets = local_assets(nb, book)
         with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
-            for kind, ed in editions.items():
-                _add(z, f"{path.stem}/{kind}/{path.name}", nbformat.writes(ed))
-                for rel in local_assets(nb, book):
-                    _add(z, f"{path.stem}/{kind}/{rel.as_posix()}", (book / rel).read_bytes())
+            _add(z, f"{path.stem}/{path.name}", nbformat.writes(editions["student"]))
+            for rel in assets:
+                _add(z, f"{path.stem}/{rel.as_posix()}", (book / rel).read_bytes())
             _add(z, f"{path.stem}/README.txt", _readme(path.stem))
+        instructor.append((path, editions["instructor"], assets))
         n_stub = sum("stub" in tags(c) for c in editions["student"].cells)
         print(f"{path.stem}: {n_stub} exercise cell(s) stubbed -> {zpath}")
         zips.append(zpath)
+    if instructor:
+        ipath = out / "instructor.zip"  # solutions: keep it away from students
+        with zipfile.ZipFile(ipath, "w", zipfile.ZIP_DEFLATED) as z:
+            for path, ed, assets in instructor:
+                _add(z, f"instructor/{path.name}", nbformat.writes(ed))
+                for rel in assets:
+                    _add(z, f"instructor/{rel.as_posix()}", (book / rel).read_bytes())
+        print(f"instructor editions (solutions) -> {ipath}")
     if not todo:
         print(f"no chapter notebooks (NN_name.ipynb) in {book}")
     return zips
@@ -417,11 +467,10 @@ def _add(z, name, data):
 
 def _readme(stem: str) -> str:
     return (f"{stem}: an assignment from the book 'Attention as a Support Vector Machine'.\n\n"
-            "student/     hand this out: exercise cells raise NotImplementedError until "
-            "answered;\n             each is followed by a check cell (attnlib.check).\n"
-            "instructor/  the same chapter with the solutions.\n\n"
-            "Open either in Jupyter or upload it to Colab; its first cell installs attnlib in "
-            "Colab.\nGPU optional. See the book's instructor guide for grading.\n")
+            f"{stem}.ipynb  exercise cells raise NotImplementedError until answered; most are\n"
+            "followed by a check cell (attnlib.check) that says whether the answer is right.\n\n"
+            "Open it in Jupyter or upload it to Colab; its first cell installs attnlib in "
+            "Colab.\nGPU optional. Hand in the notebook with your answers in place.\n")
 
 
 # -- executing: verification and grading ----------------------------------------------------
@@ -480,50 +529,46 @@ def verify_student(student, cwd: Path) -> list[str]:
     return student_problems(student, execute(student, cwd))
 
 
-def check_verdicts(ran) -> list[tuple[int, str, str]]:
-    """One row (cell, verdict, message) per check cell of an executed notebook.
+def grade_main(argv) -> int:
+    """``grade SUB.ipynb... --out DIR``: see scripts/grader.py and the instructor guide."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import grader
 
-    The verdict is ``passed`` or ``failed`` (the check's own words), ``error`` (the check
-    cell raised, e.g. the answer cell is still a stub) or ``silent`` (no feedback shown).
-    """
-    errs = errors(ran)
-    rows = []
-    for i, c in enumerate(ran.cells):
-        if "check" not in tags(c):
-            continue
-        text = "\n".join(o.get("text", "") or o.get("data", {}).get("text/plain", "")
-                         for o in c.get("outputs", []))
-        if i in errs:
-            rows.append((i, "error", errs[i]))
-        elif "✓ correct" in text:
-            rows.append((i, "passed", text.strip().splitlines()[-1]))
-        elif "✗ not yet" in text:
-            rows.append((i, "failed", text.strip().splitlines()[-1]))
-        else:
-            rows.append((i, "silent", ""))
-    return rows
-
-
-def grade(path: Path, cwd: Path | None = None) -> list[tuple[int, str, str]]:
-    """Run a submission (errors allowed) and return :func:`check_verdicts` of the run."""
-    nb = nbformat.read(path, as_version=4)
-    return check_verdicts(execute(nb, cwd or Path(path).parent))
+    p = argparse.ArgumentParser(
+        prog="assignments.py grade",
+        description="Grade submissions by their answers against the master notebook; write "
+                    "DIR/grades.csv and DIR/feedback/*.md. Exit status 1 when a submission "
+                    "could not be graded.")
+    p.add_argument("submissions", nargs="+", type=Path)
+    p.add_argument("--out", type=Path, default=Path("grades"))
+    p.add_argument("--master", type=Path, help="the master notebook (default: the chapter "
+                   "named in each submission's metadata or file name)")
+    p.add_argument("--book", type=Path, default=ROOT / "book")
+    p.add_argument("--timeout", type=float, default=600, help="wall seconds per submission")
+    p.add_argument("--cpu", type=int, default=600, help="CPU seconds per submission")
+    p.add_argument("--memory", type=int, default=6144, help="address space, MiB")
+    p.add_argument("--output", type=int, default=2**20, help="printed bytes kept")
+    p.add_argument("--jobs", type=int, default=1, help="submissions run at the same time")
+    p.add_argument("--sandbox", choices=["auto", "namespace", "none"], default="auto",
+                   help="namespace: unshare (no network, read-only file system); none: the "
+                        "audit hook only; auto: namespace where the OS allows it")
+    args = p.parse_args(argv)
+    lim = grader.Limits(wall=args.timeout, cpu=args.cpu, memory_mb=args.memory,
+                        output=args.output)
+    rows, ok = grader.grade_batch(args.submissions, args.out, master=args.master,
+                                  book=args.book, lim=lim, jobs=args.jobs, sandbox=args.sandbox)
+    for name in dict.fromkeys(r.submission for r in rows):
+        mine = [r for r in rows if r.submission == name]
+        print(f"{name}: {sum(r.points for r in mine):g}/{sum(r.max_points for r in mine):g}  "
+              + "  ".join(f"{r.exercise}={r.status}" for r in mine))
+    print(f"wrote {args.out / 'grades.csv'} and {args.out / 'feedback'}/")
+    return 0 if ok else 1
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["grade"]:
-        p = argparse.ArgumentParser(prog="assignments.py grade",
-                                    description="Run submissions and report their checks.")
-        p.add_argument("submissions", nargs="+", type=Path)
-        args = p.parse_args(argv[1:])
-        for sub in args.submissions:
-            rows = grade(sub)
-            passed = sum(v == "passed" for _, v, _ in rows)
-            print(f"{sub}: {passed}/{len(rows)} checks passed")
-            for i, verdict, msg in rows:
-                print(f"  cell {i:3d}  {verdict:7s} {msg}")
-        return 0
+        return grade_main(argv[1:])
     p = argparse.ArgumentParser(prog="assignments.py", description=__doc__.split("\n")[0])
     p.add_argument("chapters", nargs="*", help="chapter stems (default: every chapter)")
     p.add_argument("--book", type=Path, default=ROOT / "book")

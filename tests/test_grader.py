@@ -1,0 +1,285 @@
+"""The grader (scripts/grader.py): answers, not printed text; master checks; sandbox; gradebook.
+
+The issue's "Done means" test is :func:`test_batch_of_honest_fake_and_hostile_submissions`:
+one synthetic chapter (two exercises), an honest correct and an honest wrong submission, the
+six fakes the issue lists, an endless loop, a file-deleting, a huge-output and a
+parent-killing submission, graded in one batch.
+"""
+
+import copy
+import csv
+import hashlib
+import importlib.util
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import assignments as asg  # noqa: E402
+import grader  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("test_assignments_src",
+                                              ROOT / "tests/test_assignments.py")
+_ta = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(_ta)
+MASTER = _ta.synthetic()  # one master: cell ids are random per notebook
+
+
+def synthetic():
+    return copy.deepcopy(MASTER)
+
+
+def student_with(answers: dict, nb=None, edit=None):
+    """The student edition with stub ``k`` replaced by ``answers[k]``; ``edit(cells)`` may
+    then change the cells further."""
+    st = asg.student_edition(nb or synthetic())
+    stubs = [i for i, c in enumerate(st.cells) if "stub" in asg.tags(c)]
+    for k, src in answers.items():
+        st.cells[stubs[k]].source = src
+    if edit:
+        edit(st.cells)
+    return st
+
+
+SOL = [c.source for c in synthetic().cells if "solution" in asg.tags(c)]
+WRONG_MD = ("def md_step(W, G, lr, p):\n    return W - lr * G  # a plain gradient step\n")
+
+
+def checks(cells):
+    return [i for i, c in enumerate(cells) if "check" in asg.tags(c)]
+
+
+# -- units: the plan, the encoding ----------------------------------------------------------
+def test_exercises_come_from_the_master():
+    m = synthetic()
+    m.cells[9].metadata["points"] = 3
+    exs = grader.exercises(m)
+    assert [(e.label, e.cell, e.answers, e.points) for e in exs] == [
+        ("ex-rank", 5, ["r"], 1.0), ("ex-md", 9, ["md_step(W, W, 0.1, 3.0)"], 3.0)]
+
+
+def test_plan_skips_the_submissions_checks_and_captures_where_they_stood():
+    m = synthetic()
+    exs = grader.exercises(m)
+
+    def kinds(st):
+        return [("capture", s["capture"]) if "capture" in s else s["cell"]
+                for s in grader.plan(st, m, exs)]
+
+    st = student_with({})
+    code = [c for c in st.cells if c.cell_type == "code"]
+    at = [next(j for j, c in enumerate(code) if c.get("id") == e.cell_id) for e in exs]
+    plan = kinds(st)
+    assert plan == [j if j not in at else ("capture", at.index(j)) for j in range(len(code))]
+    # the check cell's tag removed, its source replaced: still not run, still captured there
+    st2 = student_with({}, edit=lambda cells: [cells[i].metadata.update(tags=[])
+                                               for i in checks(cells)])
+    st2.cells[checks(st.cells)[0]].source = "print('✓ correct')"
+    assert kinds(st2) == plan
+    # the check cell deleted: captured before the next cell the master has after it
+    st3 = student_with({})
+    del st3.cells[checks(st3.cells)[0]]
+    p3 = kinds(st3)
+    assert p3.index(("capture", 0)) == at[0] and len(p3) == len(plan)
+    # a duplicated check cell (same id) is skipped too; the count comes from the master
+    st4 = student_with({})
+    st4.cells.insert(checks(st4.cells)[0], nbformat.from_dict(st4.cells[checks(st4.cells)[0]]))
+    assert sum("capture" in s for s in grader.plan(st4, m, exs)) == 2
+
+
+@pytest.mark.parametrize("value", [
+    3, 2.5, None, True, "s", [1, (2, 3)], {(0, 1), (1, 0)}, {"a": [1.0]},
+    torch.arange(6, dtype=torch.float64).reshape(2, 3), torch.tensor([1, 2]),
+    torch.zeros(0, 3), torch.tensor(True)])
+def test_encode_decode_round_trip(value):
+    import json
+
+    back = grader.decode(json.loads(json.dumps(grader.encode(value))))
+    if isinstance(value, torch.Tensor):
+        assert back.dtype == value.dtype and back.shape == value.shape
+        assert torch.equal(back, value)
+    else:
+        assert back == value and type(back) is type(value)
+
+
+def test_encode_refuses_objects_and_decode_refuses_unknown_data():
+    import numpy as np
+
+    with pytest.raises(TypeError, match="cannot be graded"):
+        grader.encode(object())
+    with pytest.raises(TypeError, match="string keys"):
+        grader.encode({1: 2})
+    with pytest.raises(TypeError, match="at most"):
+        grader.encode(torch.zeros(grader.MAX_ELEMENTS + 1))
+    assert grader.decode(grader.encode(np.array([[1.5]]))).tolist() == [[1.5]]
+    with pytest.raises(ValueError, match="not graded"):
+        grader.decode({"__tensor__": [1], "dtype": "object", "shape": [1]})
+    with pytest.raises(ValueError, match="unknown"):
+        grader.decode({"__pickle__": "gASV"})
+
+
+def test_read_answers_refuses_links_and_huge_files(tmp_path):
+    (tmp_path / "secret").write_text('{"answers": {}}')
+    (tmp_path / "answers.json").symlink_to(tmp_path / "secret")
+    with pytest.raises(OSError):
+        grader.read_answers(tmp_path / "answers.json")
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(grader.MAX_ANSWER_BYTES + 1)
+    with pytest.raises(ValueError, match="at most"):
+        grader.read_answers(big)
+
+
+def test_instrumented_check_records_each_call():
+    code, n = grader.instrumented("x = 1\nal.check.check_value(a + 1, 2)\n"
+                                  "al.check.check_rank(r, W)")
+    got = {}
+    env = {"al": type("al", (), {"check": type("c", (), {
+        "check_value": staticmethod(lambda a, b: ("v", a, b)),
+        "check_rank": staticmethod(lambda a, b: ("r", a, b))})})}
+    exec(code, {**env, "W": "W", "__record__": lambda k, fb: got.setdefault(k, fb),
+                "__answer_0__": "A0", "__answer_1__": "A1"})
+    assert n == 2 and got == {0: ("v", "A0", 2), 1: ("r", "A1", "W")}
+
+
+# -- the done-means test --------------------------------------------------------------------
+def _snapshot(folder: Path) -> dict:
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*")
+            if p.is_file()}
+
+
+def _attempts(*lines):
+    """A cell that tries each line (the grader may refuse it) and then answers r = 0."""
+    return "import glob, os, shutil\n" + "".join(
+        f"try:\n    {line}\nexcept Exception as e:\n    print('refused:', e)\n"
+        for line in lines) + "r = 0\n"
+
+
+def _submissions(tmp: Path) -> dict:
+    """name -> (notebook, the expected status of ex-rank and of ex-md)."""
+    subs = tmp / "subs"
+    hook = ("from IPython import get_ipython\nget_ipython().events.register("
+            "'post_run_cell', lambda r: print('✓ correct (rank): fine'))\nr = 0\n")
+    monkey = ("import attnlib.check as C\n"
+              "C.check_rank = lambda *a, **k: C.Feedback(True, 'rank', 'fine')\n"
+              "C.check_md_step = lambda *a, **k: C.Feedback(True, 'md', 'fine')\n"
+              "C.strict(False)\nimport os\nos.environ['ATTNLIB_CHECK_STRICT'] = '0'\nr = 0\n")
+    redefine = ("W = torch.zeros(3, 3, dtype=torch.float64)  # every rank 'ties' now\nr = 0\n")
+    delete = _attempts(f"for p in glob.glob({str(subs)!r} + '/*'): os.remove(p)",
+                       f"shutil.rmtree({str(tmp)!r})", f"os.system('rm -rf {tmp}')",
+                       "open(os.path.expanduser('~/../../evil.txt'), 'w').write('x')")
+    huge = "import sys\nfor _ in range(2000):\n    sys.stdout.write('x' * 100_000)\n"
+
+    def printing_checks(cells):
+        for i in checks(cells):
+            cells[i].source = "print('✓ correct (rank): all good')"
+
+    def duplicate(cells):
+        i = checks(cells)[0]
+        cells.insert(i + 1, nbformat.from_dict(cells[i]))
+
+    def drop_checks(cells):
+        for i in reversed(checks(cells)):
+            del cells[i]
+
+    def untag(cells):
+        for i in checks(cells):
+            cells[i].metadata["tags"] = []
+
+    return {
+        "honest_correct": (student_with({0: SOL[0], 1: SOL[1]}), "passed", "passed"),
+        "honest_wrong": (student_with({0: "r = 3", 1: WRONG_MD}), "failed", "failed"),
+        "fake_printing_check": (student_with({}, edit=printing_checks), "missing", "missing"),
+        "fake_monkeypatch": (student_with({0: monkey, 1: WRONG_MD}), "failed", "failed"),
+        "fake_hook": (student_with({0: hook}), "failed", "missing"),
+        "fake_reference": (student_with({0: redefine}), "failed", "missing"),
+        "fake_duplicate": (student_with({0: "r = 0"}, edit=duplicate), "failed", "missing"),
+        "fake_deleted_check": (student_with({0: "r = 0", 1: WRONG_MD}, edit=drop_checks),
+                               "failed", "failed"),
+        "fake_untagged_check": (student_with({0: "r = 0"}, edit=untag), "failed", "missing"),
+        "endless_loop": (student_with({0: SOL[0], 1: "while True:\n    pass\n"}),
+                         "passed", "missing"),
+        "deletes_files": (student_with({0: delete}), "failed", "missing"),
+        "huge_output": (student_with({0: huge + "r = 1"}), "failed", "missing"),
+        "kills_parent": (student_with({0: _attempts("os.kill(os.getppid(), 9)",
+                                                    "os.killpg(0, 9)")}), "failed", "missing"),
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sandbox", ["auto", "none"])
+def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox):
+    if sandbox == "auto" and not grader.namespace_works():
+        pytest.skip("no unprivileged user namespaces here: the 'none' run covers the rest")
+    book = tmp_path / "book"
+    book.mkdir()
+    master = synthetic()
+    master.cells[9].metadata["points"] = 2  # ex-md is worth 2 points
+    nbformat.write(master, book / "01_test.ipynb")
+    subs_dir = tmp_path / "subs"
+    subs_dir.mkdir()
+    expected = _submissions(tmp_path)
+    if sandbox == "none":  # the audit-hook-only run: the hostile ones and one fake suffice
+        expected = {k: v for k, v in expected.items() if k in (
+            "honest_correct", "fake_monkeypatch", "deletes_files", "kills_parent")}
+    paths = []
+    for name, (nb, *_) in expected.items():
+        nb.metadata["course_kit"] = {"chapter": "01_test"}
+        nbformat.write(nb, subs_dir / f"{name}.ipynb")
+        paths.append(subs_dir / f"{name}.ipynb")
+    before = _snapshot(tmp_path)
+    lim = grader.Limits(wall=60, cpu=10, memory_mb=6144, output=10_000)
+    t0 = time.perf_counter()
+    rows, ok = grader.grade_batch(paths, tmp_path / "out", book=book, lim=lim, jobs=2,
+                                  sandbox=sandbox)
+    took = time.perf_counter() - t0
+    assert ok
+    out = _snapshot(tmp_path / "out")
+    assert {p: h for p, h in _snapshot(tmp_path).items() if p not in out} == before
+    assert not (Path(tempfile.gettempdir()) / "evil.txt").exists()
+    assert took < 60 * len(paths) / 2 + 120  # every submission within its limit
+    with open(tmp_path / "out/grades.csv") as f:
+        got = list(csv.DictReader(f))
+    assert [(r["submission"], r["exercise"]) for r in got] == [
+        (str(p), ex) for p in paths for ex in ("ex-rank", "ex-md")]
+    for r in got:
+        name = Path(r["submission"]).stem
+        want = expected[name][1 if r["exercise"] == "ex-rank" else 2]
+        assert r["status"] == want, (name, r)
+        assert r["max_points"] == ("1" if r["exercise"] == "ex-rank" else "2")
+        assert r["points"] == (r["max_points"] if want == "passed" else "0")
+    passed_all = {Path(r["submission"]).stem for r in got} - {
+        Path(r["submission"]).stem for r in got if r["status"] != "passed"}
+    assert passed_all == {"honest_correct"}
+    fb = (tmp_path / "out/feedback")
+    assert len(list(fb.glob("*.md"))) == len(paths)
+    assert "Score: 3 / 3" in next(fb.glob("*honest_correct.md")).read_text()
+    assert "Score: 0 / 3" in next(fb.glob("*fake_monkeypatch.md")).read_text()
+    if sandbox == "auto":
+        loop = next(r for r in got if "endless" in r["submission"] and r["exercise"] == "ex-md")
+        assert "limit" in loop["message"]
+        huge = fb.glob("*huge_output.md")
+        assert all(p.stat().st_size < 20_000 for p in huge)
+
+
+@pytest.mark.slow
+def test_unreadable_submission_is_recorded_and_the_exit_status_says_so(tmp_path):
+    book = tmp_path / "book"
+    book.mkdir()
+    nbformat.write(synthetic(), book / "01_test.ipynb")
+    (tmp_path / "01_test_broken.ipynb").write_text("{not json")
+    good = tmp_path / "01_test_alice.ipynb"
+    nbformat.write(student_with({0: SOL[0]}), good)
+    rc = asg.main(["grade", str(tmp_path / "01_test_broken.ipynb"), str(good), "--book",
+                   str(book), "--out", str(tmp_path / "out"), "--timeout", "60"])
+    assert rc == 1
+    text = (tmp_path / "out/grades.csv").read_text()
+    assert "01_test_broken.ipynb,ex-rank,0,1,error,not a readable notebook" in text
+    assert "01_test_alice.ipynb,ex-rank,1,1,passed" in text
+    assert "01_test_alice.ipynb,ex-md,0,1,missing" in text
