@@ -36,6 +36,8 @@ MODULES = {
     "optimality": (["attnlib/optimality.py"], ["tests/test_optimality.py"]),
     "train": (["attnlib/train/"], ["tests/test_train*.py", "tests/test_mirror_numerics.py"]),
     "svm": (["attnlib/svm/"], ["tests/test_svm*.py"]),
+    "svm-config": (["attnlib/svm/config.py", "attnlib/svm/rows.py", "attnlib/svm/batch.py"],
+                   ["tests/test_svm*.py"]),
     "check": (["attnlib/check/"], ["tests/test_check.py"]),
 }
 
