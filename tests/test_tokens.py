@@ -141,3 +141,136 @@ def test_sets_boundaries_and_query_override():
     a2 = torch.einsum("ntd,nd->nt", data.X, z2)
     assert (tokens.selected_tokens(data, W, z=z2) == a2.argmax(-1)).all()
     assert not (tokens.selected_tokens(data, W, z=z2) == tokens.selected_tokens(data, W)).all()
+
+
+# ----------------------------------------------------------------------------- loop oracles
+def _loops(X, Y, v, z, W, p=None, mask=None):
+    """Scores, logits, optimal and selected tokens of ONE instance, entry by entry."""
+    n, T, d = X.shape
+    gam = [[float(Y[i]) * sum(float(v[k] * X[i, t, k]) for k in range(d)) for t in range(T)]
+           for i in range(n)]
+    if p is None:
+        lg = [[sum(float(X[i, t, k] * W[k, e] * z[i, e]) for k in range(d) for e in range(d))
+               for t in range(T)] for i in range(n)]
+    else:
+        Wp = [sum(float(W[k, e] * p[e]) for e in range(d)) for k in range(d)]
+        lg = [[sum(float(X[i, t, k]) * Wp[k] for k in range(d)) for t in range(T)]
+              for i in range(n)]
+    vis = [[mask is None or bool(mask[i, t]) for t in range(T)] for i in range(n)]
+
+    def arg(rows):
+        return [max((t for t in range(T) if vis[i][t]), key=lambda t: rows[i][t])
+                for i in range(n)]
+    f64 = torch.float64
+    return torch.tensor(gam, dtype=f64), torch.tensor(lg, dtype=f64), arg(gam), arg(lg)
+
+
+def test_batched_and_masked_functions_match_loops():
+    g = torch.Generator().manual_seed(7)
+    B, n, T, d = 2, 3, 4, 3
+    data = random_data(n, T, d, trials=B, seed=11, device="cpu")
+    W = torch.randn(B, d, d, dtype=torch.float64, generator=g)
+    p = torch.randn(B, d, dtype=torch.float64, generator=g)
+    mask = torch.rand(B, n, T, generator=g) > 0.4
+    mask[..., 1] = True  # every input sees a token
+    eye = torch.eye(d, dtype=torch.float64)
+    for b in range(B):
+        X, Y, v, z = data.X[b], data.Y[b], data.v[b], data.z[b]
+        gam, lg, opt, sel = _loops(X, Y, v, z, W[b])
+        _, lgm, optm, selm = _loops(X, Y, v, z, W[b], mask=mask[b])
+        _, lp, _, selp = _loops(X, Y, v, z, eye, p=p[b])
+        _, lpw, _, selpw = _loops(X, Y, v, z, W[b], p=p[b], mask=mask[b])
+        torch.testing.assert_close(tokens.scores(data)[b], gam)
+        assert tokens.optimal_tokens(data)[b].tolist() == opt
+        assert tokens.optimal_tokens(data, mask=mask)[b].tolist() == optm
+        torch.testing.assert_close(tokens.attention_logits(data, W)[b], lg)
+        torch.testing.assert_close(tokens.attention_logits(data, p=p)[b], lp)
+        torch.testing.assert_close(tokens.attention_logits(data.X, W, p=p)[b],
+                                   _loops(X, Y, v, z, W[b], p=p[b])[1])
+        assert tokens.selected_tokens(data, W)[b].tolist() == sel
+        assert tokens.selected_tokens(data, W, mask=mask)[b].tolist() == selm
+        assert tokens.selected_tokens(data.X, W, p=p, mask=mask)[b].tolist() == selpw
+        assert tokens.selected_tokens(data.X, p=p)[b].tolist() == selp
+        # margins of the selected tokens and of an arbitrary selection
+        alpha = torch.tensor([[0, 3, 2], [1, 1, 0]])
+        marg = tokens.token_margins(data, W, alpha)[b]
+        want = torch.tensor([[lg[i][int(alpha[b, i])] - lg[i][t] for t in range(T)]
+                             for i in range(n)], dtype=torch.float64)
+        torch.testing.assert_close(marg, want)
+        # unbatched inputs give the same numbers
+        one = data.trial(b)
+        torch.testing.assert_close(tokens.attention_logits(one, W[b]), lg)
+        torch.testing.assert_close(tokens.token_margins(one.X, W[b], alpha[b], z=z), want)
+
+
+def test_support_tokens_match_a_loop():
+    g = torch.Generator().manual_seed(3)
+    B, n, T, d = 2, 2, 4, 3
+    X = torch.randn(B, n, T, d, dtype=torch.float64, generator=g)
+    z = torch.randn(B, n, d, dtype=torch.float64, generator=g)
+    mask = torch.ones(B, n, T, dtype=torch.bool)
+    mask[0, 1, 3] = mask[1, 0, 2] = False
+    W = torch.randn(B, d, d, dtype=torch.float64, generator=g)
+    lg = torch.einsum("bntd,bde,bne->bnt", X, W, z)
+    for use_mask in (False, True):
+        m = mask if use_mask else None
+        alpha = lg.masked_fill(~mask, -torch.inf).argmax(-1) if use_mask else lg.argmax(-1)
+        for tol in (0.0, 0.3, 2.0):
+            sup = tokens.support_tokens(X, W, alpha, z=z, mask=m, tol=tol)
+            for b in range(B):
+                marg = {(i, t): float(lg[b, i, alpha[b, i]] - lg[b, i, t])
+                        for i in range(n) for t in range(T)
+                        if t != alpha[b, i] and (m is None or bool(mask[b, i, t]))}
+                low = min(marg.values())
+                want = [[(i, t) in marg and marg[(i, t)] <= low * (1 + tol) for t in range(T)]
+                        for i in range(n)]
+                assert sup[b].tolist() == want
+                if tol == 0.0:  # exactly the argmin of the margins
+                    assert int(sup[b].sum()) == 1
+    # a selection W does not make: some margin is <= 0
+    wrong = lg.argmin(-1)
+    with pytest.raises(ValueError, match="W_mm: some margin is <= 0, so W_mm does not select"):
+        tokens.support_tokens(X, W, wrong, z=z)
+    # a margin of exactly 0 (a tie) is refused as well
+    Xt = torch.tensor([[[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]]], dtype=torch.float64)
+    zt = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    with pytest.raises(ValueError, match="W_mm"):
+        tokens.support_tokens(Xt, torch.eye(2, dtype=torch.float64), [0], z=zt)
+    assert tokens.support_tokens(Xt, torch.eye(2, dtype=torch.float64), [0], z=zt,
+                                 mask=[[True, False, True]]).tolist() == [[False, False, True]]
+
+
+def test_sets_match_a_loop():
+    g = torch.Generator().manual_seed(4)
+    B, n, T = 3, 2, 5
+    s = torch.softmax(12 * torch.randn(B, n, T, dtype=torch.float64, generator=g), -1)
+    s[1, 0] = torch.tensor([0.5, 0.5 - 2e-6, 2e-6, 0.0, 0.0])  # one ambiguous token
+    s[2] = torch.tensor([0.2] * 5)  # nothing masked
+    for thr, msk in ((1e-3, 1e-6), (1e-2, 1e-5), (0.3, 1e-1)):
+        O = tokens.selected_sets(s, threshold=thr)
+        assert O.tolist() == [[[float(s[b, i, t]) > thr for t in range(T)] for i in range(n)]
+                              for b in range(B)]
+        want = []
+        for b in range(B):
+            vals = [float(u) for u in s[b].flatten()]
+            want.append(not any(msk < u <= thr for u in vals) and any(u <= msk for u in vals))
+        assert tokens.cleanly_masked(s, threshold=thr, masked=msk).tolist() == want
+    assert tokens.cleanly_masked(s).tolist() == [
+        not any(1e-6 < float(u) <= 1e-3 for u in s[b].flatten())
+        and any(float(u) <= 1e-6 for u in s[b].flatten()) for b in range(B)]
+    # lists are probabilities too (float64), a probability of 1 + 1e-7 is round-off
+    assert tokens.selected_sets([[1 + 1e-7, 0.0]]).tolist() == [[True, False]]
+    assert tokens.selected_sets([[0.75, 0.25]], threshold=0.25).tolist() == [[True, False]]
+    with pytest.raises(ValueError, match=r"s: expected softmax probabilities \(n,T\) or "
+                                         r"\(B,n,T\), got \(3,\)"):
+        tokens.selected_sets([0.2, 0.3, 0.5])
+    for bad in ([[1.1, 0.0]], [[-1e-9, 1.0]]):
+        with pytest.raises(ValueError, match=r"s: expected probabilities in \[0, 1\]"):
+            tokens.cleanly_masked(bad)
+    with pytest.raises(ValueError, match=r"threshold: expected a number in \(0, 1\), got 1"):
+        tokens.selected_sets([[0.5, 0.5]], threshold=1)
+    with pytest.raises(ValueError, match=r"masked, threshold: expected 0 < masked < threshold "
+                                         r"< 1, got 0.001, 0.001"):
+        tokens.cleanly_masked([[0.5, 0.5]], threshold=1e-3, masked=1e-3)
+    with pytest.raises(ValueError, match="masked, threshold"):
+        tokens.cleanly_masked([[0.5, 0.5]], threshold=1.0, masked=1e-3)
