@@ -51,6 +51,7 @@ import assignments as asg  # noqa: E402  (the notebook helpers: tags, check call
 
 MAX_ANSWER_BYTES = 16 * 2**20  # answers.json larger than this is not read
 MAX_ELEMENTS = 10**6  # an answer with more numbers than this is refused
+CHECK_SECONDS = 120  # one check on one answer, in the checker
 
 
 @dataclass
@@ -325,7 +326,7 @@ def collect(submission, master, exs, lim: Limits, sandbox: str = "auto") -> Run:
             run.cell_errors = [str(x)[:300] for x in data.get("errors", [])][:50]
         except FileNotFoundError:
             pass
-        except (OSError, ValueError) as e:  # the submission broke its own answers file
+        except (OSError, ValueError, RecursionError) as e:  # the submission broke its file
             run.cell_errors.append(f"its answers could not be read ({e})")
         if run.status != "ok":
             run.message = f"the run stopped early: {run.message}"
@@ -388,17 +389,19 @@ def _jail(work: str, argv: list[str]):
 
 
 def _audit(root: str, strict: bool):
-    """A Python audit hook: no writes outside ``root``; in ``strict`` mode (no namespace)
-    also no subprocesses, signals to other processes, or sockets."""
+    """A Python audit hook: no writes outside ``root``, no subprocesses or forks (a fork bomb
+    would not stop at the namespace); in ``strict`` mode (no namespace) also no signals to
+    other processes, new sessions, or sockets."""
     root = os.path.realpath(root)
     write = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
     own = os.getpid()
     paths = {"os.remove", "os.rmdir", "os.rename", "os.mkdir", "os.chmod", "os.chown",
              "os.truncate", "os.link", "os.symlink", "os.utime", "shutil.rmtree",
              "shutil.copyfile", "shutil.move", "os.chflags", "os.removexattr", "os.setxattr"}
-    banned = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-              "os.fork", "os.forkpty", "pty.spawn", "os.killpg", "socket.connect",
-              "socket.bind", "socket.sendto", "socket.sendmsg", "os.setsid", "os.setpgid"}
+    spawn = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+             "os.fork", "os.forkpty", "pty.spawn"}
+    banned = {"os.killpg", "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
+              "os.setsid", "os.setpgid"}
 
     def inside(p):
         if isinstance(p, int):
@@ -416,6 +419,8 @@ def _audit(root: str, strict: bool):
         if event in paths and args and not all(inside(a) for a in args[:2]
                                                if isinstance(a, (str, bytes, os.PathLike))):
             raise PermissionError(f"grader: {event} outside the working folder is not allowed")
+        if event in spawn:
+            raise PermissionError(f"grader: {event} is not allowed while grading")
         if strict and (event in banned or (event == "os.kill" and args[0] not in (own, 0))):
             raise PermissionError(f"grader: {event} is not allowed while grading")
 
@@ -526,12 +531,23 @@ def _verdict(code, n, ns, answers, feedback_cls):
     import attnlib.check
 
     attnlib.check.strict(False)
+
+    def too_long(*_):
+        raise TimeoutError(f"the check ran past {CHECK_SECONDS} s")
+
+    old = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(CHECK_SECONDS)
     try:
         exec(code, env)
     except AssertionError as e:
         return False, str(e)
+    except TimeoutError as e:
+        return False, f"{e} on your answer"
     except Exception as e:  # noqa: BLE001 - a check that cannot read the answer
         return False, f"the check could not use your answer ({type(e).__name__}: {e})"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
     fbs = [got.get(k) for k in range(n)]
     if not all(isinstance(fb, feedback_cls) for fb in fbs):
         return False, "the check did not return a verdict"
@@ -550,7 +566,7 @@ def _check_main(job_path: str) -> int:
     for name, path in job["submissions"].items():
         try:
             subs[name] = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError) as e:
             subs[name] = {"error": str(e)}
     os.chdir(job["cwd"])
     cfg = Config()
@@ -597,7 +613,7 @@ def _grade_one(code, n, ns, data, k, feedback_cls) -> dict:
         return {"status": "missing", "message": "no answer: the run never reached this "
                 "exercise's check"}
     if not isinstance(got, list) or len(got) != n:
-        return {"status": "error", "message": "the answer record is malformed"}
+        return {"status": "missing", "message": "no answer: the answer record is malformed"}
     values = []
     for item in got:
         if not isinstance(item, dict) or "value" not in item:
@@ -605,8 +621,8 @@ def _grade_one(code, n, ns, data, k, feedback_cls) -> dict:
             return {"status": "missing", "message": f"no answer: {why}"}
         try:
             values.append(decode(item["value"]))
-        except (ValueError, TypeError, RecursionError) as e:
-            return {"status": "error", "message": f"the answer could not be read ({e})"}
+        except Exception as e:  # noqa: BLE001 - student data: a bad shape, a huge int, ...
+            return {"status": "missing", "message": f"no answer: it could not be read ({e})"}
     if all(v is None for v in values):
         return {"status": "missing", "message": "no answer: still None (replace the stub)"}
     ok, msg = _verdict(code, n, ns, values, feedback_cls)
@@ -665,10 +681,16 @@ def grade_batch(subs: list[Path], out: Path, master: Path | None = None, book: P
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for name, run in pool.map(one, todo):
             runs[name] = run
-    rows, graded = [], True
+    rows = []
     for m in sorted(set(masters[n] for n in todo), key=str):
         group = [n for n in todo if masters[n] == m]
         verdicts, problem = _check(m, {n: runs[n] for n in group}, check_timeout)
+        if problem and len(group) > 1 and "master notebook is broken" not in problem:
+            verdicts, problem = {}, None  # one answer file may have broken it: one at a time
+            for n in group:
+                v, p = _check(m, {n: runs[n]}, check_timeout)
+                verdicts[n] = v.get(n) or {str(k): {"status": "error", "message": p}
+                                           for k in range(len(exercises(master_nbs[m])))}
         exs = exercises(master_nbs[m])
         for name in group:
             run = runs[name]
@@ -681,13 +703,12 @@ def grade_batch(subs: list[Path], out: Path, master: Path | None = None, book: P
                     msg += f" ({run.message})"
                 rows.append(Row(name, e.label, e.points if v["status"] == "passed" else 0.0,
                                 e.points, v["status"], msg))
-            graded &= not problem and run.status != "error"
     for name in fatal:
         m = masters.get(name)
         exs = exercises(master_nbs[m]) if m in master_nbs else [
             Exercise("(all)", -1, None, "", [], 0.0)]
         rows += [Row(name, e.label, 0.0, e.points, "error", fatal[name]) for e in exs]
-        graded = False
+    graded = not any(r.status == "error" for r in rows)
     order = {n: i for i, n in enumerate(names)}
     rows.sort(key=lambda r: order[r.submission])
     _write(out, rows, runs, names, fatal)

@@ -225,7 +225,7 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox):
     subs_dir = tmp_path / "subs"
     subs_dir.mkdir()
     expected = _submissions(tmp_path)
-    if sandbox == "none":  # the audit-hook-only run: the hostile ones and one fake suffice
+    if sandbox == "none" and grader.namespace_works():  # the auto run had them all
         expected = {k: v for k, v in expected.items() if k in (
             "honest_correct", "fake_monkeypatch", "deletes_files", "kills_parent")}
     paths = []
@@ -283,3 +283,31 @@ def test_unreadable_submission_is_recorded_and_the_exit_status_says_so(tmp_path)
     assert "01_test_broken.ipynb,ex-rank,0,1,error,not a readable notebook" in text
     assert "01_test_alice.ipynb,ex-rank,1,1,passed" in text
     assert "01_test_alice.ipynb,ex-md,0,1,missing" in text
+
+
+def test_grade_one_reads_only_data_and_survives_hostile_data(monkeypatch):
+    import attnlib as al
+    from attnlib.check import Feedback
+
+    code, n = grader.instrumented("al.check.check_value(x, 1.0, name='x')")
+    ns = {"al": al}
+
+    def status(answers, k=0):
+        return grader._grade_one(code, n, ns, answers, k, Feedback)["status"]
+
+    def one(v):
+        return {"answers": {"0": [{"value": v}]}}
+
+    assert status(one(1.0)) == "passed" and status(one(2.0)) == "failed"
+    assert status(one(None)) == "missing" and status({"answers": {}}) == "missing"
+    assert status({"answers": {"0": [{"missing": "NameError: x"}]}}) == "missing"
+    assert status(one({"__tensor__": [1.0], "dtype": "float64", "shape": [10**12]})) == "missing"
+    assert status(one({"__pickle__": "gASV"})) == "missing"
+    assert status({"answers": {"0": "junk"}}) == "missing"
+    assert status(one("a string")) == "failed"  # a wrong type is the check's business
+    assert status({"error": "the grader failed"}) == "error"
+    # a check that runs too long on an answer is stopped
+    slow, n1 = grader.instrumented("import time\ntime.sleep(5)\nal.check.check_value(x, 1.0)")
+    monkeypatch.setattr(grader, "CHECK_SECONDS", 1)
+    r = grader._grade_one(slow, n1, ns, one(1.0), 0, Feedback)
+    assert r["status"] == "failed" and "ran past 1 s" in r["message"]
