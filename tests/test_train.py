@@ -396,3 +396,111 @@ def test_cuda_matches_cpu():
     assert gpu.W.device.type == "cuda"
     assert torch.allclose(gpu.W.cpu(), cpu.W, rtol=1e-8, atol=1e-10)
     assert math.isfinite(float(gpu.history["loss"].sum()))
+
+
+# ----------------------------------------------------------------------------- loop details
+def test_result_repr_and_fixed_tensors(small_data):
+    r = al.train(small_data, steps=3, record_every=2, init={"W": _init(6)["W"]})
+    assert repr(r) == ("TrainResult(param='W', method='gd', steps=3, W shape=(6, 6), history "
+                       "keys=['W', 'grad_norm', 'loss', 'max_prob', 'min_max_prob', 'step'])")
+    assert torch.equal(r.v, small_data.v) and r.p is None and r.K is None and r.Q is None
+    W0 = _init(6)["W"]
+    rv = al.train(small_data, param="v", steps=2)  # W fixed: the identity by default
+    assert torch.equal(rv.W, torch.eye(6, dtype=F64)) and rv.v.shape == (6,)
+    assert torch.equal(al.train(small_data, param="v", steps=2, init={"W": W0}).W, W0)
+    rp = al.train(small_data, param="p", steps=2, init={"W": W0})
+    assert torch.equal(rp.W, W0) and torch.equal(rp.v, small_data.v)
+
+
+def test_progress_bar_counts_every_step(small_data, monkeypatch):
+    """The bar (tqdm.auto) counts the steps: it ends at steps/steps, never past, and closes."""
+    import tqdm.auto
+
+    bars = []
+
+    class Bar(tqdm.auto.tqdm):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.seen, self.kw = [], kw
+            bars.append(self)
+
+        def update(self, n=1):
+            super().update(n)
+            self.seen.append(self.n)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    al.train(small_data, param="KQ", method="md", lp=1.5, steps=30, record_every=7,
+             progress=True)
+    (bar,) = bars
+    assert bar.kw == dict(total=30, desc="train KQ (md)", leave=False)
+    assert bar.seen == [7, 14, 21, 28, 30, 30] and bar.disable is True or bar.n == 30
+    assert bar.seen[-1] == 30 and sorted(bar.seen) == bar.seen
+
+
+@pytest.mark.parametrize("param", ["W+v", "KQ", "p+v"])
+def test_grad_norm_of_several_tensors(small_data, param):
+    """history["grad_norm"] is the norm of the whole gradient: sqrt(sum over tensors)."""
+    init = _init(small_data.d, seed=4)
+    r = al.train(small_data, param=param, init=init, steps=0, record_every=1)
+    P = {k: init[k].clone().requires_grad_(True) for k in TRAINED[param]}
+    W = P["K"] @ P["Q"].mT if "K" in P else P.get("W")
+    a = M.logits_prompt(small_data.X, init["W"], P["p"]) if "p" in P else \
+        M.logits(small_data.X, W, small_data.z)
+    L = M.risk(small_data.X, small_data.Y, M.softmax(a), P.get("v", small_data.v))
+    g = torch.autograd.grad(L, list(P.values()))
+    ref = torch.sqrt(sum((x ** 2).sum() for x in g))
+    assert torch.allclose(r.history["grad_norm"][0], ref, rtol=1e-12)
+    assert torch.allclose(r.history["loss"][0], L.detach(), rtol=1e-12)
+
+
+def test_one_zero_gradient_does_not_freeze_the_trial():
+    """W's gradient is exactly zero at the start (equal token values) but v's is not: the
+    trial moves on (it stops only when every trained tensor's update is zero)."""
+    X = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]], dtype=F64)
+    data = al.AttentionData(X, torch.ones(1), z=torch.ones(1, 3), v=torch.tensor([0, 0, 1.0]))
+    W0 = torch.randn(3, 3, dtype=F64, generator=torch.Generator().manual_seed(0))
+    for normalized in (True, False):
+        r = al.train(data, param="W+v", init={"W": W0}, steps=4, normalized=normalized)
+        assert r.stopped.item() == -1 and not torch.equal(r.v, data.v)
+        if normalized:  # the oracle divides W's zero gradient by its zero norm
+            continue
+        ref = _autograd_loop(data, "W+v", {"W": W0, "v": data.v}, steps=4, lr=0.1,
+                             method="gd", lp=2.0, normalized=normalized, eps=0.0)
+        assert torch.allclose(r.v, ref["v"], rtol=1e-12) and torch.allclose(r.W, ref["W"])
+    # unnormalised, all tensors' gradients zero: stopped at step 0, nothing moves
+    r = al.train(data, param="W", init={"W": W0}, steps=4, normalized=False)
+    assert r.stopped.item() == 0 and torch.equal(r.W, W0)
+
+
+def test_nonfinite_at_the_first_step_keeps_the_initial_values():
+    """lp = 1.01 in float32 with a large step: every trial's first update overflows; each is
+    flagged at step 0 and keeps its initial tensors, and the warning points at the caller."""
+    data = al.random_data(3, 4, 5, trials=2, seed=1, device="cpu", dtype=torch.float32)
+    W0 = 0.1 * torch.ones(5, 5)
+    with pytest.warns(RuntimeWarning, match=r"^train: 2 of 2 trials stopped at a non-finite "
+                      r"update \(see TrainResult.nonfinite; e.g. lp=1.01 too close to 1 "
+                      r"for torch.float32\)$") as rec:
+        r = al.train(data, method="md", lp=1.01, lr=10.0, steps=3, record_every=1,
+                     init={"W": W0})
+    assert rec[0].filename == __file__
+    assert r.nonfinite.tolist() == [0, 0] and r.stopped.tolist() == [-1, -1]
+    assert torch.equal(r.W, W0.expand(2, 5, 5)) and torch.isfinite(r.history["loss"]).all()
+
+
+def test_nonfinite_in_one_of_two_tensors_stops_the_trial(data32_wv):
+    """W overflows while v stays finite (W+v, lp = 1.01, float32): the trial is still flagged
+    and keeps the last finite values of both tensors."""
+    data, kw = data32_wv
+    with pytest.warns(RuntimeWarning):
+        r = al.train(data, **kw)
+    bad = int(r.nonfinite.max())
+    assert bad > 0 and torch.isfinite(r.W).all() and torch.isfinite(r.v).all()
+    b = int(r.nonfinite.argmax())
+    short = al.train(data, **{**kw, "steps": bad})
+    assert torch.equal(r.W[b], short.W[b]) and torch.equal(r.v[b], short.v[b])
+
+
+@pytest.fixture
+def data32_wv():
+    data = al.random_data(4, 5, 6, trials=4, seed=0, device="cpu", dtype=torch.float32)
+    return data, dict(param="W+v", method="md", lp=1.01, lr=0.1, steps=100, record_every=50)

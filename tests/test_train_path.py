@@ -1,9 +1,12 @@
 """Tests of attnlib.train.path: the regularisation path (chapter 2)."""
 
+import math
+
 import pytest
 import torch
 
 import attnlib as al
+import attnlib.models as M
 from attnlib.train import regularization_path
 
 F64 = torch.float64
@@ -37,3 +40,95 @@ def test_path_bad_input(small_data):
         regularization_path(small_data, [1.0], param="v")
     with pytest.raises(ValueError, match="steps"):
         regularization_path(small_data, [1.0], steps=0)
+
+
+# ----------------------------------------------------------------------------- the oracle
+def _path_oracle(data, R, param, init, steps, lr, loss="logistic"):
+    """One radius, one trial: the documented projected, normalised GD as a plain autograd loop
+    (step eta_k * bound * g / ||g||, eta_k from lr to lr/1000 linearly, then the projection
+    onto the ball of radius bound = R, or sqrt(2R) for (K, Q))."""
+    names = {"W": ["W"], "p": ["p"], "KQ": ["K", "Q"]}[param]
+    P = [init[k].clone() for k in names]
+    bound = R if param != "KQ" else math.sqrt(2 * R)
+
+    def project(P):
+        nrm = torch.sqrt(sum((t ** 2).sum() for t in P))
+        return [t * min(1.0, bound / max(float(nrm), 1e-300)) for t in P]
+
+    def risk(P):
+        if param == "p":
+            a = M.logits_prompt(data.X, init["W"], P[0])
+        else:
+            W = P[0] @ P[1].mT if param == "KQ" else P[0]
+            a = M.logits(data.X, W, data.z)
+        return M.risk(data.X, data.Y, M.softmax(a), data.v, None, loss)
+
+    P, resid = project(P), 0.0
+    for k in range(steps):
+        P = [t.detach().requires_grad_(True) for t in P]
+        g = torch.autograd.grad(risk(P), P)
+        gn = torch.sqrt(sum((x ** 2).sum() for x in g))
+        eta = lr * (1 - (1 - 1e-3) * k / max(steps - 1, 1))
+        new = project([t.detach() - eta * bound * x / gn for t, x in zip(P, g)])
+        resid = float(torch.sqrt(sum(((a - b.detach()) ** 2).sum() for a, b in zip(new, P))))
+        P = new
+    return dict(zip(names, P)), float(risk(P)), resid
+
+
+@pytest.mark.parametrize("param", ["W", "p", "KQ"])
+def test_path_matches_plain_projected_loop(param):
+    """Every radius and trial of one batched call equals the plain per-radius loop: the iterate,
+    the loss there and the last projected step."""
+    data = al.random_data(3, 4, 5, trials=2, seed=4, device="cpu")
+    g = torch.Generator().manual_seed(3)
+    radii, steps, lr, loss = [0.3, 2.5], 7, 0.4, "exp"
+    kw = {}
+    if param == "p":
+        W0 = torch.randn(5, 5, generator=g, dtype=F64)
+        kw["init"] = {"W": W0}
+    elif param == "KQ":
+        K0, Q0 = (torch.randn(5, 2, generator=g, dtype=F64) for _ in range(2))
+        kw["init"] = {"K": K0, "Q": Q0}
+    path = regularization_path(data, radii, param=param, steps=steps, lr=lr, loss=loss, **kw)
+    assert torch.equal(path.radii, torch.tensor(radii, dtype=F64))
+    for b in range(2):
+        db = data.trial(b)
+        for j, R in enumerate(radii):
+            init = {"W": torch.zeros(5, 5, dtype=F64), "p": torch.zeros(5, dtype=F64),
+                    **kw.get("init", {})}
+            P, L, res = _path_oracle(db, R, param, init, steps, lr, loss)
+            for k, t in P.items():
+                assert torch.allclose(getattr(path, k)[b, j], t, rtol=1e-10, atol=1e-12), k
+            W = P["K"] @ P["Q"].mT if param == "KQ" else P.get("W", init["W"])
+            assert torch.allclose(path.W[b, j], W, rtol=1e-10, atol=1e-12)
+            assert math.isclose(float(path.loss[b, j]), L, rel_tol=1e-10)
+            assert math.isclose(float(path.residual[b, j]), res, rel_tol=1e-8, abs_tol=1e-14)
+    missing = {"W": ("p", "K", "Q"), "p": ("K", "Q"), "KQ": ("p",)}[param]
+    assert all(getattr(path, k) is None for k in missing)
+
+
+def test_path_unbatched_and_progress_equal_batched():
+    data = al.random_data(3, 4, 5, trials=2, seed=4, device="cpu")
+    both = regularization_path(data, [1.0, 2.0], steps=4)
+    one = regularization_path(data.trial(1), [1.0, 2.0], steps=4, progress=True)
+    assert one.W.shape == (2, 5, 5) and one.loss.shape == (2,) and one.residual.shape == (2,)
+    assert torch.equal(one.W, both.W[1]) and torch.equal(one.loss, both.loss[1])
+    assert torch.equal(one.residual, both.residual[1])
+    single = regularization_path(data.trial(1), 2.0, steps=4)  # a scalar radius
+    assert torch.equal(single.W[0], both.W[1, 1])
+
+
+@pytest.mark.parametrize("radii", [[], [0.0], [1.0, float("inf")], [float("nan")], [-1.0]])
+def test_path_rejects_radii(small_data, radii):
+    with pytest.raises(ValueError, match="^radii: expected positive finite numbers"):
+        regularization_path(small_data, radii, steps=1)
+
+
+@pytest.mark.parametrize("kw, msg", [(dict(lr=0.0), "^lr: expected a finite number > 0"),
+                                     (dict(steps=0), "^steps: expected an int >= 1"),
+                                     (dict(param="v"), "^param: expected one of")])
+def test_path_names_the_bad_setting(small_data, kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        regularization_path(small_data, [1.0], **{"steps": 1, **kw})
+    with pytest.raises(ValueError, match="^data: expected an attnlib.AttentionData"):
+        regularization_path(small_data.X, [1.0], steps=1)
