@@ -336,6 +336,10 @@ def _key(r: Rows):
 
 def solve_one(r: Rows, norm, config: SolveConfig, index: int = 0):
     """One instance through every attempt; (W, lam) or raises Infeasible / UncertifiedError."""
+    if not (r.b > 0).any() and (r.C is None or not np.any(r.c)):
+        # w = 0 is feasible, hence optimal in any norm (with lam = 0); a solver's ~1e-9 answer
+        # here has no relative duality gap to certify (0 / 0)
+        return _finish(r, np.zeros(math.prod(r.shape)), np.zeros(len(r.b)))
     s = _row_scale(r)
     lo, hi = config.rescale_outside
     scalings = [s] if not lo <= s <= hi else [1.0] + ([s] if s != 1.0 else [])

@@ -284,7 +284,7 @@ def _prompt(data_or_X, alpha, W, norm, mask, rhs, what, cfg, progress, device, d
 
     sols = solve_named(items, key, cfg, progress, what, why)
     ps = [p for p, _ in sols]
-    lams = [lam.reshape(n, T) for _, lam in sols]
+    lams = [lam.reshape(n, T) * ac[b] for b, (_, lam) in enumerate(sols)]  # 0 where inactive
     p = output(np.stack(ps).reshape(*shp, d), X, device, dtype)
     if not return_dual:
         return p
