@@ -92,10 +92,10 @@ def test_bias_tiny_sparsity_and_diagonal_by_counting():
 
 
 def test_failed_batched_svm_is_solved_trial_by_trial_and_fallbacks_counted(monkeypatch):
-    from attnlib.svm import UncertifiedError, batch
+    from attnlib.svm import UncertifiedError, engine
 
     ref = run("md_bias", cache=False, trials=2, steps=100)
-    real_mirror, real_batch = mirror.att_svm, batch.att_svm
+    real_mirror, real_run = mirror.att_svm, engine._run
 
     def batched_fails(data, **kw):  # the one-call solve of all trials fails
         if data.B is not None:
@@ -107,12 +107,12 @@ def test_failed_batched_svm_is_solved_trial_by_trial_and_fallbacks_counted(monke
     assert res.numbers["svm_scs_fallbacks"] == 0  # the first solver answered every trial
     np.testing.assert_allclose(res.arrays["ddir"], ref.arrays["ddir"], rtol=1e-4)
 
-    def clarabel_fails(data, *, config=None, **kw):  # ... and now only SCS answers
-        if config is not None and config.solvers == ("CLARABEL",):
-            raise UncertifiedError("Clarabel failed")
-        return real_batch(data, config=config, **kw)
+    def clarabel_fails(comp, items, solver, opts, warm):  # ... and now only SCS answers
+        if solver == "CLARABEL":
+            return "failed", "planted failure"
+        return real_run(comp, items, solver, opts, warm)
 
-    monkeypatch.setattr(batch, "att_svm", clarabel_fails)
+    monkeypatch.setattr(engine, "_run", clarabel_fails)
     res = run("md_bias", cache=False, trials=2, steps=100)
     assert res.numbers["svm_scs_fallbacks"] == 2 * 3 * 3  # trials x q x p, all by SCS
     np.testing.assert_allclose(res.arrays["ddir"], ref.arrays["ddir"], rtol=1e-2, atol=1e-4)

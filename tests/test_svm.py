@@ -9,7 +9,7 @@ import torch
 from attnlib import svm
 from attnlib.data import AttentionData, random_data
 from attnlib.metrics import numerical_rank
-from attnlib.svm import InfeasibleError, engine
+from attnlib.svm import InfeasibleError, SolveConfig, engine
 from attnlib.tokens import optimal_tokens, token_margins
 
 SEEDS = (0, 1, 2)
@@ -167,27 +167,30 @@ def test_frobenius_rank_is_min_n_d():
 
 def test_batched_equals_looped_and_one_vectorized_constraint():
     data = random_data(5, 6, 7, trials=3, seed=4, device="cpu")
-    Wb = svm.att_svm(data, norm="fro")
+    conic = SolveConfig(fast=False)  # the compiled cvxpy problems (the fast solvers compile none)
+    Wb = svm.att_svm(data, norm="fro", config=conic)
     for b in range(3):
-        torch.testing.assert_close(Wb[b], svm.att_svm(data.trial(b), norm="fro"),
+        torch.testing.assert_close(Wb[b], svm.att_svm(data.trial(b), norm="fro", config=conic),
                                    atol=1e-10, rtol=0)
     info = engine.compiled.cache_info()
-    svm.att_svm(data.trial(0), norm="fro")
+    svm.att_svm(data.trial(0), norm="fro", config=conic)
     assert engine.compiled.cache_info().hits == info.hits + 1  # same shape: compiled once
     # one matrix constraint: none (Frobenius dual, lam >= 0), the LMI (nuclear), the margins
     # and one vectorized power cone (lp)
     for norm, count in [("fro", 0), ("nuc", 1), (1.5, 2)]:
-        svm.att_svm(data.trial(0), norm=norm)
+        svm.att_svm(data.trial(0), norm=norm, config=conic)
         assert len(engine.compiled(5 * 6, 0, (7, 5) if norm != 1.5 else (7, 7), norm)
                    .prob.constraints) == count
 
 
+@pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("norm", ["fro", "nuc"])
-def test_batch_equals_single_solves(norm):
+def test_batch_equals_single_solves(norm, fast):
     data = random_data(4, 5, 6, trials=10, seed=8, device="cpu")  # one chunk of 8 + 2 singles
-    Wb, lamb = svm.att_svm(data, norm=norm, return_dual=True)
+    cfg = SolveConfig(fast=fast)
+    Wb, lamb = svm.att_svm(data, norm=norm, return_dual=True, config=cfg)
     for b in (0, 5, 9):
-        W1, lam1 = svm.att_svm(data.trial(b), norm=norm, return_dual=True)
+        W1, lam1 = svm.att_svm(data.trial(b), norm=norm, return_dual=True, config=cfg)
         tol = 1e-6 if norm == "fro" else 1e-5  # an SDP's W is ~1e-6 accurate
         torch.testing.assert_close(Wb[b], W1, atol=tol, rtol=0)
         torch.testing.assert_close(lamb[b], lam1, atol=10 * tol, rtol=0)

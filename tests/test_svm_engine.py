@@ -22,6 +22,7 @@ from attnlib.svm.rows import matrix_rows, row_basis
 
 F64 = dict(dtype=torch.float64)
 TIGHT = dict(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+CONIC = SolveConfig(fast=False)  # the cvxpy path (chunks, compiled problems), not svm.fast
 
 
 def _tiny(seed, n=2, T=3, d=2, B=None):
@@ -102,10 +103,11 @@ def test_closed_form_one_constraint():
                                    rtol=1e-6 if isinstance(norm, str) else 2e-4)
 
 
-def test_chunks_of_eight_and_the_rest_equal_the_oracle():
+@pytest.mark.parametrize("config", [CONIC, SolveConfig()])
+def test_chunks_of_eight_and_the_rest_equal_the_oracle(config):
     X, z = _tiny(10, B=11)  # one chunk of 8, then 3 instances alone
     alpha = torch.tensor([[b % 3, (b + 2) % 3] for b in range(11)])
-    W, lam = svm.att_svm(X, z=z, alpha=alpha, return_dual=True)
+    W, lam = svm.att_svm(X, z=z, alpha=alpha, return_dual=True, config=config)
     assert W.shape == (11, 2, 2) and lam.shape == (11, 2, 3)
     for b in range(11):
         W_ref, lam_ref = _att_oracle(X[b], z[b], alpha[b].tolist())
@@ -118,13 +120,15 @@ def test_a_chunk_member_that_fails_is_resolved_alone():
     X, z = _tiny(11, B=8)
     c = torch.tensor([1, 1, 1, 1e-3, 1, 1, 1, 1], **F64)
     alpha = torch.zeros(8, 2, dtype=torch.long)
-    W = svm.att_svm(X * c[:, None, None, None], z=z * c[:, None, None], alpha=alpha)
+    W = svm.att_svm(X * c[:, None, None, None], z=z * c[:, None, None], alpha=alpha,
+                    config=CONIC)
     for b in range(8):
         W_ref, _ = _att_oracle(X[b], z[b], [0, 0])  # W(cX, cz) = W(X, z) / c^2
         _close(W[b] * c[b] ** 2, W_ref, 1e-5)
 
 
-def test_infeasible_member_of_a_chunk_is_named():
+@pytest.mark.parametrize("config", [CONIC, SolveConfig()])
+def test_infeasible_member_of_a_chunk_is_named(config):
     X, z = _tiny(12, n=1, T=3, d=2, B=9)
     X[6, 0] = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])  # token 1 between the others
     z[6, 0] = torch.tensor([1.0, 0.5])
@@ -135,7 +139,7 @@ def test_infeasible_member_of_a_chunk_is_named():
                        r"logit margin >= 1 over the other tokens of its input\. For data in "
                        r"general position Att-SVM is feasible for every selection when d >= "
                        r"max\(T-1, n\) \(here n=1, T=3, d=2\)\.$"):
-        svm.att_svm(X, z=z, alpha=alpha)
+        svm.att_svm(X, z=z, alpha=alpha, config=config)
 
 
 def test_masked_tokens_get_no_constraint():
@@ -278,9 +282,9 @@ def test_infeasible_reported_by_the_solver_needs_a_certificate(monkeypatch):
 
     monkeypatch.setattr(engine, "_run", lying)
     with pytest.raises(UncertifiedError, match="reported infeasible, but no Farkas"):
-        svm.att_svm(X, z=z, alpha=[0, 1])
+        svm.att_svm(X, z=z, alpha=[0, 1], config=CONIC)
     W = svm.att_svm(X, z=z, alpha=[0, 1], config=SolveConfig(solvers=("CLARABEL", "SCS"),
-                                                              first_order_tol=1e-3))
+                                                              first_order_tol=1e-3, fast=False))
     W_ref, _ = _att_oracle(X, z, [0, 1])
     assert np.abs(W.numpy() - W_ref).max() < 1e-2 * np.abs(W_ref).max()
 
@@ -363,8 +367,8 @@ def test_certify_fro_gap_and_relative_margins():
 def test_compiled_once_per_shape_and_solved_with_parameters():
     X, z = _tiny(50, n=2, T=3, d=2)
     engine.compiled.cache_clear()
-    svm.att_svm(X, z=z, alpha=[0, 1])
-    svm.att_svm(X + 1, z=z, alpha=[2, 1])
+    svm.att_svm(X, z=z, alpha=[0, 1], config=CONIC)
+    svm.att_svm(X + 1, z=z, alpha=[2, 1], config=CONIC)
     info = engine.compiled.cache_info()
     assert info.misses == 1 and info.hits == 1
     comp = engine.compiled(6, 0, (2, 2), "fro", 1)

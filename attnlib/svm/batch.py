@@ -7,14 +7,14 @@ which trials needed the fallback solver. :func:`solve_each` does that once for e
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import NamedTuple
 
 import torch
 
-from attnlib.svm.config import InfeasibleError, SolveConfig, UncertifiedError
-from attnlib.svm.problems import att_svm
+from attnlib.svm.config import InfeasibleError, SolveConfig, UncertifiedError, norm_key
+from attnlib.svm.engine import solve_many
+from attnlib.svm.problems import att_rows
 
 __all__ = ["Solutions", "solve_each"]
 
@@ -32,16 +32,21 @@ class Solutions(NamedTuple):
         No solver's answer could be certified and infeasibility was not confirmed.
     fallback : bool tensor (B,)
         Solved, but only by a later solver of ``config.solvers`` (e.g. SCS, ~1e-4 accurate).
+    lam : tensor (B,n,T), float64 on the CPU
+        The certified multipliers of the margin constraints (see :func:`att_svm`'s
+        ``return_dual``); NaN where the trial is infeasible or failed.
     """
 
     W: torch.Tensor
     feasible: torch.Tensor
     failed: torch.Tensor
     fallback: torch.Tensor
+    lam: torch.Tensor
 
 
 def solve_each(data, alpha, norm="fro", *, config=None, progress=False, desc="SVM") -> Solutions:
-    """Att-SVM of every trial, one at a time, first solver then the fallbacks.
+    """Att-SVM of every trial, first solver then the fallbacks; an infeasible or failed trial
+    does not stop the others.
 
     .. math::
 
@@ -79,27 +84,23 @@ def solve_each(data, alpha, norm="fro", *, config=None, progress=False, desc="SV
     alpha = torch.as_tensor(alpha)
     if alpha.ndim != 2 or alpha.shape[0] != B:
         raise ValueError(f"alpha: expected shape (B,n) with B={B}, got {tuple(alpha.shape)}")
-    stages = [dataclasses.replace(cfg, solvers=(s,)) for s in cfg.solvers]
+    key = norm_key(norm)
+    items, X, _, ac, _, _ = att_rows(data, None, alpha, key, None)
+    n, T = X.shape[-3:-1]
     W = torch.full((B, d, d), math.nan, dtype=torch.float64)
+    lam = torch.full((B, n, T), math.nan, dtype=torch.float64)
     feasible = torch.zeros(B, dtype=torch.bool)
     failed = torch.zeros(B, dtype=torch.bool)
     fallback = torch.zeros(B, dtype=torch.bool)
-    it = range(B)
-    if progress:
-        from tqdm.auto import tqdm
-
-        it = tqdm(it, desc=desc, leave=False)
-    for b in it:  # one solve per trial: an infeasible one must not stop the rest
-        one = data.trial(b)
-        for k, stage in enumerate(stages):
-            try:
-                W[b] = att_svm(one, alpha=alpha[b], norm=norm, config=stage).cpu().double()
-            except InfeasibleError:
-                break
-            except UncertifiedError:
-                continue
-            feasible[b], fallback[b] = True, k > 0
-            break
-        else:
+    outs = solve_many(items, key, cfg, progress, desc)  # an infeasible trial stops nothing
+    for b, out in enumerate(outs):
+        if isinstance(out, InfeasibleError):
+            continue
+        if isinstance(out, UncertifiedError):
             failed[b] = True
-    return Solutions(W, feasible, failed, fallback)
+            continue
+        Wb, lb, solver = out
+        W[b] = torch.as_tensor(Wb, dtype=torch.float64)
+        lam[b] = torch.as_tensor(lb.reshape(n, T) * ac[b], dtype=torch.float64)
+        feasible[b], fallback[b] = True, solver not in ("fast", cfg.solvers[0])
+    return Solutions(W, feasible, failed, fallback, lam)

@@ -69,6 +69,10 @@ class SolveConfig:
         margin below its inverse).
     max_iters : int or None
         Iteration cap passed to the solvers (None: the solver's default).
+    fast : bool
+        Try the exact fast solvers of :mod:`attnlib.svm.fast` first (Frobenius: one NNLS;
+        nuclear: a batched interior-point method), certified like every answer. Used when
+        the first solver is Clarabel and ``max_iters`` is None.
 
     See chapter 2, *The Att-SVM and gradient descent*.
     """
@@ -79,6 +83,7 @@ class SolveConfig:
     rescale_outside: tuple = (1e-4, 1e4)
     farkas_ratio: float = 1e6
     max_iters: int | None = None
+    fast: bool = True
 
     def __post_init__(self):
         s = self.solvers
@@ -96,6 +101,8 @@ class SolveConfig:
             raise ValueError(f"rescale_outside: expected (lo, hi) with 0 < lo <= 1 <= hi, got "
                              f"{self.rescale_outside!r}")
         object.__setattr__(self, "rescale_outside", (float(lo_hi[0]), float(lo_hi[1])))
+        if not isinstance(self.fast, bool):
+            raise ValueError(f"fast: expected True or False, got {self.fast!r}")
         mi = self.max_iters
         if mi is not None and (isinstance(mi, bool) or int(mi) != mi or mi < 1):
             raise ValueError(f"max_iters: expected None or an integer >= 1, got {mi!r}")

@@ -14,6 +14,11 @@ shape pay canonicalisation once. How each norm is solved:
   :math:`\\|\\mathrm{mat}(A^\\top\\lambda + C^\\top\\mu)\\|_2 \\le 1`; W from the dual of its LMI;
 * a float ``lp > 1`` -- :math:`\\min \\sum_j |w_j|^p` with one vectorized power cone.
 
+The Frobenius and nuclear problems without equality rows are first given to the exact fast
+solvers of :mod:`attnlib.svm.fast` (one NNLS per Frobenius instance, a batched interior-point
+method for the nuclear SDPs of one shape; ``SolveConfig.fast``); whatever they cannot
+certify goes the conic way below.
+
 After every solve the answer is certified (:func:`certify`): margins
 :math:`A_k w \\ge b_k(1 - \\mathrm{tol})`, dual feasibility, and a relative duality gap
 :math:`\\le \\mathrm{tol}`. An uncertified answer is re-solved on rescaled rows (rows / s,
@@ -34,9 +39,10 @@ import cvxpy as cp
 import numpy as np
 
 from attnlib.svm.config import InfeasibleError, SolveConfig, UncertifiedError
+from attnlib.svm.fast import farkas_check, ldp, nuclear_ipm, rank_one
 
 __all__ = ["Rows", "Certificate", "Infeasible", "compiled", "certify", "farkas", "solve_all",
-           "CHUNK"]
+           "solve_many", "CHUNK"]
 
 
 class Rows(NamedTuple):
@@ -336,6 +342,11 @@ def _key(r: Rows):
 
 def solve_one(r: Rows, norm, config: SolveConfig, index: int = 0):
     """One instance through every attempt; (W, lam) or raises Infeasible / UncertifiedError."""
+    return _solve_one(r, norm, config, index)[:2]
+
+
+def _solve_one(r: Rows, norm, config: SolveConfig, index: int = 0):
+    """:func:`solve_one`, returning (W, lam, the solver whose answer was certified)."""
     if not (r.b > 0).any() and (r.C is None or not np.any(r.c)):
         # w = 0 is feasible, hence optimal in any norm (with lam = 0); a solver's ~1e-9 answer
         # here has no relative duality gap to certify (0 / 0)
@@ -355,7 +366,7 @@ def solve_one(r: Rows, norm, config: SolveConfig, index: int = 0):
                     w, lam, mu = _unscale(out[0], sc, norm)
                     cert = certify(r, w, lam, mu, norm, tol)
                     if cert.ok:
-                        return _finish(r, w, lam)
+                        return (*_finish(r, w, lam), solver)
                     notes.append(f"{tag}: margin violation {cert.margin:.1e}, duality gap "
                                  f"{cert.gap:.1e}, dual violation {cert.dual:.1e}")
                 elif status == "infeasible":
@@ -379,11 +390,57 @@ def solve_one(r: Rows, norm, config: SolveConfig, index: int = 0):
     raise err
 
 
-def solve_all(items: list, norm, config: SolveConfig, progress=False, desc="SVM") -> list:
-    """Solve and certify every instance; returns [(W, lam)].
+def _use_fast(norm, config: SolveConfig) -> bool:
+    """The fast solvers stand in for the first Clarabel attempt (not when the caller names
+    another first solver or caps the iterations)."""
+    return (config.fast and config.max_iters is None and config.solvers[0] == "CLARABEL"
+            and norm in ("fro", "nuc"))
 
-    Raises :class:`Infeasible` (``.index`` set) or :class:`UncertifiedError`. Instances of one
-    shape share a compiled problem; Frobenius ones are solved ``CHUNK`` at a time as one
+
+def _fast(items: list, idx: list, norm, config: SolveConfig) -> dict:
+    """The instances ``idx`` that :mod:`attnlib.svm.fast` decided: {j: (w, lam)} for answers
+    that pass :func:`certify`, {j: None} for infeasibility proved by a verified Farkas
+    certificate (:func:`~attnlib.svm.fast.farkas_check`). The rest is left to the conic
+    solvers."""
+    out, nuc = {}, {}
+    for j in idx:
+        r = items[j]
+        if r.C is not None and len(r.C):
+            continue  # equality rows: the conic path
+        status, *sol = ldp(r.A, r.b)  # feasibility is the same for both norms
+        if status == "infeasible":
+            if farkas_check(r.A, r.b, sol[0], config.farkas_ratio):
+                out[j] = None
+        elif status == "solved" and norm == "fro":
+            if certify(r, sol[0], sol[1], np.zeros(0), norm, config.tol).ok:
+                out[j] = (sol[0], sol[1])
+        elif status == "solved":
+            keep = np.linalg.norm(r.A, axis=1) > 0  # zero rows (0 >= b, b <= 0): lam = 0
+            uv = rank_one(r.A[keep], r.shape) if keep.any() and len(r.shape) == 2 else None
+            if uv is not None:
+                nuc.setdefault((int(keep.sum()), r.shape), []).append((j, keep, *uv))
+    for group in nuc.values():  # the SDPs of one shape iterate together
+        try:
+            M, lam, _ = nuclear_ipm(np.stack([g[2] for g in group]),
+                                    np.stack([g[3] for g in group]),
+                                    np.stack([items[g[0]].b[g[1]] for g in group]))
+        except (np.linalg.LinAlgError, ValueError):
+            continue  # left to the conic solvers
+        for (j, keep, _, _), Mj, lj in zip(group, M, lam):
+            full = np.zeros(len(items[j].b))
+            full[keep] = lj
+            if certify(items[j], Mj.reshape(-1), full, np.zeros(0), norm, config.tol).ok:
+                out[j] = (Mj.reshape(-1), full)
+    return out
+
+
+def solve_many(items: list, norm, config: SolveConfig, progress=False, desc="SVM") -> list:
+    """Solve and certify every instance; one outcome per instance, never raising.
+
+    An outcome is ``(W, lam, solver)`` -- the certified answer and who gave it (``"fast"`` for
+    :mod:`attnlib.svm.fast`, else the cvxpy solver's name) -- or the :class:`Infeasible` /
+    :class:`UncertifiedError` the instance raised. Instances of one shape share a compiled
+    problem; Frobenius ones left by the fast solvers are solved ``CHUNK`` at a time as one
     problem, and an instance of a chunk that fails or is not certified is re-solved alone.
     """
     out = [None] * len(items)
@@ -398,6 +455,13 @@ def solve_all(items: list, norm, config: SolveConfig, progress=False, desc="SVM"
     first = config.solvers[0]
     lo, hi = config.rescale_outside
     for key, idx in groups.items():
+        if _use_fast(norm, config):
+            done = _fast(items, idx, norm, config)
+            for j, sol in done.items():
+                out[j] = Infeasible(j) if sol is None else (*_finish(items[j], *sol), "fast")
+            idx = [j for j in idx if j not in done]
+            if bar is not None:
+                bar.update(len(done))
         k = CHUNK if norm == "fro" and len(idx) >= CHUNK else 1
         chunks = [idx[i:i + k] for i in range(0, len(idx) - len(idx) % k, k)]
         chunks += [[j] for j in idx[len(idx) - len(idx) % k:]]
@@ -412,12 +476,28 @@ def solve_all(items: list, norm, config: SolveConfig, progress=False, desc="SVM"
                     tol = config.tol_of(first)
                     for j, sol in zip(ch, sols):
                         if certify(items[j], *sol, norm, tol).ok:
-                            out[j] = _finish(items[j], sol[0], sol[1])
+                            out[j] = (*_finish(items[j], sol[0], sol[1]), first)
             for j in ch:
                 if out[j] is None:
-                    out[j] = solve_one(items[j], norm, config, j)
+                    try:
+                        out[j] = _solve_one(items[j], norm, config, j)
+                    except (Infeasible, UncertifiedError) as err:
+                        out[j] = err
             if bar is not None:
                 bar.update(len(ch))
     if bar is not None:
         bar.close()
     return out
+
+
+def solve_all(items: list, norm, config: SolveConfig, progress=False, desc="SVM") -> list:
+    """Solve and certify every instance (:func:`solve_many`); returns [(W, lam)].
+
+    Raises the first instance's :class:`Infeasible` (``.index`` set) or
+    :class:`UncertifiedError`.
+    """
+    outs = solve_many(items, norm, config, progress, desc)
+    for o in outs:
+        if isinstance(o, Exception):
+            raise o
+    return [o[:2] for o in outs]

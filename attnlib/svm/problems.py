@@ -21,7 +21,7 @@ from attnlib.svm.engine import Infeasible, solve_all
 from attnlib.svm.rows import matrix_rows, output, vector_rows
 from attnlib.tokens import as_mask, as_selection, optimal_tokens, token_inputs
 
-__all__ = ["att_svm", "sequence_svm", "prompt_svm", "head_svm", "relaxed_prompt_svm",
+__all__ = ["att_svm", "att_rows", "sequence_svm", "prompt_svm", "head_svm", "relaxed_prompt_svm",
            "solve_named", "ATT_FEASIBLE"]
 
 
@@ -38,6 +38,38 @@ def solve_named(items, key, cfg, progress, what, why) -> list:
 
 ATT_FEASIBLE = ("For data in general position Att-SVM is feasible for every selection when "
                  "d >= max(T-1, n)")
+
+
+def att_rows(data_or_X, z, alpha, key, mask):
+    """The rows of Att-SVM, one :class:`~attnlib.svm.engine.Rows` per instance (see
+    :func:`att_svm`); also returns X, the selections (B', n), the active tokens (B', n, T),
+    the batch shape and the mask."""
+    X, z = token_inputs(data_or_X, z)
+    if alpha is None:
+        if not hasattr(data_or_X, "X"):
+            raise ValueError("alpha: required when X is given without data (no head v to "
+                             "find the optimal tokens)")
+        alpha = optimal_tokens(data_or_X, mask=mask)
+    alpha = as_selection(alpha, X)
+    m = as_mask(mask, X)
+    n, T, d = X.shape[-3:]
+    shp = X.shape[:-3]
+    alpha = alpha.expand(*shp, n)
+    vis = torch.ones(*shp, n, T, dtype=torch.bool, device=X.device) if m is None \
+        else m.expand(*shp, n, T)
+    if not bool(torch.gather(vis, -1, alpha.unsqueeze(-1)).all()):
+        raise ValueError("alpha: a selected token is not visible under mask")
+    active = vis.clone()
+    active.scatter_(-1, alpha.unsqueeze(-1), False)  # (..., n, T): t != alpha_i and visible
+    Xs = X.detach().cpu().to(torch.float64).numpy().reshape(-1, n, T, d)
+    zs = z.detach().cpu().to(torch.float64).expand(*shp, n, d).numpy().reshape(-1, n, d)
+    al = alpha.cpu().numpy().reshape(-1, n)
+    ac = active.cpu().numpy().reshape(-1, n, T)
+    items = []
+    for b in range(len(Xs)):  # the rows of each instance, as one array
+        D = Xs[b][np.arange(n), al[b]][:, None, :] - Xs[b]  # (n, T, d): x_{i alpha_i} - x_it
+        items.append(matrix_rows(D, zs[b], ac[b], key))
+    return items, X, al, ac, shp, m
 
 
 @one_blas_thread
@@ -98,31 +130,8 @@ def att_svm(data_or_X, z=None, alpha=None, norm="fro", mask=None, *, return_dual
         If no solver's answer could be certified (and infeasibility is not confirmed).
     """
     key, cfg = norm_key(norm), SolveConfig.of(solver, config)
-    X, z = token_inputs(data_or_X, z)
-    if alpha is None:
-        if not hasattr(data_or_X, "X"):
-            raise ValueError("alpha: required when X is given without data (no head v to "
-                             "find the optimal tokens)")
-        alpha = optimal_tokens(data_or_X, mask=mask)
-    alpha = as_selection(alpha, X)
-    m = as_mask(mask, X)
+    items, X, al, ac, shp, m = att_rows(data_or_X, z, alpha, key, mask)
     n, T, d = X.shape[-3:]
-    shp = X.shape[:-3]
-    alpha = alpha.expand(*shp, n)
-    vis = torch.ones(*shp, n, T, dtype=torch.bool, device=X.device) if m is None \
-        else m.expand(*shp, n, T)
-    if not bool(torch.gather(vis, -1, alpha.unsqueeze(-1)).all()):
-        raise ValueError("alpha: a selected token is not visible under mask")
-    active = vis.clone()
-    active.scatter_(-1, alpha.unsqueeze(-1), False)  # (..., n, T): t != alpha_i and visible
-    Xs = X.detach().cpu().to(torch.float64).numpy().reshape(-1, n, T, d)
-    zs = z.detach().cpu().to(torch.float64).expand(*shp, n, d).numpy().reshape(-1, n, d)
-    al = alpha.cpu().numpy().reshape(-1, n)
-    ac = active.cpu().numpy().reshape(-1, n, T)
-    items = []
-    for b in range(len(Xs)):  # the rows of each instance, as one array
-        D = Xs[b][np.arange(n), al[b]][:, None, :] - Xs[b]  # (n, T, d): x_{i alpha_i} - x_it
-        items.append(matrix_rows(D, zs[b], ac[b], key))
     def why(b):
         trial = f" (trial {b})" if shp else ""
         return (
