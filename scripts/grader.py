@@ -109,6 +109,48 @@ def exercises(master) -> list[Exercise]:
     return out
 
 
+@dataclass
+class Written:
+    """A written answer: a markdown cell tagged ``written`` in the master (graded by hand)."""
+
+    label: str
+    cell: int
+    cell_id: str | None
+    placeholder: str
+    points: float = 1.0
+
+
+def written(master) -> list[Written]:
+    """The master's answer places for written exercises, in order."""
+    out, label = [], None
+    for i, cell in enumerate(master.cells):
+        if cell.cell_type == "markdown" and "written" not in asg.tags(cell):
+            label = (asg._exercise_labels(cell.source) or [label])[-1]
+        elif cell.cell_type == "markdown":
+            out.append(Written(f"{label or f'written-{len(out) + 1}'} (written)", i,
+                               cell.get("id"), cell.source.strip(),
+                               float(cell.get("metadata", {}).get("points", 1))))
+    return out
+
+
+def written_rows(name: str, submission, master) -> list[tuple[Row, str]]:
+    """One row (status ``manual`` or ``missing``) and the student's text per written answer."""
+    cells = {c.get("id"): c for c in (submission.cells if submission is not None else [])
+             if c.cell_type == "markdown" and c.get("id")}
+    out = []
+    for w in written(master):
+        cell = cells.get(w.cell_id)
+        text = cell.source.strip() if cell is not None else ""
+        if not text or text == w.placeholder:
+            why = "the answer cell was deleted" if cell is None else "the answer is still empty"
+            out.append((Row(name, w.label, 0.0, w.points, "missing", f"no answer: {why}"), ""))
+        else:
+            out.append((Row(name, w.label, 0.0, w.points, "manual",
+                            f"grade by hand: {len(text.split())} words (in the feedback file)"),
+                        text))
+    return out
+
+
 def plan(submission, master, exs: list[Exercise]) -> list[dict]:
     """The steps the collector runs: the submission's code cells, except the master's check
     cells, and a ``capture`` of exercise ``k``'s answers where its check cell stands.
@@ -681,7 +723,7 @@ def grade_batch(subs: list[Path], out: Path, master: Path | None = None, book: P
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for name, run in pool.map(one, todo):
             runs[name] = run
-    rows = []
+    rows, texts = [], {}
     for m in sorted(set(masters[n] for n in todo), key=str):
         group = [n for n in todo if masters[n] == m]
         verdicts, problem = _check(m, {n: runs[n] for n in group}, check_timeout)
@@ -703,6 +745,9 @@ def grade_batch(subs: list[Path], out: Path, master: Path | None = None, book: P
                     msg += f" ({run.message})"
                 rows.append(Row(name, e.label, e.points if v["status"] == "passed" else 0.0,
                                 e.points, v["status"], msg))
+            for row, text in written_rows(name, notebooks[name], master_nbs[m]):
+                rows.append(row)
+                texts[(name, row.exercise)] = text
     for name in fatal:
         m = masters.get(name)
         exs = exercises(master_nbs[m]) if m in master_nbs else [
@@ -711,7 +756,7 @@ def grade_batch(subs: list[Path], out: Path, master: Path | None = None, book: P
     graded = not any(r.status == "error" for r in rows)
     order = {n: i for i, n in enumerate(names)}
     rows.sort(key=lambda r: order[r.submission])
-    _write(out, rows, runs, names, fatal)
+    _write(out, rows, runs, names, fatal, texts)
     return rows, graded
 
 
@@ -754,7 +799,7 @@ def _names(subs):
     return names
 
 
-def _write(out: Path, rows, runs, names, fatal):
+def _write(out: Path, rows, runs, names, fatal, texts):
     with open(out / "grades.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["submission", "exercise", "points", "max_points", "status", "message"])
@@ -778,6 +823,9 @@ def _write(out: Path, rows, runs, names, fatal):
         for r in mine:
             lines += [f"## {r.exercise}: {r.status} ({r.points:g}/{r.max_points:g})", "",
                       "```text", r.message, "```", ""]
+            if texts.get((name, r.exercise)):
+                lines += ["The written answer:", ""]
+                lines += ["> " + x for x in texts[(name, r.exercise)].splitlines()] + [""]
         if run is not None and run.cell_errors:
             lines += ["## Cells that raised while running your notebook", ""]
             lines += [f"- {e}" for e in run.cell_errors] + [""]

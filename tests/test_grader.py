@@ -270,12 +270,19 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox):
 
 @pytest.mark.slow
 def test_unreadable_submission_is_recorded_and_the_exit_status_says_so(tmp_path):
+    from nbformat.v4 import new_markdown_cell
+
     book = tmp_path / "book"
     book.mkdir()
-    nbformat.write(synthetic(), book / "01_test.ipynb")
+    master = synthetic()
+    master.cells.append(new_markdown_cell("*Why is the rank two?*", metadata={
+        "tags": ["written"]}))
+    nbformat.write(master, book / "01_test.ipynb")
     (tmp_path / "01_test_broken.ipynb").write_text("{not json")
     good = tmp_path / "01_test_alice.ipynb"
-    nbformat.write(student_with({0: SOL[0]}), good)
+    alice = student_with({0: SOL[0]}, nb=master)
+    alice.cells[-1].source = "Two singular values are nonzero."
+    nbformat.write(alice, good)
     rc = asg.main(["grade", str(tmp_path / "01_test_broken.ipynb"), str(good), "--book",
                    str(book), "--out", str(tmp_path / "out"), "--timeout", "60"])
     assert rc == 1
@@ -283,6 +290,9 @@ def test_unreadable_submission_is_recorded_and_the_exit_status_says_so(tmp_path)
     assert "01_test_broken.ipynb,ex-rank,0,1,error,not a readable notebook" in text
     assert "01_test_alice.ipynb,ex-rank,1,1,passed" in text
     assert "01_test_alice.ipynb,ex-md,0,1,missing" in text
+    assert "01_test_alice.ipynb,ex-md (written),0,1,manual,grade by hand: 5 words" in text
+    assert "> Two singular values are nonzero." in next(
+        (tmp_path / "out/feedback").glob("*alice.md")).read_text()
 
 
 def test_grade_one_reads_only_data_and_survives_hostile_data(monkeypatch):
@@ -311,3 +321,24 @@ def test_grade_one_reads_only_data_and_survives_hostile_data(monkeypatch):
     monkeypatch.setattr(grader, "CHECK_SECONDS", 1)
     r = grader._grade_one(slow, n1, ns, one(1.0), 0, Feedback)
     assert r["status"] == "failed" and "ran past 1 s" in r["message"]
+
+
+def test_written_answers_are_listed_for_manual_grading():
+    from nbformat.v4 import new_markdown_cell
+
+    m = synthetic()
+    place = new_markdown_cell("*Your answer here.*", metadata={"tags": ["written"],
+                                                              "points": 2})
+    m.cells.insert(7, place)  # after ex-rank's solution block, before ex-md
+    assert [(w.label, w.points) for w in grader.written(m)] == [("ex-rank (written)", 2.0)]
+    st = asg.student_edition(m)
+    assert any(c.get("id") == place.get("id") and "written" in asg.tags(c) for c in st.cells)
+    rows = grader.written_rows("s", st, m)
+    assert [(r.status, r.points, r.max_points) for r, _ in rows] == [("missing", 0.0, 2.0)]
+    assert "still empty" in rows[0][0].message
+    next(c for c in st.cells if c.get("id") == place.get("id")).source = "Rank two: W has two\n" \
+        "nonzero singular values."
+    (row, text), = grader.written_rows("s", st, m)
+    assert row.status == "manual" and "8 words" in row.message and text.startswith("Rank two")
+    st.cells = [c for c in st.cells if c.get("id") != place.get("id")]
+    assert "deleted" in grader.written_rows("s", st, m)[0][0].message
