@@ -254,7 +254,7 @@ def _make_optimizer(name: str, groups: list[dict], lp: float):
 
 def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
         steps: int = 1000, eval_every: int = 25, seeds=(0, 1, 2, 3, 4),
-        init_scale: float = 0.1, progress: bool = False) -> dict:
+        init_scale: float = 0.1, progress: bool = False, v=None) -> dict:
     """Train one classifier per (learning rate, seed), full batch, all in one computation.
 
     Parameters
@@ -270,6 +270,9 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
         Mirror-descent exponent (``"md"`` only), full-batch steps, checkpoint spacing.
     seeds, init_scale
         See :class:`AttentionClassifier`.
+    v : Tensor (d,), optional
+        A fixed head: every model uses it and only W trains (the theory's setting; the
+        sentences of :mod:`attnlib.text`). Default: v is drawn per seed and trained.
 
     Returns
     -------
@@ -290,6 +293,12 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
     L, S = len(lrs), len(tuple(seeds))
     model = AttentionClassifier(data.d, seeds, init_scale, data.X.device, data.X.dtype,
                                 groups=L)
+    if v is not None:  # fixed head: v takes no gradient, so every optimizer leaves it alone
+        v = torch.as_tensor(v, device=data.X.device, dtype=data.X.dtype)
+        if v.shape != (data.d,):
+            raise ValueError(f"v: expected shape ({data.d},), got {tuple(v.shape)}")
+        for p in model.vs:
+            p.requires_grad_(False).copy_(v.expand_as(p))
     opt = _make_optimizer(optimizer, model.param_groups(lrs), lp)
     tr, va, te = data.part("train"), data.part("val"), data.part("test")
     rec = {k: [] for k in ("train_loss", "val_loss", "val_acc", "test_acc", "W", "v")}

@@ -27,7 +27,8 @@ The explorers (see each docstring):
   ``softmax_explorer``, ``joint_explorer``;
 - chapters 5-8 (:mod:`attnlib.explorers.tf_svm`): ``parameterisation``, ``sweep``,
   ``causal_explorer``;
-- chapter 9 (:mod:`attnlib.explorers.mirror`): ``mirror_descent``.
+- chapter 9 (:mod:`attnlib.explorers.mirror`): ``mirror_descent``; chapter 10
+  (:mod:`attnlib.explorers.mirror_text`): ``word_attention``.
 
 To write a new explorer see :mod:`attnlib.explore`.
 """
@@ -50,11 +51,13 @@ from .explorers.max_margin import (
     token_plane,
 )
 from .explorers.mirror import mirror_descent
+from .explorers.mirror_text import word_attention
 from .explorers.tf_svm import causal_explorer, parameterisation, sweep
 
 __all__ = [
     "ENV_VAR", "MODES", "Control", "Explorer", "LiveExplorer", "StaticExplorer",
     "explorer_mode", "token_plane", "selection", "softmax_explorer", "joint_explorer",
-    "parameterisation", "sweep", "causal_explorer", "mirror_descent", "TOKEN_EXAMPLES",
+    "parameterisation", "sweep", "causal_explorer", "mirror_descent", "word_attention",
+    "TOKEN_EXAMPLES",
     "SELECTION_POSITIONS",
 ]

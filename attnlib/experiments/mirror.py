@@ -422,3 +422,4 @@ def unnormalized(trials: int = 3, seed: int = 1, lps: tuple[float, ...] = (1.25,
 from .mirror_joint import joint  # noqa: E402,F401  (isort: skip)
 from .mirror_digits import digits  # noqa: E402,F401
 from .mirror_path import path  # noqa: E402,F401
+from .mirror_text import sentences  # noqa: E402,F401

@@ -1,0 +1,91 @@
+r"""The attention-over-words explorer of chapter 10 (arXiv 2410.14581, real-data claim).
+
+:func:`word_attention`: pick a test sentence and an optimizer (ℓ1.1-MD, GD, ℓ3-MD, Adam) and
+see the attention :math:`s_t = \mathrm{softmax}_t(x_t^\top W z)` the trained classifier puts on
+each word, the planted sentiment word boxed in red and its three opposite-polarity distractors
+in orange. It reads the experiment ``md_text`` (:func:`attnlib.experiments.run`, cached) and
+only draws. Chapters show it as ``al.widgets.word_attention(res)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnlib import plots
+from attnlib.experiments import run
+from attnlib.explore import Control, Explorer, with_static
+from attnlib.figures.mirror_text import TEXT_NAMES, draw_sentence
+
+__all__ = ["word_attention", "TEXT_SETTINGS"]
+
+#: the settings of chapter 10's live run of ``md_text`` (the explorer's default result)
+TEXT_SETTINGS: dict = {}
+
+
+def _draw_words(fig, sentence, optimizer, seed, result):
+    a = result.arrays
+    i, k = int(sentence), str(optimizer)
+    vocab = a["vocab"]
+    words = [str(vocab[w]) if w >= 0 else "[CLS]" for w in np.asarray(a["words"][i])]
+    rel = int(a["relevant"][i])
+    dis = {int(t) for t in np.atleast_1d(a["distractor"][i])}
+    s = np.asarray(a[f"attention_{k}"][int(seed), i], dtype=float)  # (T,)
+    ax0, ax1 = fig.subplots(2, 1, gridspec_kw=dict(height_ratios=[1, 3]))
+    draw_sentence(ax0, words, s, rel, dis)
+    label = "positive" if a["label"][i] > 0 else "negative"
+    plots.title(ax0, f"{TEXT_NAMES[k]}, seed {int(seed)}: label {label}, planted word "
+                     f"'{words[rel]}' (red), distractors (orange)", fontsize=9)
+    colors = ["tab:red" if t == rel else ("tab:orange" if t in dis else "0.6")
+              for t in range(len(words))]
+    ax1.bar(np.arange(len(words)), s, color=colors)
+    ax1.axhline(1.0 / len(words), color="0.4", ls=":", lw=1, label="uniform")
+    ax1.set_xticks(np.arange(len(words)), words, rotation=35, ha="right", fontsize=8)
+    ax1.set_ylim(0, 1)
+    ax1.set_ylabel("attention")
+    ax1.legend(fontsize=7, loc="upper right")
+
+
+def word_attention(result=None, sentence: int = 0, optimizer: str = "md", *, seed: int = 0,
+                   static: dict | None = None, mode: str | None = None):
+    r"""Explorer: the attention of each optimizer's classifier over the words of a sentence.
+
+    The classifier :math:`f(X) = v^\top X^\top\mathrm{softmax}(XWz)` of chapter 10 (W trained
+    by ℓ1.1 mirror descent, gradient descent, ℓ3 mirror descent or Adam; learning rate and
+    checkpoint chosen on validation) reads sentences of real words with one planted strong
+    sentiment word (the relevant token, red) and three weaker words of the opposite polarity
+    (orange). Top: the words coloured by attention; bottom: the attention per word, against
+    the uniform 1/T. See chapter 10.
+
+    Parameters
+    ----------
+    result : Result, optional
+        A result of ``md_text`` (default: the chapter's run, :data:`TEXT_SETTINGS`).
+    sentence : int
+        One of the kept test sentences (0-7).
+    optimizer : {"md", "gd", "md3", "adam"}
+    seed : int
+        Which initialisation's model is shown (live only; the static site shows seed 0).
+    static : dict, optional
+        ``{control: values}``: the settings rendered on the static site.
+    mode : {"live", "static"}, optional
+        As in :func:`attnlib.explore.explorer_mode`.
+    """
+    result = run("md_text", **TEXT_SETTINGS) if result is None else result
+    shown = int(np.asarray(result.arrays["words"]).shape[0])
+    seeds = int(np.asarray(result.arrays["attention_md"]).shape[0])
+    controls = [
+        Control("sentence", tuple(range(shown)), default=sentence, label="test sentence"),
+        Control("optimizer", tuple(TEXT_NAMES), default=optimizer,
+                static=tuple(TEXT_NAMES)),
+        Control("seed", tuple(range(seeds)), default=seed, label="seed"),
+    ]
+
+    def draw(fig, sentence, optimizer, seed):
+        _draw_words(fig, sentence, optimizer, seed, result)
+
+    ex = Explorer(draw, with_static(controls, static), name="word-attention",
+                  slider="sentence", figsize=(9.0, 4.2),
+                  margins=dict(left=0.08, right=0.98, bottom=0.2, top=0.9),
+                  caption="Pick a sentence and an optimizer: ℓ1.1 mirror descent puts most "
+                          "of its attention on the planted sentiment word.")
+    return ex.show(mode)

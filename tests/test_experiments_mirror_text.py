@@ -1,0 +1,88 @@
+"""md_text (chapter 10): a tiny run separates, and its numbers match a direct recomputation.
+
+Oracles: sentence-by-sentence loops over the stored attention maps, and a plain-torch forward
+pass of the selected models.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import attnlib as al
+from attnlib import realdata, text
+
+SMALL = dict(n=240, steps=200, eval_every=50, seeds=2, lr_md=(30.0,), lr_gd=(1000.0,),
+             lr_md3=(300.0,), lr_adam=(0.03,))
+
+
+@pytest.fixture(scope="module")
+def res(tmp_path_factory):
+    return al.experiments.run("md_text", cache=False, **SMALL)
+
+
+def test_a_tiny_run_separates_and_selects_the_planted_word():
+    data = text.sentiment_sentences(n=60, T=8, dim=16, distractors=3, seed=5)
+    run = realdata.fit(data, "md", (100.0,), lp=1.1, steps=800, eval_every=800, seeds=(0, 1),
+                       v=data.v)
+    W = run["W"][0, -1]  # (2, d, d) last step
+    Xtr, Ytr, ztr = data.part("train")
+    f = text.outputs(W, data.v, Xtr, ztr)
+    assert ((f > 0) == (Ytr > 0)).all()  # separated
+    rel = data.relevant[data.index["train"]]
+    mass, hit = text.relevant_attention(text.attention(W, Xtr, ztr), rel)
+    assert (mass > 0.8).all() and (hit == 1).all()  # uniform would be 1/8
+    # the head stayed fixed: only W trained
+    assert torch.equal(run["v"][0, -1], data.v.expand(2, -1))
+
+
+def test_numbers_match_a_recomputation(res):
+    a, num = res.arrays, res.numbers
+    data = text.sentiment_sentences(n=SMALL["n"], seed=0)
+    Xte, _, zte = data.part("test")
+    rel = data.relevant[data.index["test"]]
+    for k in ("md", "gd", "md3", "adam"):
+        W = torch.as_tensor(a[f"W_{k}"])  # (S, d, d)
+        for b in range(SMALL["seeds"]):
+            s_loop = [torch.softmax(Xte[i] @ W[b] @ zte[i], 0) for i in range(len(rel))]
+            m = np.mean([float(s[r]) for s, r in zip(s_loop, rel)])
+            h = np.mean([int(s.argmax()) == int(r) for s, r in zip(s_loop, rel)])
+            assert a[f"{k}_mass"][b] == pytest.approx(m, abs=1e-5)
+            assert a[f"{k}_hit"][b] == pytest.approx(h)
+            # the maps kept for the figures are those of the first test sentences
+            np.testing.assert_allclose(a[f"attention_{k}"][b, 0], s_loop[0].numpy(), atol=1e-5)
+    assert num["mass_seeds"] == int((a["md_mass"] > a["gd_mass"]).sum())
+    assert num["mass_diff"] == pytest.approx(float(a["md_mass"].mean() - a["gd_mass"].mean()))
+    tr = [float(a[f"{k}_train_acc"].min()) for k in ("md", "gd", "adam")]
+    assert num["separated"] == pytest.approx(min(tr))
+    assert [data.vocab[w] for w in a["words"][0]] == data.sentence(int(data.index["test"][0]))
+
+
+def test_targets_are_declared_and_read(res):
+    keys = {t.key for t in al.experiments.get("md_text").targets}
+    assert {"separated", "mass_seeds", "mass_diff", "sparsity_ratio"} <= keys
+    rows = {r["key"]: r for r in res.check()}
+    assert set(rows) == keys
+    assert all(r["book"] == pytest.approx(res.numbers[k]) for k, r in rows.items())
+
+
+def test_figures_and_explorer_draw(res):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from attnlib.figures import mirror_text
+
+    assert len(res.figure().axes) == 3
+    assert len(mirror_text.plot_sentences(res, sentences=2).axes) == 8
+    assert "ℓ1.1-MD" in mirror_text.text_table(res)
+    ex = al.widgets.word_attention(res, sentence=1, optimizer="gd", mode="live")
+    ex.update(optimizer="md3", sentence=2)
+    assert len(ex.figure.axes) == 2
+    st = al.widgets.word_attention(res, static={"sentence": (0, 1), "optimizer": ("md", "gd")},
+                                   mode="static")
+    assert 'data-explorer="word-attention"' in st.html and st.html.count("<img") >= 1
+
+
+def test_fixed_head_must_match_d():
+    data = text.sentiment_sentences(n=20, T=6, dim=8, distractors=1, seed=0)
+    with pytest.raises(ValueError, match="v: expected shape"):
+        realdata.fit(data, "gd", (1.0,), steps=1, seeds=(0,), v=torch.zeros(3))
