@@ -3,6 +3,7 @@ batching, history, stopping, validation. (Mirror maps and the optimizer: test_tr
 non-finite guards: test_mirror_numerics.py; the regularisation path: test_train_path.py.)"""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -504,3 +505,98 @@ def test_nonfinite_in_one_of_two_tensors_stops_the_trial(data32_wv):
 def data32_wv():
     data = al.random_data(4, 5, 6, trials=4, seed=0, device="cpu", dtype=torch.float32)
     return data, dict(param="W+v", method="md", lp=1.01, lr=0.1, steps=100, record_every=50)
+
+
+def test_train_signature_and_config_defaults():
+    """The public call (CONTRIBUTING: signatures stay stable): train's defaults are
+    TrainConfig's, and both are the documented ones."""
+    import dataclasses
+    import inspect
+
+    documented = dict(param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=2.0,
+                      loss="logistic", head="linear", init=None, reg=0.0, eps=0.0,
+                      record_every=10, progress=False, seed=0, device=None, dtype=None,
+                      config=None, mask=None)
+    sig = inspect.signature(al.train).parameters
+    assert {k: p.default for k, p in sig.items() if k != "data"} == documented
+    fields = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    assert fields == {k: documented[k] for k in fields}
+    assert TrainConfig().settings() == {k: documented[k] for k in fields if k != "progress"}
+
+
+# ----------------------------------------------------------------------------- prepare's messages
+def _no_z(d):
+    return al.AttentionData(d.X, d.Y, v=d.v)
+
+
+def _no_v(d):
+    return al.AttentionData(d.X, d.Y, z=d.z)
+
+
+_B2 = dict(trials=2, seed=0, device="cpu")
+_KEYS = "['K', 'Q', 'V', 'W', 'b', 'lam', 'm', 'p', 'u', 'v']"
+
+
+@pytest.mark.parametrize("make, kw, msg", [
+    (lambda d: d.X, {}, "data: expected an attnlib.AttentionData, got Tensor"),
+    (None, dict(init=[1]), "init: expected a dict of tensors, got list"),
+    (None, dict(init={"Z": torch.zeros(6), "A": 1}),
+     f"init: unknown key(s) ['A', 'Z']; expected some of {_KEYS}"),
+    (None, dict(init={"W": torch.zeros(6)}),
+     "init['W']: expected 2 dims (or one more for trials), got shape (6,)"),
+    (None, dict(init={"p": torch.zeros(2, 3, 6)}, param="p"),
+     "init['p']: expected 1 dims (or one more for trials), got shape (2, 3, 6)"),
+    (None, dict(init={"W": torch.zeros(2, 6, 6), "p": torch.zeros(3, 6)}, param="v"),
+     "init: the trials dimensions of data and init disagree: [2, 3]"),
+    (lambda d: al.random_data(4, 5, 6, **_B2), dict(init={"W": torch.zeros(3, 6, 6)}),
+     "init: the trials dimensions of data and init disagree: [2, 3]"),
+    (None, dict(init={"W": torch.zeros(5, 5)}),
+     "init['W']: expected shape (6, 6) (or with trials first), got (5, 5)"),
+    (None, dict(init={"K": torch.zeros(6, 2), "Q": torch.zeros(6, 3)}, param="KQ"),
+     "init['Q']: expected shape (6, 2) (or with trials first), got (6, 3)"),
+    (None, dict(init={"m": 0}, param="KQ"), "init['m']: expected an int >= 1, got 0"),
+    (None, dict(param="W+v", head="lambda", init={"lam": 0.1}),
+     "param: 'W+v' trains v, which only the linear head has"),
+    (_no_z, dict(param="v"), "init['p']: param 'v' needs query tokens data.z or a fixed prompt p"),
+    (_no_z, dict(param="KQ"),
+     "data.z: param 'KQ' needs query tokens z (use random_data or pass z)"),
+    (_no_v, dict(param="W"), "data.v: the linear head needs v (or train it: param 'W+v' / 'p+v')"),
+    (_no_v, dict(param="p", head="lambda", init={"lam": 0.2}),
+     "data.v: the lambda head needs v (or train it: param 'W+v' / 'p+v')"),
+    (None, dict(mask=torch.ones(3, 3, dtype=torch.bool)),
+     "mask: expected shape (n, T) or (B, n, T) = (1, 4, 5), got (3, 3)"),
+    (None, dict(mask=torch.ones(1, 2, 4, 5, dtype=torch.bool)),
+     "mask: expected shape (n, T) or (B, n, T) = (1, 4, 5), got (1, 2, 4, 5)"),
+    (None, dict(mask=torch.ones(4, 6, dtype=torch.bool)),
+     "mask: expected shape (n, T) or (B, n, T) = (1, 4, 5), got (4, 6)"),
+    (None, dict(mask=torch.zeros(4, 5, dtype=torch.bool).index_fill(1, torch.tensor([0]), 1)
+                .index_fill(0, torch.tensor([2]), 0)),
+     "mask: expected every input to see at least one token"),
+])
+def test_prepare_names_the_problem_exactly(small_data, make, kw, msg):
+    data = small_data if make is None else make(small_data)
+    with pytest.raises(ValueError, match="^" + re.escape(msg) + "$"):
+        al.train(data, steps=1, **kw)
+
+
+def test_prepare_accepts_what_it_documents(small_data):
+    """The other side of each check: a fixed prompt for param 'v' without z; the relu head
+    needs no v; a batched mask; float32 data trained in float64 equals float64 data."""
+    p0 = torch.ones(6, dtype=F64)
+    r = al.train(_no_z(small_data), param="v", init={"p": p0}, steps=3, lr=0.2)
+    a = M.logits_prompt(small_data.X, torch.eye(6, dtype=F64), p0)
+    L = M.risk(small_data.X, small_data.Y, M.softmax(a), r.v)
+    assert torch.allclose(r.history["loss"][-1], L, rtol=1e-12)
+    V = torch.randn(6, 3, dtype=F64, generator=torch.Generator().manual_seed(1))
+    al.train(_no_v(small_data), head="relu", init={"V": V}, steps=2)
+    mask = torch.ones(2, 4, 5, dtype=torch.bool)
+    mask[1, :, 0] = False
+    W0 = _init(6)["W"]
+    rb = al.train(small_data, init={"W": W0.expand(2, 6, 6)}, mask=mask, steps=4)
+    r0 = al.train(small_data, init={"W": W0}, steps=4)
+    r1 = al.train(small_data, init={"W": W0}, mask=mask[1], steps=4)
+    assert torch.allclose(rb.W[0], r0.W, rtol=1e-12, atol=1e-14)
+    assert torch.allclose(rb.W[1], r1.W, rtol=1e-12, atol=1e-14)
+    assert not torch.allclose(r0.W, r1.W, rtol=1e-6)
+    r32 = al.train(small_data.to("cpu", torch.float32), init={"W": W0}, steps=4, dtype=F64)
+    assert r32.W.dtype == F64 and torch.allclose(r32.W, r0.W, rtol=1e-6)

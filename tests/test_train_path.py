@@ -130,5 +130,15 @@ def test_path_rejects_radii(small_data, radii):
 def test_path_names_the_bad_setting(small_data, kw, msg):
     with pytest.raises(ValueError, match=msg):
         regularization_path(small_data, [1.0], **{"steps": 1, **kw})
-    with pytest.raises(ValueError, match="^data: expected an attnlib.AttentionData"):
+    with pytest.raises(ValueError, match="^data: expected an attnlib.AttentionData, got Tensor$"):
         regularization_path(small_data.X, [1.0], steps=1)
+
+
+def test_path_signature_is_the_documented_one():
+    """The public call (CONTRIBUTING: signatures stay stable) with its defaults."""
+    import inspect
+
+    got = {k: p.default for k, p in inspect.signature(regularization_path).parameters.items()}
+    assert got == dict(data=inspect.Parameter.empty, radii=inspect.Parameter.empty, param="W",
+                       loss="logistic", steps=2000, lr=0.1, head="linear", init=None, seed=0,
+                       progress=False, device=None, dtype=None)
