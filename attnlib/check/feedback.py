@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 __all__ = ["Feedback", "strict", "is_strict", "STRICT_ENV", "DTYPE", "answer_tensor",
@@ -94,7 +95,8 @@ def answer_tensor(x, name, dtype=DTYPE):
     if x is None:
         return None, f"{name} is None: you have not answered yet (replace the stub above)."
     try:
-        t = torch.as_tensor(x.detach() if hasattr(x, "detach") else x)
+        # numpy first: torch.as_tensor reads a list of Python floats in float32
+        t = torch.as_tensor(x.detach() if hasattr(x, "detach") else np.asarray(x))
     except (TypeError, ValueError, RuntimeError) as e:
         return None, f"{name} could not be read as an array ({e})."
     if t.is_complex():
@@ -108,7 +110,8 @@ def answer_tensor(x, name, dtype=DTYPE):
 
 def reference(x, name):
     """A reference argument (not the learner's answer) as a float64 CPU tensor."""
-    return torch.as_tensor(x.detach() if hasattr(x, "detach") else x).to("cpu", DTYPE)
+    x = x.detach() if hasattr(x, "detach") else np.asarray(x, dtype=np.float64)
+    return torch.as_tensor(x).to("cpu", DTYPE)
 
 
 def one_instance(data):
