@@ -99,7 +99,9 @@ def report_markdown(results: dict) -> str:
     """The reproduction report: a summary, then one table per paper (Markdown, no pandas).
 
     Every row is a :class:`Target` of a registered experiment with the value computed now;
-    the experiment's run time is shown once, on its first row.
+    the experiment's run time is shown once, on its first row. Run times count live
+    computation only: a recorded run (:func:`recorded`) shows no time and adds none to the
+    summary.
     """
     if not results:
         return "*No experiments are registered yet.*"
@@ -111,7 +113,8 @@ def report_markdown(results: dict) -> str:
     out = ["| Paper | Experiments | Targets met | Run time |", "|---|---:|---:|---:|"]
     for pid, rs in by_paper.items():
         exps = list(dict.fromkeys(r["experiment"] for r in rs))
-        secs = sum(results[e].seconds for e in exps if isinstance(results[e], Result))
+        secs = sum(results[e].seconds for e in exps  # live computation only
+                   if isinstance(results[e], Result) and not results[e].recorded)
         out.append(f"| {_cell(PAPERS.get(pid, pid))} ({pid}) | {len(exps)} | "
                    f"{sum(r['ok'] for r in rs)} / {len(rs)} | {secs:.0f} s |")
     for pid, rs in by_paper.items():
@@ -127,7 +130,7 @@ def report_markdown(results: dict) -> str:
                 t = "" if r["seconds"] is None else f", {r['seconds']:.1f} s"
                 if isinstance(results[r["experiment"]], Result) and \
                         results[r["experiment"]].recorded:
-                    t += ", recorded run"
+                    t = ", recorded run, not computed here"
                 exp = f"`{r['experiment']}` ({_cell(r['paper_figure'])}{t})"
             out.append("| " + " | ".join([exp, _cell(r["what"]), _cell(r["paper"]),
                                           _cell(r["book"]), _cell(r["tolerance"]),
