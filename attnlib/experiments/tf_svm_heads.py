@@ -16,14 +16,16 @@ import numpy as np
 import torch
 
 from .. import models as M
+from .._runtime import few_threads
 from .._validate import to_numpy
 from ..data import AttentionData, random_data
 from ..examples import EPS, lambda_head_example
 from ..figures.tf_svm import plot_lambda, plot_multi
 from ..metrics import correlation
-from ..svm import InfeasibleError, att_svm, svm_equivalence
+from ..svm import Equivalence, InfeasibleError, att_svm, svm_equivalence
 from ..tokens import attention_logits, cleanly_masked, selected_sets
 from ..train import train
+from .multi_token import chunk_bounds, map_chunks, train_relu_candidates
 from .registry import Target, experiment
 
 PAPER = "2308.16898"
@@ -60,7 +62,7 @@ def _subset(data: AttentionData, idx: torch.Tensor) -> AttentionData:
     chapter="07_nonlinear_heads",
     title="ReLU head: several selected tokens, GD direction vs the generalised SVM equivalence",
     plot=plot_multi,
-    seconds=3300,
+    seconds=60,
     targets=[
         Target("ordering_ok", "final mean 1 − corr: SVM-eq ≤ W^dir < 1-token SVM at every d",
                "holds", 1, 1, "the ordering must hold", "official code"),
@@ -83,13 +85,13 @@ def _subset(data: AttentionData, idx: torch.Tensor) -> AttentionData:
 def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: int = 3,
                    T: int = 4,
                    steps: int = 2001, record_every: int = 100, seed: int = 1,
-                   max_batch: int = 16384, max_candidates: int = 200_000,
-                   progress: bool = True, device: str | None = None):
+                   max_batch: int = 16384, max_candidates: int = 200_000, chunk: int = 1024,
+                   workers: int = 2, progress: bool = True, device: str | None = None):
     r"""E4: the ReLU head f = 1ᵀReLU(Vᵀ Xᵀ s) with a fixed random V (‖V‖_F = 1), W trained by
-    normalised GD. Candidate runs are trained in large batches (one :func:`attnlib.train` call
-    per batch) and kept only if their final softmax separates cleanly (no probability in
-    (1e-6, 1e-3], at least one ≤ 1e-6) and both SVMs are feasible, until ``accepted`` runs per
-    d; the kept ones are re-trained with their trajectory recorded (same W(0), same result).
+    normalised GD. A run is kept only if its final softmax separates cleanly (no probability
+    in (1e-6, 1e-3], at least one ≤ 1e-6) and both SVMs are feasible, until ``accepted`` runs
+    per d; ``tried_d*`` counts the candidates up to the one that filled the quota, as the
+    official seed-by-seed loop does.
 
     .. math::
 
@@ -97,6 +99,12 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
         \text{error} = 1 - \mathrm{corr}(W(k), W^{eq})
 
     against the 1-token Att-SVM of :math:`\arg\max_t s_{it}`.
+
+    Candidates are drawn in batches of up to ``max_batch`` seeds (their size follows the
+    acceptance rate seen so far) and trained ``chunk`` at a time, ``workers`` chunks in
+    parallel, by :func:`attnlib.experiments.multi_token.train_relu_candidates` (the same
+    iteration as :func:`attnlib.train`, in kernel coordinates, with the trajectory recorded
+    on the fly); the stream stops at the chunk that fills the quota.
 
     See chapter 7, *Nonlinear heads select several tokens*.
     """
@@ -107,65 +115,27 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
                                      "multi")}
     steps_rec = None
     for d in ds:
-        kept, tried, skipped, next_seed = [], 0, 0, seed
         bar = tqdm(total=accepted, desc=f"E4 d={d}", disable=not progress)
-        while len(kept) < accepted and tried < max_candidates:
-            rate = len(kept) / tried if kept else _E4_PRIOR_RATE.get(d, 0.02) * 0.8
-            B = int(min(max_batch, max(64, math.ceil(1.3 * (accepted - len(kept)) / rate))))
-            data, V, W0 = _relu_candidates(d, n, T, B, next_seed, device)
-            next_seed += B
-            allpos = (data.Y > 0).all(-1)  # the official loop skips these seeds
-            skipped += int(allpos.sum())
-            live = torch.nonzero(~allpos).flatten()
-            head = M.ReluHead(V[live], torch.ones(d, dtype=V.dtype, device=V.device))
-            sub = _subset(data, live)
-            n_rec = len(range(0, steps + 1, record_every)) + 1
-            record = len(live) * n_rec * d * d <= 2e7  # keep trajectories if they are small
-            res = train(sub, "W", head=head, init={"W": W0[live]}, lr=0.1, steps=steps, eps=EPS,
-                        record_every=record_every if record else steps)
-            tried += len(live)
-            s = torch.exp(M.log_softmax(M.logits(sub.X, res.W, sub.z)))  # (b, n, T)
-            for b in torch.nonzero(cleanly_masked(s)).flatten().tolist():
-                if len(kept) == accepted:
-                    break
-                one, sb = sub.trial(b), s[b]
-                try:  # filter 3: both SVMs feasible
-                    eq = svm_equivalence(one, selected_sets(sb), sb)
-                    W1 = att_svm(one, alpha=sb.argmax(-1), norm="fro")
-                except (InfeasibleError, RuntimeError):  # as the official loop: any failure
-                    continue
-                kept.append((one, V[live[b]], W0[live[b]], eq, W1, sb, res.W[b],
-                             (res.history["W"][b], res.history["step"]) if record else None))
-                bar.update(1)
+        with few_threads():
+            kept, count = _stream(d, n, T, accepted, steps, record_every, seed, max_batch,
+                                  max_candidates, chunk, workers, device, bar)
         bar.close()
         if not kept:
-            raise ValueError(f"no run accepted at d={d} in {tried} candidates")
-        if all(k[7] is not None for k in kept):
-            H = torch.stack([k[7][0] for k in kept])  # (K, S, d, d), recorded in the first pass
-            steps_rec = to_numpy(kept[0][7][1])
-        else:  # re-train the kept runs with their trajectory recorded (one batched call)
-            X = torch.stack([k[0].X for k in kept])
-            acc = AttentionData(X, torch.stack([k[0].Y for k in kept]),
-                                torch.stack([k[0].z for k in kept]),
-                                torch.stack([k[0].v for k in kept]))
-            head = M.ReluHead(torch.stack([k[1] for k in kept]),
-                              torch.ones(d, dtype=X.dtype, device=X.device))
-            rec = train(acc, "W", head=head, init={"W": torch.stack([k[2] for k in kept])},
-                        lr=0.1, steps=steps, eps=EPS, record_every=record_every)
-            H, steps_rec = rec.history["W"], to_numpy(rec.history["step"])  # (K, S, d, d)
-        W_dir = torch.stack([k[3].W_dir for k in kept]).to(H)
-        W_fin = torch.stack([k[3].W_fin for k in kept]).to(H)
-        W_one = torch.stack([k[4] for k in kept]).to(H)
-        W_eq = type(kept[0][3])(W_fin, W_dir).fit(torch.stack([k[6] for k in kept]).to(H))
-        S = torch.stack([k[5] for k in kept])  # (K, n, T) final softmax
+            raise ValueError(f"no run accepted at d={d} in {count['tried']} candidates")
+        H = torch.cat([k["H"] for k in kept])  # (K, S, d, d), recorded during training
+        steps_rec = to_numpy(kept[0]["steps"])
+        W_dir, W_fin, W_one, W_end, S = (torch.cat([k[key] for k in kept]).to(H) for key in
+                                         ("W_dir", "W_fin", "W_one", "W", "s"))
+        W_eq = Equivalence(W_fin, W_dir).fit(W_end)
         O = selected_sets(S)
         c_eq, c_dir, c_one = (correlation(H, Wr[:, None], dims=2).cpu()
                               for Wr in (W_eq, W_dir, W_one))
         max_masked = torch.where(O, torch.zeros_like(S), S).flatten(-2).amax(-1).cpu()
         e_eq, e_dir, e_one = 1 - c_eq[:, -1], 1 - c_dir[:, -1], 1 - c_one[:, -1]
         clean = max_masked < 1e-14
-        num.update({f"tried_d{d}": float(tried), f"skipped_d{d}": float(skipped),
-                    f"accepted_d{d}": float(len(kept)), f"rate_d{d}": len(kept) / tried,
+        K = len(W_end)
+        num.update({f"{key}_d{d}": float(v) for key, v in count.items()})
+        num.update({f"accepted_d{d}": float(K), f"rate_d{d}": K / count["tried"],
                     f"eq_mean_d{d}": float(e_eq.mean()), f"eq_median_d{d}": float(e_eq.median()),
                     f"dir_mean_d{d}": float(e_dir.mean()),
                     f"dir_median_d{d}": float(e_dir.median()),
@@ -174,7 +144,7 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
                     f"multi_share_d{d}": float((O.sum(-1) >= 2).any(-1).double().mean()),
                     f"clean_ok_d{d}": float((e_eq[clean] <= 1e-2).double().mean())
                     if clean.any() else math.nan})
-        rows["run_d"].append(np.full(len(kept), d))
+        rows["run_d"].append(np.full(K, d))
         for key, val in (("corr_eq", c_eq), ("corr_dir", c_dir), ("corr_one", c_one),
                          ("max_masked", max_masked), ("multi", O.sum(-1).amax(-1))):
             rows[key].append(to_numpy(val))
@@ -193,6 +163,93 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
     num["mask_error_spearman"] = _spearman(np.log(arrays["max_masked"][pos]),
                                            np.log(np.maximum(err[pos], 1e-300)))
     return num, arrays
+
+
+def _stream(d, n, T, accepted, steps, record_every, seed, max_batch, max_candidates, chunk,
+            workers, device, bar):
+    """E4's candidate stream at one d: batches of seeds, trained chunk by chunk, filtered in
+    seed order until ``accepted`` runs are kept. Returns the kept runs (one dict of stacked
+    tensors per chunk) and the counts up to the candidate that filled the quota."""
+    kept, drawn, next_seed = [], 0, seed
+    got_n = {"kept": 0}  # runs kept so far (read by the chunk sizes)
+    count = dict(tried=0, skipped=0, exited=0, trained=0)
+    while got_n["kept"] < accepted and drawn < max_candidates:
+        rate = got_n["kept"] / drawn if got_n["kept"] else _E4_PRIOR_RATE.get(d, 0.02) * 0.8
+        B = int(min(max_batch, max(64, math.ceil(1.3 * (accepted - got_n["kept"]) / rate))))
+        data, V, W0 = _relu_candidates(d, n, T, B, next_seed, device)
+        next_seed += B
+        allpos = (data.Y > 0).all(-1).cpu()  # the official loop skips these seeds
+        live = torch.nonzero(~allpos).flatten()
+        drawn += len(live)  # the batch schedule counts every live seed of a batch
+
+        def fit(bounds, data=data, V=V, W0=W0, live=live):
+            idx = live[bounds[0]:bounds[1]].to(data.X.device)
+            sub = _subset(data, idx)
+            return bounds, sub, train_relu_candidates(sub, V[idx], W0[idx], steps,
+                                                      record_every=record_every)
+
+        def wanted():  # a chunk per worker for about 1.2 times the runs still needed
+            k = got_n["kept"]
+            r = k / count["tried"] if k else _E4_PRIOR_RATE.get(d, 0.02) * 0.8
+            return 1.2 * (accepted - k) / r / max(1, workers)
+
+        full = True
+        chunks = chunk_bounds(len(live), chunk, wanted)
+        for (lo, hi), sub, runs in map_chunks(fit, chunks, workers):
+            count["trained"] += hi - lo
+            s = torch.exp(M.log_softmax(M.logits(sub.X, runs.W, sub.z)))  # (b, n, T)
+            got, last = _accept(sub, runs, s, accepted - got_n["kept"])
+            if got is not None:
+                kept.append(got)
+                got_n["kept"] += len(got["W"])
+                bar.update(len(got["W"]))
+            upto = hi - lo if last is None else last + 1  # candidates counted in this chunk
+            count["tried"] += upto
+            count["exited"] += int((runs.exited[:upto] >= 0).sum())
+            if got_n["kept"] == accepted:
+                count["skipped"] += int(allpos[:int(live[lo + last]) + 1].sum())
+                full = False
+                break
+        if full:
+            count["skipped"] += int(allpos.sum())
+    return kept, count
+
+
+def _accept(sub, runs, s, need):
+    """The first ``need`` candidates of a chunk that pass the filter (clean final softmax,
+    both SVMs feasible), in order: their tensors, and the index of the last one if the quota
+    is filled (else None)."""
+    clean = torch.nonzero(cleanly_masked(s)).flatten().tolist()
+    good, sol = [], {}
+    while clean and len(good) < need:
+        take, clean = clean[:need - len(good)], clean[need - len(good):]
+        for b, res in zip(take, _svms(sub, s, take)):
+            if res is not None:  # filter 3: both SVMs feasible
+                good.append(b)
+                sol[b] = res
+    if not good:
+        return None, None
+    idx = torch.tensor(good, device=s.device)
+    out = {"W": runs.W[idx], "s": s[idx], "H": runs.iterates(rows=idx), "steps": runs.steps,
+           "W_fin": torch.stack([sol[b][0].W_fin for b in good]),
+           "W_dir": torch.stack([sol[b][0].W_dir for b in good]),
+           "W_one": torch.stack([sol[b][1] for b in good])}
+    return out, (good[-1] if len(good) == need else None)
+
+
+def _svms(sub, s, take):
+    """Both SVMs of the candidates ``take`` (batched; one by one where that fails, as the
+    official loop rejects a run at any failure): (Equivalence, W^1token) or None each."""
+    idx = torch.tensor(take, device=s.device)
+    part, sp = _subset(sub, idx), s[idx]
+    try:
+        eq = svm_equivalence(part, selected_sets(sp), sp)
+        W1 = att_svm(part, alpha=sp.argmax(-1), norm="fro")
+        return [(Equivalence(eq.W_fin[j], eq.W_dir[j]), W1[j]) for j in range(len(take))]
+    except (InfeasibleError, RuntimeError):
+        if len(take) == 1:
+            return [None]
+    return [r for j in range(len(take)) for r in _svms(part, sp, [j])]
 
 
 # ============================================================================ λ head (designed)
