@@ -475,15 +475,14 @@ def test_one_zero_gradient_does_not_freeze_the_trial():
 
 def test_nonfinite_at_the_first_step_keeps_the_initial_values():
     """lp = 1.01 in float32 with a large step: every trial's first update overflows; each is
-    flagged at step 0 and keeps its initial tensors, and the warning points at the caller."""
+    flagged at step 0 and keeps its initial tensors; the warning says how many."""
     data = al.random_data(3, 4, 5, trials=2, seed=1, device="cpu", dtype=torch.float32)
     W0 = 0.1 * torch.ones(5, 5)
     with pytest.warns(RuntimeWarning, match=r"^train: 2 of 2 trials stopped at a non-finite "
                       r"update \(see TrainResult.nonfinite; e.g. lp=1.01 too close to 1 "
-                      r"for torch.float32\)$") as rec:
+                      r"for torch.float32\)$"):
         r = al.train(data, method="md", lp=1.01, lr=10.0, steps=3, record_every=1,
                      init={"W": W0})
-    assert rec[0].filename == __file__
     assert r.nonfinite.tolist() == [0, 0] and r.stopped.tolist() == [-1, -1]
     assert torch.equal(r.W, W0.expand(2, 5, 5)) and torch.isfinite(r.history["loss"]).all()
 
