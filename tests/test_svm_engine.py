@@ -561,3 +561,53 @@ def test_svm_equivalence_against_the_primal():
     assert single.W_fin.abs().max() == 0
     with pytest.raises(ValueError, match="selects every token"):
         svm.svm_equivalence(X, torch.ones(2, 3, dtype=torch.bool), s + 0.1, z=z)
+
+
+# ----------------------------------------------------------------------------- solve_each
+def _trials(B=2):
+    X, z = _tiny(90, n=2, T=3, d=2, B=B)
+    return AttentionData(X, torch.ones(B, 2, **F64), z=z), torch.zeros(B, 2, dtype=torch.long)
+
+
+def test_solve_each_types_defaults_and_messages(capsys):
+    data, alpha = _trials()
+    sol = svm.solve_each(data, alpha)
+    assert capsys.readouterr().err == ""  # no progress bar by default
+    assert sol.W.dtype == sol.lam.dtype == torch.float64
+    assert sol.feasible.dtype == sol.failed.dtype == sol.fallback.dtype == torch.bool
+    assert sol.feasible.tolist() == [True, True] and not sol.fallback.any()
+    for b in range(2):
+        W_ref, lam_ref = _att_oracle(data.X[b], data.z[b], [0, 0])
+        _close(sol.W[b], W_ref, 1e-6)
+        _close(sol.lam[b], lam_ref, 1e-5)
+    svm.solve_each(data, alpha, progress=True)
+    assert "SVM" in capsys.readouterr().err
+    svm.solve_each(data, alpha, progress=True, desc="my trials")
+    assert "my trials" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"^data: solve_each needs data with a trials dimension "
+                       r"\(B,n,T,d\)$"):
+        svm.solve_each(data.trial(0), alpha)
+    with pytest.raises(ValueError, match=r"^alpha: expected shape \(B,n\) with B=2, got "
+                       r"\(3, 2\)$"):
+        svm.solve_each(data, torch.zeros(3, 2, dtype=torch.long))
+
+
+def test_solve_each_falls_back_to_scs_by_default(monkeypatch):
+    # Clarabel fails on every lp instance: the default config's SCS answers, certified at 1e-3
+    data, alpha = _trials()
+    real = engine._run
+
+    def clarabel_fails(comp, items, solver, opts, warm):
+        if solver == "CLARABEL":
+            return "failed", "planted"
+        return real(comp, items, solver, opts, warm)
+
+    monkeypatch.setattr(engine, "_run", clarabel_fails)
+    sol = svm.solve_each(data, alpha, 1.5)
+    assert sol.feasible.tolist() == [True, True] and sol.fallback.tolist() == [True, True]
+    assert not sol.failed.any()
+    for b in range(2):
+        _, W_ref = att_svm_primal(data.X[b].numpy(), data.z[b].numpy(), np.zeros(2, int), 1.5)
+        _close(sol.W[b], W_ref, 1e-2)
+    sol = svm.solve_each(data, alpha, 1.5, config=SolveConfig())  # Clarabel only
+    assert sol.failed.tolist() == [True, True] and not sol.feasible.any()
