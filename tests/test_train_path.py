@@ -142,3 +142,49 @@ def test_path_signature_is_the_documented_one():
     assert got == dict(data=inspect.Parameter.empty, radii=inspect.Parameter.empty, param="W",
                        loss="logistic", steps=2000, lr=0.1, head="linear", init=None, seed=0,
                        progress=False, device=None, dtype=None)
+
+
+def test_path_in_float32_and_on_a_bad_device():
+    """dtype converts the data (radii too: every result in float32, equal to float32 data);
+    the device is passed on (no CUDA here: a clear error)."""
+    data = al.random_data(3, 4, 5, seed=4, device="cpu")
+    a = regularization_path(data, [0.5, 2.0], steps=5, dtype=torch.float32)
+    b = regularization_path(data.to("cpu", torch.float32), [0.5, 2.0], steps=5)
+    for r in (a, b):
+        assert r.W.dtype == r.loss.dtype == r.residual.dtype == torch.float32
+    assert torch.equal(a.W, b.W) and torch.equal(a.residual, b.residual)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device"):
+            regularization_path(data, [1.0], steps=1, device="cuda")
+
+
+def test_path_progress_bar_and_thread_limit(monkeypatch):
+    """The bar counts the steps (tqdm.auto, cleared after); the loop runs under few_threads
+    with the size of one step, B*n*T*max(T, d) for B = trials x radii, on the data's device."""
+    import importlib
+
+    import tqdm.auto
+
+    path_mod = importlib.import_module("attnlib.train.path")  # attnlib.train is the function
+
+    bars, calls = [], []
+
+    class Bar(tqdm.auto.tqdm):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.kw = kw
+            bars.append(self)
+
+    real = path_mod.few_threads
+
+    def few(work=None, device=None):
+        calls.append((work, device))
+        return real(work, device)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    monkeypatch.setattr(path_mod, "few_threads", few)
+    data = al.random_data(3, 4, 5, trials=2, seed=4, device="cpu")
+    regularization_path(data, [1.0, 2.0, 3.0], steps=6, progress=True)
+    (bar,) = bars
+    assert bar.kw == dict(desc="regularization path", leave=False) and bar.n == 6
+    assert calls == [(2 * 3 * 3 * 4 * 5, torch.device("cpu"))]
