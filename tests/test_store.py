@@ -153,3 +153,26 @@ def test_cache_info_and_clear(dummy):  # noqa: F811
     assert store.cache_clear() == 2
     assert sorted(p.name for p in root.iterdir()) == ["notes"]
     assert store.cache_info()["entries"] == 0
+
+
+OTHER_VALUE = {"trials": 4, "steps": 11, "seed": 1, "device": None, "scale": 2.0,
+               "sizes": (1, 3)}
+
+
+@pytest.mark.parametrize("setting", sorted(OTHER_VALUE))
+def test_every_setting_that_changes_a_result_changes_the_cache_entry(dummy, setting):
+    """Each setting of the fake experiment but ``progress`` (NOT_IN_KEY) is part of the key:
+    a run that differs in that one setting is computed, not read from the first run's entry."""
+    experiments.run(dummy)
+    assert len(CALLS) == 1
+    experiments.run(dummy)
+    assert len(CALLS) == 1  # the same settings: read from the cache
+    experiments.run(dummy, **{setting: OTHER_VALUE[setting]})
+    assert len(CALLS) == 2, f"changing {setting!r} read the cached result of other settings"
+    assert CALLS[-1][setting] == OTHER_VALUE[setting]
+
+
+def test_progress_is_not_part_of_the_key(dummy):
+    experiments.run(dummy, progress=False)
+    experiments.run(dummy, progress=True)
+    assert len(CALLS) == 1
