@@ -167,6 +167,9 @@ def test_rank_deficient_queries_use_their_span():
     assert U.shape == (3, 1) and abs(abs(U[:, 0] @ np.array([1, 2, 0])) - 5**0.5) < 1e-12
     assert row_basis(np.zeros((2, 3))).shape == (3, 1)
     assert row_basis(np.eye(3)[:2] * 1e-20).shape == (3, 2)  # rank is relative to the scale
+    # a singular value counts when it is above rtol * the largest, not at it
+    assert row_basis(np.diag([1.0, 1e-12])).shape == (2, 1)
+    assert row_basis(np.diag([1.0, 1e-12]), rtol=0.99e-12).shape == (2, 2)
 
 
 # ----------------------------------------------------------------------------- nuclear, lp
