@@ -8,7 +8,6 @@ cvxpy (``al.att_svm``, ``al.is_locally_optimal``, ...) load on first use:
 """
 
 import importlib
-import importlib.util
 
 __version__ = "0.1.0"
 
@@ -77,10 +76,7 @@ def __getattr__(name):
     if name in _LAZY:
         return importlib.import_module(f"attnlib.{name}")
     if name in _LAZY_NAMES:
-        home = _LAZY_NAMES[name]
-        if home == "optimality" and importlib.util.find_spec("attnlib.optimality") is None:
-            home = "tokens"  # until local optimality has moved out of tokens
-        value = getattr(importlib.import_module(f"attnlib.{home}"), name)
+        value = getattr(importlib.import_module(f"attnlib.{_LAZY_NAMES[name]}"), name)
         globals()[name] = value  # resolve once
         return value
     raise AttributeError(f"module 'attnlib' has no attribute {name!r}")

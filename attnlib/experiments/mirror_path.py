@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from attnlib._runtime import few_threads, resolve_device
-from attnlib.examples import EPS, mirror_random_data
+from attnlib.examples import EPS, MD_BUDGETS, mirror_random_data
 from attnlib.metrics import bregman_direction
 from attnlib.svm import solve_each
 from attnlib.tokens import selected_tokens
@@ -35,7 +35,7 @@ PAPER = "2410.14581"
                "the data of the chapter's explorer (attnlib.widgets.mirror_descent)"),
     ],
 )
-def path(lp: float = 1.75, seed: int = 1, normalized: bool = True, steps: int = 1500,
+def path(lp: float = 1.75, seed: int = 1, normalized: bool = True, steps: int = MD_BUDGETS[1.75],
          record_every: int = 10, lr: float = 0.1, progress: bool = False,
          device: str | None = "cpu"):
     r"""ℓp mirror descent (plain GD at p = 2) from :math:`W(0) = 0` on one data set of
