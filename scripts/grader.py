@@ -155,21 +155,23 @@ def plan(submission, master, exs: list[Exercise]) -> list[dict]:
     """The steps the collector runs: the submission's code cells, except the master's check
     cells, and a ``capture`` of exercise ``k``'s answers where its check cell stands.
 
-    A check cell is found by its id (by its exact source in a notebook without ids). When the
+    A check cell is found by its id, or by its exact source (a cell without an id, or whose
+    id changed: nbformat makes up ids for cells that have none). When the
     submission deleted it, the answers are captured before the first cell that comes after it
     in the master, else at the end. Nothing the submission tags or prints changes the plan.
     """
     order = {c.get("id"): i for i, c in enumerate(master.cells) if c.get("id")}
     by_id = {e.cell_id: k for k, e in enumerate(exs) if e.cell_id}
-    by_src = {e.source.strip(): k for k, e in enumerate(exs)}
+    by_src = {}  # the check as the master has it, and as the student edition shows it
+    for k, e in reversed(list(enumerate(exs))):
+        by_src[e.source.strip()] = k
+        by_src[asg.GRADER_ONLY.format(names=", ".join(e.answers)).strip()] = k
     cells = [c for c in submission.cells if c.cell_type == "code"]
 
     def which(c):
         if c.get("id") in by_id:
             return by_id[c.get("id")]
-        if not c.get("id"):
-            return by_src.get(c.source.strip())
-        return None
+        return by_src.get(c.source.strip())
 
     anchor = {}
     for k, e in enumerate(exs):
@@ -615,7 +617,7 @@ def _check_main(job_path: str) -> int:
     cfg.HistoryManager.enabled = False
     shell = InteractiveShell.instance(config=cfg)
     results = {name: {} for name in subs}
-    master_errors = []
+    master_errors, warnings = [], []
     by_cell = {e.cell: k for k, e in enumerate(exs)}
     real_stdout = sys.stdout
     sys.stdout = open(os.devnull, "w")  # the master's own output is not needed
@@ -640,10 +642,11 @@ def _check_main(job_path: str) -> int:
                 results[name][str(k)] = _grade_one(code, n, ns, data, k, Feedback)
         res = shell.run_cell(cell.source, store_history=False)
         err = res.error_in_exec or res.error_before_exec
-        if err is not None and i not in by_cell:
-            master_errors.append(f"master cell {i} raised {type(err).__name__}: {err}")
+        if err is not None and i not in by_cell:  # e.g. a widget without a front end
+            warnings.append(f"master cell {i} raised {type(err).__name__}: {err}"[:300])
     sys.stdout = real_stdout
-    Path(job["out"]).write_text(json.dumps({"results": results, "master_errors": master_errors}))
+    Path(job["out"]).write_text(json.dumps({"results": results, "master_errors": master_errors,
+                                            "warnings": warnings}))
     return 0
 
 
@@ -783,6 +786,8 @@ def _check(master: Path, runs: dict, timeout: float):
         if r.returncode != 0 or not (d / "verdicts.json").exists():
             return {}, f"the checker failed: {(r.stderr or r.stdout).strip()[-500:]}"
         data = json.loads((d / "verdicts.json").read_text())
+    for w in data.get("warnings", []):
+        print(f"warning: {master.name}: {w}", file=sys.stderr)
     if data["master_errors"]:
         return {}, "the master notebook is broken: " + "; ".join(data["master_errors"])[:800]
     return data["results"], None

@@ -91,6 +91,24 @@ def test_plan_skips_the_submissions_checks_and_captures_where_they_stood():
     st4 = student_with({})
     st4.cells.insert(checks(st4.cells)[0], nbformat.from_dict(st4.cells[checks(st4.cells)[0]]))
     assert sum("capture" in s for s in grader.plan(st4, m, exs)) == 2
+    # ids made up anew (nbformat does that for cells without one): found by their source
+    st5 = student_with({})
+    for c in st5.cells:
+        c["id"] = "x" + c["id"]
+    p5 = grader.plan(st5, m, exs)
+    assert [s["capture"] for s in p5 if "capture" in s] == [0, 1]
+    assert not any("al.check" in s.get("run", "") for s in p5)
+    # a check hidden from students (it computes the expected value), ids changed: same
+    m6 = synthetic()
+    m6.cells[5].source = "al.check.check_value(r, int((torch.linalg.svdvals(W) > 0).sum()))"
+    st6 = asg.student_edition(m6)
+    for c in st6.cells:
+        c["id"] = "x" + c["id"]
+    p6 = grader.plan(st6, m6, grader.exercises(m6))
+    code6 = [c for c in st6.cells if c.cell_type == "code"]
+    hidden = next(j for j, c in enumerate(code6) if "Checked by the grader" in c.source)
+    assert not any(s.get("cell") == hidden for s in p6)
+    assert p6.index({"capture": 0}) == hidden  # captured where the hidden check stands
 
 
 @pytest.mark.parametrize("value", [
