@@ -103,6 +103,11 @@ def test_path_matches_plain_projected_loop(param):
             assert torch.allclose(path.W[b, j], W, rtol=1e-10, atol=1e-12)
             assert math.isclose(float(path.loss[b, j]), L, rel_tol=1e-10)
             assert math.isclose(float(path.residual[b, j]), res, rel_tol=1e-8, abs_tol=1e-14)
+    if param == "W":  # two steps: the step falls from lr to lr/1000 in one go
+        two = regularization_path(data.trial(0), [1.5], steps=2, lr=lr, loss=loss)
+        P, L, res = _path_oracle(data.trial(0), 1.5, "W", init, 2, lr, loss)
+        assert torch.allclose(two.W[0], P["W"], rtol=1e-10, atol=1e-12)
+        assert math.isclose(float(two.residual[0]), res, rel_tol=1e-8)
     missing = {"W": ("p", "K", "Q"), "p": ("K", "Q"), "KQ": ("p",)}[param]
     assert all(getattr(path, k) is None for k in missing)
 
@@ -188,3 +193,19 @@ def test_path_progress_bar_and_thread_limit(monkeypatch):
     (bar,) = bars
     assert bar.kw == dict(desc="regularization path", leave=False) and bar.n == 6
     assert calls == [(2 * 3 * 3 * 4 * 5, torch.device("cpu"))]
+
+
+def test_path_defaults_are_the_documented_ones(monkeypatch):
+    """A call with the defaults equals one that spells out the documented values (steps=2000,
+    lr=0.1, seed=0 for the random (K, Q) start, no progress bar)."""
+    import tqdm.auto
+
+    def no_bar(*a, **kw):
+        raise AssertionError("a progress bar by default")
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", no_bar)
+    data = al.random_data(2, 2, 2, seed=1, device="cpu")
+    a = regularization_path(data, [1.0], param="KQ")
+    b = regularization_path(data, [1.0], param="KQ", loss="logistic", steps=2000, lr=0.1,
+                            head="linear", init=None, seed=0, progress=False)
+    assert torch.equal(a.W, b.W) and torch.equal(a.residual, b.residual)
