@@ -599,3 +599,22 @@ def test_prepare_accepts_what_it_documents(small_data):
     assert not torch.allclose(r0.W, r1.W, rtol=1e-6)
     r32 = al.train(small_data.to("cpu", torch.float32), init={"W": W0}, steps=4, dtype=F64)
     assert r32.W.dtype == F64 and torch.allclose(r32.W, r0.W, rtol=1e-6)
+
+
+def test_train_defaults_are_the_documented_ones(monkeypatch):
+    """A call with every default equals one that spells the documented values out (the
+    signature test above cannot see a wrapper's defaults; this call can)."""
+    import tqdm.auto
+
+    def no_bar(*a, **kw):
+        raise AssertionError("a progress bar by default")
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", no_bar)
+    data = al.random_data(2, 2, 2, seed=1, device="cpu")
+    a = al.train(data)
+    cfg = TrainConfig(param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=2.0,
+                      loss="logistic", head="linear", reg=0.0, eps=0.0, record_every=10,
+                      seed=0, progress=False)
+    b = al.train(data, config=cfg)
+    assert torch.equal(a.W, b.W) and a.settings == b.settings == cfg.settings()
+    assert torch.equal(a.history["step"], torch.arange(0, 1001, 10))
