@@ -9,9 +9,16 @@ through its dual SDP. Both use Clarabel (cvxpy's default for these problems) and
 instances (``random_data``, optimal tokens); the first ``att_svm`` call of each shape, which
 compiles the problem, is included in its time.
 
+:func:`single_side_by_side` times one Frobenius (and nuclear) solve at the papers' size both
+ways on the same instances, in one process. :func:`rank_before_after` runs
+``python -m attnlib reproduce tf_svm_rank`` at paper scale (empty cache) twice, side by side
+in one run: the code of an earlier commit (a git worktree put first on PYTHONPATH) and this
+tree, with the wall time and the child processes' CPU time of each.
+
 Run ``python benchmarks/bench_svm.py`` for the tables (``--write`` also puts them in
-benchmarks/RESULTS.md); ``run()`` returns the rows as dicts (``benchmarks/bench_core.py``
-imports it).
+benchmarks/RESULTS.md, ``--before COMMIT`` picks the earlier commit, ``--no-rank`` skips the
+paper-scale runs); ``run()`` returns the rows as dicts (``benchmarks/bench_core.py`` imports
+it).
 """
 
 from __future__ import annotations
@@ -19,7 +26,10 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,6 +44,8 @@ from attnlib.tokens import optimal_tokens
 
 SIZES = ((6, 8, 10), (15, 5, 20))
 NORMS = ("fro", "nuc")
+ROOT = Path(__file__).resolve().parents[1]
+BEFORE = "e49953c"  # the last commit before issue 16 (conic solvers only, recorded rank run)
 
 
 def loop_att_svm(X: np.ndarray, z: np.ndarray, alpha: np.ndarray, norm: str) -> np.ndarray:
@@ -108,6 +120,92 @@ def single_solve(n: int = 6, T: int = 8, d: int = 10, repeats: int = 20,
     return rows
 
 
+def single_side_by_side(n: int = 6, T: int = 8, d: int = 10, repeats: int = 30,
+                        norms=NORMS, seed: int = 0) -> list[dict]:
+    """One solve at a time, both ways, on the same ``repeats`` instances (after one warm-up of
+    each): the official per-constraint construction and ``al.att_svm`` (certified).
+
+    Returns one row per norm: median wall ms and total CPU s of each, their ratios.
+    """
+    data = random_data(n, T, d, trials=repeats + 1, seed=seed, device="cpu")
+    alpha = optimal_tokens(data)
+    X, z, a = data.X.numpy(), data.z.numpy(), alpha.numpy()
+    rows = []
+    for norm in norms:
+        svm.att_svm(data.trial(0), alpha=alpha[0], norm=norm)  # warm-up: imports, compiles
+        loop_att_svm(X[0], z[0], a[0], norm)
+        fast, loop, cf, cl = [], [], 0.0, 0.0
+        for b in range(1, repeats + 1):  # interleaved, so both see the same machine load
+            t0, c0 = time.perf_counter(), time.process_time()
+            svm.att_svm(data.trial(b), alpha=alpha[b], norm=norm)
+            fast.append(time.perf_counter() - t0)
+            cf += time.process_time() - c0
+            t0, c0 = time.perf_counter(), time.process_time()
+            loop_att_svm(X[b], z[b], a[b], norm)
+            loop.append(time.perf_counter() - t0)
+            cl += time.process_time() - c0
+        rows.append(dict(bench="svm-single-vs-loop", n=n, T=T, d=d, norm=norm, repeats=repeats,
+                         attnlib_ms=1e3 * float(np.median(fast)),
+                         loop_ms=1e3 * float(np.median(loop)),
+                         ratio=float(np.median(loop) / np.median(fast)),
+                         cpu_ratio=cl / cf))
+    return rows
+
+
+def _reproduce(pythonpath: Path, cwd: Path) -> dict:
+    """``python -m attnlib reproduce tf_svm_rank`` at its defaults (paper scale) with an empty
+    cache, in a child process: wall s, the child's CPU s, and the summary's target lines."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, PYTHONPATH=str(pythonpath), ATTNLIB_CACHE=f"{tmp}/cache",
+                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "attnlib", "reproduce", "tf_svm_rank",
+                              "--no-figure", "--out", f"{tmp}/out"], cwd=cwd, env=env,
+                             capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    marks = [line for line in out.stdout.splitlines() if line.lstrip()[:1] in ("✓", "✗")]
+    return dict(wall_s=wall, cpu_s=cpu, met=sum(m.lstrip().startswith("✓") for m in marks),
+                targets=len(marks))
+
+
+def rank_before_after(before: str = BEFORE) -> list[dict]:
+    """``tf_svm_rank`` at paper scale, the code of commit ``before`` then this tree, side by
+    side in one run (each in a fresh process with an empty cache)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "before"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree),
+                        before], check=True)
+        try:
+            rows = [dict(code=f"before ({before})", **_reproduce(tree, tree))]
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                           check=True)
+    rows.append(dict(code="after (this tree)", **_reproduce(ROOT, ROOT)))
+    return rows
+
+
+def single_vs_loop_table(rows: list[dict]) -> str:
+    """The side-by-side single solves as a Markdown table."""
+    head = ("| (n,T,d) | norm | solves | official loop, median (ms) | att_svm, median (ms) | "
+            "ratio | CPU ratio |\n|---|---|---|---|---|---|---|")
+    lines = [f"| ({r['n']},{r['T']},{r['d']}) | {r['norm']} | {r['repeats']} | "
+             f"{r['loop_ms']:.1f} | {r['attnlib_ms']:.2f} | {r['ratio']:.1f}x | "
+             f"{r['cpu_ratio']:.1f}x |" for r in rows]
+    return "\n".join([head, *lines])
+
+
+def rank_table(rows: list[dict]) -> str:
+    """The before/after paper-scale runs as a Markdown table."""
+    head = ("| `python -m attnlib reproduce tf_svm_rank` (40 cells x 100 instances x 2 norms) "
+            "| wall (s) | CPU (s) | targets met |\n|---|---|---|---|")
+    lines = [f"| {r['code']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | "
+             f"{r['met']} / {r['targets']} |" for r in rows]
+    return "\n".join([head, *lines])
+
+
 def table(rows: list[dict]) -> str:
     """The rows as a Markdown table."""
     head = ("| (n,T,d) | norm | instances | loop (ms/solve) | att_svm (ms/solve) | ratio "
@@ -142,20 +240,33 @@ def write_results(text: str, path=None) -> None:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
+    args = sys.argv[1:]
+    before = args[args.index("--before") + 1] if "--before" in args else BEFORE
     started = datetime.datetime.now(datetime.timezone.utc)
-    text = "\n\n".join([single_table(single_solve()), table(run())])
+    parts = []
+    for part in (lambda: single_vs_loop_table(single_side_by_side()),
+                 lambda: single_table(single_solve()), lambda: table(run()),
+                 lambda: rank_table(rank_before_after(before))):
+        if "--no-rank" in args and len(parts) == 3:
+            break
+        parts.append(part())
+        print(parts[-1], end="\n\n", flush=True)  # each table as soon as it is measured
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    header = (f"## Att-SVM solvers (`python benchmarks/bench_svm.py --write`)\n\n"
+    header = (f"## Paper scale, live: SVMs (`python benchmarks/bench_svm.py --write`)\n\n"
               f"Measured {started:%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
               f"{os.cpu_count()} cores, load average at the end {load:.1f} (a shared machine: "
-              f"wall times are inflated, the CPU-time ratio is the steadier figure).")
-    note = ("Both sides use Clarabel; att_svm's times include compiling each shape once "
-            "(`attnlib.svm.engine.compiled.cache_clear()` first). *loop*: the official "
-            "notebooks' construction, "
-            "one cvxpy constraint per token and a fresh problem per instance. The nuclear "
-            "problems are bound by the interior-point solve of the SDP (att_svm solves the "
-            "smaller dual SDP, in the span of the queries), so their ratio is lower than the "
-            "Frobenius one, where canonicalisation dominates the loop's time.")
-    print(header, text, note, sep="\n\n")
-    if "--write" in sys.argv[1:]:
-        write_results("\n\n".join([header, text, note]))
+              f"wall times are inflated, CPU times and their ratios are the steadier figures). "
+              f"No GPU: every figure here is CPU only.")
+    note = ("*official loop*: the official notebooks' construction, one cvxpy constraint per "
+            "token, a fresh problem per instance, Clarabel. *att_svm*: the certified path "
+            "(attnlib.svm.engine): Frobenius instances by one NNLS each (Lawson-Hanson's "
+            "least-distance program), nuclear ones by a batched interior-point method on "
+            "rank-one rows (attnlib.svm.fast); every answer is certified (margins, dual "
+            "feasibility, duality gap) and an uncertified one goes to Clarabel. The second "
+            "table's first call includes the imports and any compilation. The last table runs "
+            f"the paper-scale rank experiment from the CLI with an empty cache, the code of "
+            f"commit {before} (a git worktree first on PYTHONPATH) and this tree, one after "
+            "the other in one run; CPU is the child process's user + system time.")
+    print(header, note, sep="\n\n")
+    if "--write" in args:
+        write_results("\n\n".join([header, *parts, note]))
