@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlib.check.feedback import Feedback, answer_tensor, fail, reference
+from attnlib.check.feedback import DTYPE, Feedback, answer_tensor, fail, reference
 from attnlib.train import inverse_mirror_map, mirror_map
 
 __all__ = ["check_rank", "check_md_step", "check_value"]
@@ -96,9 +96,12 @@ def check_md_step(W_next, W, grad, lr, lp) -> Feedback:
         hint = " You stopped in the dual: map back with sign(·)|·|^(1/(p−1))."
     elif torch.allclose(Wn, _md(W, -G, lr, lp), rtol=1e-8, atol=tol):
         hint = " Check the sign of the gradient term: descent subtracts η∇L."
+    if not hint:
+        hint = " " + (diagnose(Wn, ref, tol) or "Recompute that entry by hand: map W to the "
+                      "dual, take the step there, and map back.")
     return fail(title, f"{int((err_ > tol).sum())} of {W.numel()} entries are off; the largest "
-                        f"error is at entry {pos}: yours {float(Wn[pos]):.6g}, expected "
-                        f"{float(ref[pos]):.6g}.{hint}", max_error=float(err_.max()), entry=pos)
+                        f"error is at entry {pos} (yours {float(Wn[pos]):.6g}).{hint}",
+                max_error=float(err_.max()), entry=pos)
 
 
 def _md(W, G, lr, lp):
@@ -106,8 +109,50 @@ def _md(W, G, lr, lp):
     return inverse_mirror_map(mirror_map(W, lp) - lr * G, lp)
 
 
-def check_value(answer, expected, *, rtol=1e-6, atol=1e-9, name="value") -> Feedback:
+def diagnose(ans, exp, tol=1e-9) -> str:
+    """A hint naming a common mistake that turns ``exp`` into ``ans``, or ``""``.
+
+    Recognised: 1-based instead of 0-based indices, a transposed matrix, a flipped sign, a
+    missing or extra normalisation (``ans`` a multiple of ``exp``), rows or columns not
+    normalised. The hint never contains the expected value.
+    """
+    ans, exp = torch.as_tensor(ans, dtype=DTYPE), torch.as_tensor(exp, dtype=DTYPE)
+    if not exp.numel() or ans.shape != exp.shape:
+        return ""
+    floor = 1e-9 * (1.0 + float(exp.abs().max()))
+    tol = torch.as_tensor(tol, dtype=DTYPE).clamp(min=floor)
+    close = lambda a, b: a.shape == b.shape and bool(((a - b).abs() <= tol).all())
+    integral = bool(torch.equal(exp, exp.round()) and torch.equal(ans, ans.round()))
+    if integral and close(ans - 1, exp):
+        return ("Your indices look 1-based: attnlib counts samples, tokens and steps from 0 "
+                "(Python indexing).")
+    if exp.dim() == 2 and exp.shape[0] == exp.shape[1] and not close(exp, exp.T) \
+            and close(ans.T, exp):
+        return ("Your matrix is the transpose of the right one: check which index runs over "
+                "keys (x) and which over queries (z) in x^T W z.")
+    if float(exp.abs().max()) > 0 and close(-ans, exp):
+        return "Your answer has the wrong sign."
+    na, ne = float(ans.norm()), float(exp.norm())
+    if ne > 0 and na > 0 and int((exp != 0).sum()) > 1:  # one nonzero entry: no direction
+        cos = float((ans * exp).sum()) / (na * ne)
+        if cos > 1 - 1e-9 and abs(na / ne - 1) > 1e-6:
+            return ("Your answer points the right way but has the wrong scale: a normalisation "
+                    "is missing or extra.")
+        if exp.dim() == 2 and exp.shape[1] > 1:
+            for dim, what in ((1, "rows"), (0, "columns")):
+                s = ans.sum(dim, keepdim=True)
+                if (s.abs() > 0).all() and close(ans / s, exp):
+                    return (f"Your {what} are not normalised: divide each by its sum (a "
+                            "softmax or a probability vector sums to 1).")
+    return ""
+
+
+def check_value(answer, expected, *, rtol=1e-6, atol=1e-9, name="value",
+                mistakes=None) -> Feedback:
     r"""Generic numeric check: ``|answer - expected| <= atol + rtol |expected|`` entrywise.
+
+    A wrong answer gets where it is off and, when :func:`diagnose` or ``mistakes`` recognise
+    it, what went wrong, but never the expected value.
 
     Parameters
     ----------
@@ -115,6 +160,9 @@ def check_value(answer, expected, *, rtol=1e-6, atol=1e-9, name="value") -> Feed
     rtol, atol : float
     name : str
         What the value is, for the message ("the margin", "cos(p, p_mm)").
+    mistakes : dict, optional
+        ``{hint: wrong_value}``: known wrong answers of this exercise (e.g. ``p^mm`` where
+        ``p^relax`` is asked), each with the hint shown when the answer matches it.
     """
     title = name
     exp = reference(expected, "expected")
@@ -132,11 +180,20 @@ def check_value(answer, expected, *, rtol=1e-6, atol=1e-9, name="value") -> Feed
     if not off.any():
         shown = f"{float(ans):.6g}" if ans.numel() == 1 else f"all {ans.numel()} entries"
         return Feedback(True, title, f"{shown} within tolerance (rtol={rtol:g}, atol={atol:g}).")
+    hint = ""
+    for text, wrong in (mistakes or {}).items():
+        w = reference(wrong, "mistakes")
+        if w.numel() == ans.numel() and bool(((ans - w.reshape(ans.shape)).abs()
+                                              <= atol + rtol * w.abs().reshape(ans.shape)).all()):
+            hint = f" {text}"
+            break
+    hint = hint or (" " + diagnose(ans, exp, tol) if diagnose(ans, exp, tol) else "")
     if exp.numel() == 1:
-        return fail(title, f"{name} = {float(ans):.6g}, expected {float(exp):.6g} "
-                            f"(rtol={rtol:g}, atol={atol:g}).")
+        side = "large" if float(ans) > float(exp) else "small"
+        return fail(title, f"{name} = {float(ans):.6g} is too {side} (rtol={rtol:g}, "
+                            f"atol={atol:g}).{hint}")
     k = int(((ans - exp).abs() - tol).argmax())
     pos = tuple(int(u) for u in torch.unravel_index(torch.tensor(k), exp.shape))
-    return fail(title, f"{int(off.sum())} of {exp.numel()} entries of {name} are off; e.g. "
-                        f"entry {pos}: yours {float(ans[pos]):.6g}, expected "
-                        f"{float(exp[pos]):.6g}.", entries_off=int(off.sum()))
+    return fail(title, f"{int(off.sum())} of {exp.numel()} entries of {name} are off; the "
+                        f"farthest is entry {pos} (yours {float(ans[pos]):.6g}).{hint}",
+                entries_off=int(off.sum()))

@@ -165,10 +165,11 @@ def _direction(ans, sym, shape, data, alpha, norm, margins, solve, exact, min_co
         nx, nref = float(_norm(x, norm)), float(_norm(ref, norm))
         details.update(norm=nx, optimal_norm=nref)
         if nx > nref * (1 + atol) + atol:
+            details.pop("optimal_norm")
             return fail(title, f"your {sym} satisfies all {total} margin constraints but is not "
-                                f"the smallest: its {name} norm is {nx:.6g}, the minimum is "
-                                f"{nref:.6g} (correlation with the solution {corr:.4f}).",
-                         **details)
+                                f"the smallest: its {name} norm {nx:.6g} can be lowered "
+                                "(scale it down until a margin is exactly 1, or solve the SVM "
+                                "with this norm).", **details)
         return Feedback(True, title, f"all {total} margin constraints hold (smallest margin "
                                      f"{float(m.min()):.4g}) and the {name} norm {nx:.6g} is "
                                      "the minimum.", details)
@@ -227,10 +228,15 @@ def check_selection(alpha, data, W=None, *, p=None) -> Feedback:
     wrong = mine < best - tie
     if wrong.any():
         i = int(torch.nonzero(wrong)[0, 0])
-        right = int(value[i].argmax())
+        hint = ""
+        shifted = a - 1
+        if (shifted >= 0).all() and (value[torch.arange(n), shifted] >= best - tie).all():
+            hint = " Your indices look 1-based: tokens are numbered from 0."
+        elif (mine <= value.min(dim=1).values + tie)[wrong].all():
+            hint = " You picked the smallest, not the largest: check the sign (the label Y_i)."
         return fail(title, f"{int(wrong.sum())} of {n} samples wrong; e.g. sample {i}: you chose "
-                            f"token {int(a[i])} ({what} {float(mine[i]):.4g}), but token {right} "
-                            f"has the larger {what} {float(best[i]):.4g}.",
+                            f"token {int(a[i])} ({what} {float(mine[i]):.4g}), but another token "
+                            f"of that sample has a larger {what}.{hint}",
                      wrong=torch.nonzero(wrong)[:, 0].tolist())
     ties = int(((value >= (best - tie)[:, None]).sum(1) > 1).sum())
     note = f" ({ties} samples have ties: any maximiser counts)" if ties else ""
@@ -300,9 +306,10 @@ def check_locally_optimal(answer, data, alpha=None, norm="fro", *, param="W",
     parts = []
     if extra:
         parts.append(f"{fmt(extra)} {'is' if len(extra) == 1 else 'are'} not locally optimal")
-    if missing:
-        parts.append(f"you missed {fmt(missing)}")
-    return fail(title, "; ".join(parts) + ".", missing=sorted(missing), extra=sorted(extra))
+    if missing:  # how many, not which: that would be the answer
+        parts.append(f"you missed {len(missing)} locally optimal selection"
+                     f"{'s' if len(missing) > 1 else ''}")
+    return fail(title, "; ".join(parts) + ".", missing=len(missing), extra=sorted(extra))
 
 
 def _why_local(data, alpha, truth, norm, param, W):
