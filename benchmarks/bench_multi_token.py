@@ -30,8 +30,11 @@ from pathlib import Path
 
 import torch
 
-from attnlib.experiments import tf_svm_heads
-from attnlib.experiments.multi_token import train_relu_candidates, train_relu_reference
+from attnlib.experiments.multi_token import (
+    relu_candidates,
+    train_relu_candidates,
+    train_relu_reference,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE = "e49953c"  # the last commit before issue 16 (al.train on batches of 16,384 candidates)
@@ -75,7 +78,7 @@ def before_after(before: str = BEFORE, accepted: int | None = None) -> list[dict
 def step_cost(d: int, B: int = 1024, steps: int = 200) -> dict:
     """CPU µs per candidate and step, ``attnlib.train`` vs the kernel trainer, same candidates
     (one thread)."""
-    data, V, W0 = tf_svm_heads._relu_candidates(d, 3, 4, B, 1, "cpu")
+    data, V, W0 = relu_candidates(d, 3, 4, B, 1, "cpu")
     out = {}
     for name, fn in (("train", train_relu_reference), ("kernel", train_relu_candidates)):
         fn(data, V, W0, steps=2, record_every=1)  # warm up

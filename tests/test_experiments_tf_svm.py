@@ -267,10 +267,9 @@ def test_multi_token_tiny():
 
 
 def _e4_candidates(d, B, seed):
-    from attnlib.experiments import tf_svm_heads
+    from attnlib.experiments.multi_token import relu_candidates
 
-    data, V, W0 = tf_svm_heads._relu_candidates(d, 3, 4, B, seed, "cpu")
-    return data, V, W0
+    return relu_candidates(d, 3, 4, B, seed, "cpu")
 
 
 def _final_softmax(data, W):

@@ -38,17 +38,18 @@ again: it leaves the batch. See chapter 7, *Nonlinear heads select several token
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 from .. import models as M
-from ..data import AttentionData
+from ..data import AttentionData, random_data
 from ..examples import EPS
 from ..train import train
 
-__all__ = ["CandidateRuns", "train_relu_candidates", "train_relu_reference", "map_chunks",
-           "chunk_bounds"]
+__all__ = ["CandidateRuns", "relu_candidates", "train_relu_candidates", "train_relu_reference",
+           "map_chunks", "chunk_bounds"]
 
 
 class CandidateRuns:
@@ -80,6 +81,19 @@ class CandidateRuns:
         if k is None:
             return W0[:, None] + torch.einsum("bsnt,bntd,bne->bsde", A, X, z)
         return W0 + torch.einsum("bnt,bntd,bne->bde", A, X, z)
+
+
+def relu_candidates(d: int, n: int, T: int, B: int, seed: int, device=None):
+    """B candidate runs of E4 at dimension d: data (:func:`attnlib.random_data`, trial b from
+    seed ``seed + b``, cross-attention), the fixed value matrices V (N(0,1), ||V||_F = 1) and
+    W(0) ~ U(-1/sqrt d, 1/sqrt d), both drawn for the whole batch from one generator seeded
+    with ``seed``. See chapter 7."""
+    data = random_data(n, T, d, trials=B, seed=seed, device=device)
+    g = torch.Generator().manual_seed(seed)
+    V = torch.randn(B, d, d, generator=g, dtype=torch.float64)
+    V = V / V.flatten(-2).norm(dim=-1)[:, None, None]
+    W0 = (2 * torch.rand(B, d, d, generator=g, dtype=torch.float64) - 1) / math.sqrt(d)
+    return data, V.to(data.X), W0.to(data.X)
 
 
 def _prepare(X, Y, z, V, W0):

@@ -18,14 +18,14 @@ import torch
 from .. import models as M
 from .._runtime import few_threads
 from .._validate import to_numpy
-from ..data import AttentionData, random_data
+from ..data import AttentionData
 from ..examples import EPS, lambda_head_example
 from ..figures.tf_svm import plot_lambda, plot_multi
 from ..metrics import correlation
 from ..svm import Equivalence, InfeasibleError, att_svm, svm_equivalence
 from ..tokens import attention_logits, cleanly_masked, selected_sets
 from ..train import train
-from .multi_token import chunk_bounds, map_chunks, train_relu_candidates
+from .multi_token import chunk_bounds, map_chunks, relu_candidates, train_relu_candidates
 from .registry import Target, experiment
 
 PAPER = "2308.16898"
@@ -39,17 +39,6 @@ _E4_PRIOR_RATE = {4: 0.2, 6: 0.1, 8: 0.04, 10: 0.017}  # re-simulation's accepta
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     rx, ry = np.argsort(np.argsort(x)), np.argsort(np.argsort(y))
     return float(np.corrcoef(rx, ry)[0, 1]) if len(x) > 2 else math.nan
-
-
-def _relu_candidates(d, n, T, B, seed, device):
-    """B candidate runs of E4 at dimension d: data (random law, cross-attention), the fixed
-    value matrices V (N(0,1), ||V||_F = 1) and W(0) ~ U(-1/sqrt d, 1/sqrt d)."""
-    data = random_data(n, T, d, trials=B, seed=seed, device=device)
-    g = torch.Generator().manual_seed(seed)
-    V = torch.randn(B, d, d, generator=g, dtype=torch.float64)
-    V = V / V.flatten(-2).norm(dim=-1)[:, None, None]
-    W0 = (2 * torch.rand(B, d, d, generator=g, dtype=torch.float64) - 1) / math.sqrt(d)
-    return data, V.to(data.X), W0.to(data.X)
 
 
 def _subset(data: AttentionData, idx: torch.Tensor) -> AttentionData:
@@ -176,7 +165,7 @@ def _stream(d, n, T, accepted, steps, record_every, seed, max_batch, max_candida
     while got_n["kept"] < accepted and drawn < max_candidates:
         rate = got_n["kept"] / drawn if got_n["kept"] else _E4_PRIOR_RATE.get(d, 0.02) * 0.8
         B = int(min(max_batch, max(64, math.ceil(1.3 * (accepted - got_n["kept"]) / rate))))
-        data, V, W0 = _relu_candidates(d, n, T, B, next_seed, device)
+        data, V, W0 = relu_candidates(d, n, T, B, next_seed, device)
         next_seed += B
         allpos = (data.Y > 0).all(-1).cpu()  # the official loop skips these seeds
         live = torch.nonzero(~allpos).flatten()
