@@ -86,3 +86,23 @@ def test_fixed_head_must_match_d():
     data = text.sentiment_sentences(n=20, T=6, dim=8, distractors=1, seed=0)
     with pytest.raises(ValueError, match="v: expected shape"):
         realdata.fit(data, "gd", (1.0,), steps=1, seeds=(0,), v=torch.zeros(3))
+
+
+def test_digits_blank_attention_against_a_loop():
+    from attnlib.experiments.mirror_digits import blank_attention
+
+    data = realdata.digits_tokens()
+    X, _, z = data.part("test")
+    X, z = X[:30], z[:30]
+    W = 0.5 * torch.randn(3, data.d, data.d, generator=torch.Generator().manual_seed(0))
+    mass, top = blank_attention(W, X, z)
+    for b in range(3):
+        m = t = 0.0
+        for i in range(30):
+            s = torch.softmax(X[i] @ W[b] @ z[i], 0)
+            blank = [bool((X[i, j, :4] == 0).all()) for j in range(data.T)]
+            m += sum(float(s[j]) for j in range(data.T) if blank[j])
+            t += blank[int(s.argmax())]
+        assert mass[b].item() == pytest.approx(m / 30, abs=1e-5)
+        assert top[b].item() == pytest.approx(t / 30)
+    assert 0 < top.max()  # the random W do put their top patch on blanks sometimes

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from attnlib import realdata
 from attnlib._runtime import resolve_device
 from attnlib.figures import mirror as figures
@@ -19,6 +21,20 @@ from attnlib.figures import mirror as figures
 from .registry import Target, experiment
 
 PAPER = "2410.14581"
+
+
+def blank_attention(W, X, z, pixels: int = 4):
+    r"""Attention on ink-free patches: mean mass (B,) and share of images whose top patch is one.
+
+    A patch is blank when its ``pixels`` pixel values are all 0; its token then carries only its
+    position, so attention there is a learned position bias, not a choice among strokes:
+    :math:`\frac1N\sum_i\sum_{t\,\mathrm{blank}} s_{bit}` and
+    :math:`\frac1N\sum_i[\arg\max_t s_{bit}\ \mathrm{blank}]`, for W (B,d,d), X (N,T,d), z (N,d).
+    """
+    blank = (X[..., :pixels] == 0).all(-1).to(X.dtype)  # (N, T)
+    s = torch.softmax(torch.einsum("ntd,bde,ne->bnt", X, W.to(X.dtype), z), dim=-1)  # (B, N, T)
+    top = blank.gather(1, s.argmax(-1).T).T  # (B, N): 1 where the top patch is blank
+    return (s * blank).sum(-1).mean(-1), top.mean(-1)
 
 
 @experiment(
@@ -59,9 +75,12 @@ def digits(lp: float = 1.1, steps: int = 1000, eval_every: int = 25, seeds: int 
                            lrs={"md": lr_md, "gd": lr_gd, "adam": lr_adam},
                            init_scale=init_scale, progress=progress)
     numbers, arrays = {}, {}
+    Xte, _, zte = data.part("test")
+    for r in out.values():
+        r["blank_mass"], r["blank_top"] = blank_attention(r["W"], Xte, zte)
     for k, r in out.items():
         for m in ("test_acc", "val_acc", "final_test_acc", "sparsity", "l1_over_fro", "entropy",
-                  "top1"):
+                  "top1", "blank_mass", "blank_top"):
             numbers[f"{k}_{m}"] = float(r[m].double().mean())
             numbers[f"{k}_{m}_std"] = float(r[m].double().std()) if seeds > 1 else 0.0
         numbers[f"{k}_lr"] = r["lr"]
