@@ -43,11 +43,16 @@ def test_resolve_dtype():
 
 @pytest.fixture
 def two_threads():
-    """Two torch and two BLAS threads, whatever the environment set."""
+    """Two torch threads and two threads in every BLAS library that accepts them.
+
+    A BLAS started with OPENBLAS_NUM_THREADS=1 (scripts/env.sh sets it) may keep one thread
+    whatever it is asked; the tests then need at least one library that went to two, so that
+    "one thread inside few_threads" can tell the policy from the environment."""
     saved = torch.get_num_threads()
     torch.set_num_threads(2)
     with threadpool_limits(2, user_api="blas"):
-        assert set(blas_threads().values()) == {2}
+        if 2 not in set(blas_threads().values()):
+            pytest.skip("no BLAS library here accepts two threads")
         yield
     torch.set_num_threads(saved)
 

@@ -160,7 +160,7 @@ OTHER_VALUE = {"trials": 4, "steps": 11, "seed": 1, "device": None, "scale": 2.0
 
 
 @pytest.mark.parametrize("setting", sorted(OTHER_VALUE))
-def test_every_setting_that_changes_a_result_changes_the_cache_entry(dummy, setting):
+def test_every_setting_that_changes_a_result_changes_the_cache_entry(dummy, setting):  # noqa: F811
     """Each setting of the fake experiment but ``progress`` (NOT_IN_KEY) is part of the key:
     a run that differs in that one setting is computed, not read from the first run's entry."""
     experiments.run(dummy)
@@ -172,7 +172,7 @@ def test_every_setting_that_changes_a_result_changes_the_cache_entry(dummy, sett
     assert CALLS[-1][setting] == OTHER_VALUE[setting]
 
 
-def test_progress_is_not_part_of_the_key(dummy):
+def test_progress_is_not_part_of_the_key(dummy):  # noqa: F811
     experiments.run(dummy, progress=False)
     experiments.run(dummy, progress=True)
     assert len(CALLS) == 1
