@@ -59,7 +59,11 @@ def test_scaling_property(c, seed):
     alpha = optimal_tokens(data)
     W1 = svm.att_svm(data, alpha=alpha)
     Wc = svm.att_svm(data.X * c, z=data.z * c, alpha=alpha)
-    torch.testing.assert_close(Wc * c**2, W1, rtol=1e-5, atol=1e-6 * float(W1.abs().max()))
+    # ½‖W‖² is 1-strongly convex: a feasible W within δ of the optimal value lies within
+    # sqrt(2δ) of W*, so solutions certified to a relative gap g agree to ~sqrt(2g)·‖W*‖
+    # (g ≈ 1e-10 for Clarabel: 1.4e-5; CI saw 1.1e-5 at c = 11, seed 1). A wrong power of c
+    # is off by a factor c or 1/c.
+    torch.testing.assert_close(Wc * c**2, W1, rtol=0, atol=1e-4 * float(W1.norm()))
 
 
 @given(seed=st.integers(0, 50), data=st.data())
