@@ -80,13 +80,13 @@ def plot_sentences(res, sentences: int = 3, seed: int = 0):
     """
     a = res.arrays
     rows = [(i, k) for i in range(sentences) for k in TEXT_NAMES]
-    fig, axes = _plots.new_figure(len(rows), 1, figsize=(11.0, 0.42 * len(rows)))
+    fig = _plots.BookFigure(figsize=(11.0, 0.42 * len(rows)))  # fixed margins, no layout engine
+    axes = fig.subplots(len(rows), 1)
     for ax, (i, k) in zip(np.atleast_1d(axes), rows):
         words, rel, dis = _sentence(a, i)
         draw_sentence(ax, words, np.asarray(a[f"attention_{k}"][seed, i]), rel, dis)
         label = "+" if a["label"][i] > 0 else "−"
         ax.text(-0.3, 0.5, f"{TEXT_NAMES[k]} ({label})", fontsize=8, ha="right", va="center")
-    fig.set_layout_engine("none")  # fixed margins: the row labels sit left of the axes
     fig.subplots_adjust(left=0.12, right=0.99, top=0.98, bottom=0.02, hspace=0.1)
     return fig
 
