@@ -618,3 +618,22 @@ def test_train_defaults_are_the_documented_ones(monkeypatch):
     b = al.train(data, config=cfg)
     assert torch.equal(a.W, b.W) and a.settings == b.settings == cfg.settings()
     assert torch.equal(a.history["step"], torch.arange(0, 1001, 10))
+
+
+def test_loop_runs_under_few_threads_with_the_step_size(batched_data, monkeypatch):
+    """run() limits threads by the size of one step, B*n*T*max(T, d), on the data's device
+    (tiny problems: one thread; big ones keep theirs)."""
+    import importlib
+
+    loop = importlib.import_module("attnlib.train.loop")  # attnlib.train is the function
+    real, calls = loop.few_threads, []
+
+    def few(work=None, device=None):
+        calls.append((work, device))
+        return real(work, device)
+
+    monkeypatch.setattr(loop, "few_threads", few)
+    al.train(batched_data, steps=2)  # B=3, n=4, T=5, d=6
+    data = al.random_data(2, 7, 3, seed=0, device="cpu")  # T > d
+    al.train(data, steps=2)
+    assert calls == [(3 * 4 * 5 * 6, torch.device("cpu")), (1 * 2 * 7 * 7, torch.device("cpu"))]
