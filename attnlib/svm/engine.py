@@ -14,10 +14,8 @@ shape pay canonicalisation once. How each norm is solved:
   :math:`\\|\\mathrm{mat}(A^\\top\\lambda + C^\\top\\mu)\\|_2 \\le 1`; W from the dual of its LMI;
 * a float ``lp > 1`` -- :math:`\\min \\sum_j |w_j|^p` with one vectorized power cone.
 
-The Frobenius and nuclear problems without equality rows are first given to the exact fast
-solvers of :mod:`attnlib.svm.fast` (one NNLS per Frobenius instance, a batched interior-point
-method for the nuclear SDPs of one shape; ``SolveConfig.fast``); whatever they cannot
-certify goes the conic way below.
+Frobenius and nuclear problems without equality rows go first to :mod:`attnlib.svm.fast`
+(``SolveConfig.fast``); what it cannot certify goes the conic way below.
 
 After every solve the answer is certified (:func:`certify`): margins
 :math:`A_k w \\ge b_k(1 - \\mathrm{tol})`, dual feasibility, and a relative duality gap
@@ -390,13 +388,6 @@ def _solve_one(r: Rows, norm, config: SolveConfig, index: int = 0):
     raise err
 
 
-def _use_fast(norm, config: SolveConfig) -> bool:
-    """The fast solvers stand in for the first Clarabel attempt (not when the caller names
-    another first solver or caps the iterations)."""
-    return (config.fast and config.max_iters is None and config.solvers[0] == "CLARABEL"
-            and norm in ("fro", "nuc"))
-
-
 def _fast(items: list, idx: list, norm, config: SolveConfig) -> dict:
     """The instances ``idx`` that :mod:`attnlib.svm.fast` decided: {j: (w, lam)} for answers
     that pass :func:`certify`, {j: None} for infeasibility proved by a verified Farkas
@@ -455,7 +446,9 @@ def solve_many(items: list, norm, config: SolveConfig, progress=False, desc="SVM
     first = config.solvers[0]
     lo, hi = config.rescale_outside
     for key, idx in groups.items():
-        if _use_fast(norm, config):
+        # the fast solvers stand in for the first Clarabel attempt (none with a cap)
+        if config.fast and config.max_iters is None and config.solvers[0] == "CLARABEL" \
+                and norm in ("fro", "nuc"):
             done = _fast(items, idx, norm, config)
             for j, sol in done.items():
                 out[j] = Infeasible(j) if sol is None else (*_finish(items[j], *sol), "fast")
