@@ -60,7 +60,7 @@ def test_moved_names_stay_reachable():
     assert tf_svm.causal_explorer is X.causal_explorer  # deprecated lazy alias
     assert tf_svm.plot_rank is F.plot_rank and E.get("tf_svm_rank").plot is F.plot_rank
     for name in ("tf_feasibility", "tf_global_fraction", "tf_multi_token", "tf_lambda_head",
-                 "tf_causal", "recorded", "RECORDED", "RANK_CELLS", "FEAS_AT", "FEAS_BELOW"):
+                 "tf_causal", "RANK_CELLS", "FEAS_AT", "FEAS_BELOW"):
         assert hasattr(tf_svm, name), name
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         tf_svm.nothing  # noqa: B018

@@ -46,20 +46,3 @@ def test_report_escapes_pipes(fakes):  # noqa: F811
     fakes("piped", fake_dummy, targets=[t])
     md = experiments.report_markdown(experiments.run_all(["piped"], progress=False))
     assert "\\|angle\\| of p" in md and "\\|x\\| ≤ 8" in md
-
-
-def test_run_all_uses_recorded_runs(dummy, tmp_path, monkeypatch):  # noqa: F811
-    from attnlib.experiments import result
-
-    rec = experiments.run("dummy", cache=False, steps=7)
-    rec.seconds = 123.4  # the recorded run's own time
-    rec.save(tmp_path)
-    monkeypatch.setattr(result, "RECORDED", tmp_path)
-    n_calls = len(CALLS)
-    out = experiments.run_all(["dummy"], progress=False, use_recorded=True)
-    assert out["dummy"].recorded and out["dummy"].numbers["mean"] == 7.0
-    assert len(CALLS) == n_calls  # not recomputed
-    md = experiments.report_markdown(out)
-    assert "recorded run, not computed here" in md
-    # its run time is not live computation: no time on its row, none in the summary
-    assert "123.4 s" not in md and "| 123 s |" not in md and "| 0 s |" in md

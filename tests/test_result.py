@@ -1,4 +1,4 @@
-"""attnlib.experiments.result: run (cached), Result's checks, figure, files, recorded runs."""
+"""attnlib.experiments.result: run (cached), Result's checks, figure, files."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,6 @@ import torch
 from experiment_fakes import CALLS, dummy, fakes  # noqa: F401  (fixtures)
 
 from attnlib import experiments
-from attnlib.experiments import result
 
 
 def test_run_checks_targets_and_caches(dummy):  # noqa: F811
@@ -60,22 +59,3 @@ def test_figure_and_roundtrip(dummy, tmp_path):  # noqa: F811
     assert back.numbers == res.numbers and back.params == {**res.params, "sizes": [1, 2]}
     np.testing.assert_array_equal(back.arrays["t"], res.arrays["t"])
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dummy.json", "dummy.npz"]
-
-
-def test_recorded_results_load_and_are_checked_now(dummy, tmp_path, monkeypatch):  # noqa: F811
-    res = experiments.run("dummy", cache=False, steps=7)
-    res.save(tmp_path)
-    monkeypatch.setattr(result, "RECORDED", tmp_path)
-    assert experiments.recorded_names() == ["dummy"]
-    rec = experiments.recorded("dummy")
-    assert rec.recorded and rec.numbers["mean"] == 7.0 and rec.params["steps"] == 7
-    assert [r["ok"] for r in rec.check()] == [False, True]
-    with pytest.raises(ValueError, match="no recorded result"):
-        experiments.recorded("nope")
-
-
-def test_shipped_recorded_results_match_registered_experiments():
-    for name in experiments.recorded_names():
-        rec = experiments.recorded(name)
-        assert set(rec.params) <= set(experiments.get(name).settings)
-        assert {r["key"] for r in rec.check()} == {t.key for t in experiments.get(name).targets}

@@ -10,13 +10,13 @@ paper has its own module: :mod:`.max_margin` (arXiv 2306.13596, chapters 1-4), :
 
 from .registry import Experiment, Target, experiment, get, names, paper_of, unregister
 from .report import report_markdown, report_notes, report_rows, run_all
-from .result import Result, recorded, recorded_names, run
+from .result import Result, run
 from .settings import SettingError
 from .store import CacheWarning, cache_clear, cache_dir, cache_info, source_hash
 
 __all__ = ["Experiment", "Result", "Target", "cache_dir", "experiment", "get", "names", "run",
            "source_hash", "paper_of", "run_all", "report_rows", "report_markdown", "report_notes",
-           "recorded", "recorded_names", "unregister", "SettingError", "CacheWarning",
+           "unregister", "SettingError", "CacheWarning",
            "cache_info", "cache_clear"]
 
 # importing the paper modules registers their experiments

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 
 from .registry import PAPERS, get, names, paper_of
-from .result import Result, recorded, recorded_names, run
+from .result import Result, run
 
 __all__ = ["run_all", "report_rows", "report_markdown", "report_notes"]
 
 
 def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
-            progress: bool = True, use_recorded: bool = False, **run_kw) -> dict:
+            progress: bool = True, **run_kw) -> dict:
     """Run several experiments at their defaults (cached); never stops at a failure.
 
     Parameters
@@ -29,9 +29,6 @@ def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
         Only the experiments of this chapter (file stem), e.g. ``"05_w_vs_kq"``.
     progress : bool
         A tqdm bar over the experiments.
-    use_recorded : bool
-        Take the shipped paper-scale result (:func:`recorded`) for the experiments that have
-        one instead of recomputing them (the book build does this for runs too long for it).
     **run_kw
         Passed to :func:`run` (e.g. ``cache=False``).
 
@@ -48,13 +45,12 @@ def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
         from tqdm.auto import tqdm
 
         it = tqdm(todo, desc="experiments")
-    have_recorded = set(recorded_names()) if use_recorded else set()
     for n in it:
         kw = dict(run_kw)
         if "progress" in get(n).defaults:  # the experiment's own bars follow ``progress``
             kw.setdefault("progress", progress)
         try:
-            out[n] = recorded(n) if n in have_recorded else run(n, **kw)
+            out[n] = run(n, **kw)
         except Exception as e:  # noqa: BLE001 - the report shows the failure in its row
             out[n] = e
     return out
@@ -99,9 +95,8 @@ def report_markdown(results: dict) -> str:
     """The reproduction report: a summary, then one table per paper (Markdown, no pandas).
 
     Every row is a :class:`Target` of a registered experiment with the value computed now;
-    the experiment's run time is shown once, on its first row. Run times count live
-    computation only: a recorded run (:func:`recorded`) shows no time and adds none to the
-    summary.
+    the experiment's run time is shown once, on its first row (every result is computed live,
+    in this process or by the run that cached it).
     """
     if not results:
         return "*No experiments are registered yet.*"
@@ -113,8 +108,7 @@ def report_markdown(results: dict) -> str:
     out = ["| Paper | Experiments | Targets met | Run time |", "|---|---:|---:|---:|"]
     for pid, rs in by_paper.items():
         exps = list(dict.fromkeys(r["experiment"] for r in rs))
-        secs = sum(results[e].seconds for e in exps  # live computation only
-                   if isinstance(results[e], Result) and not results[e].recorded)
+        secs = sum(results[e].seconds for e in exps if isinstance(results[e], Result))
         out.append(f"| {_cell(PAPERS.get(pid, pid))} ({pid}) | {len(exps)} | "
                    f"{sum(r['ok'] for r in rs)} / {len(rs)} | {secs:.0f} s |")
     for pid, rs in by_paper.items():
@@ -128,9 +122,6 @@ def report_markdown(results: dict) -> str:
             exp = ""
             if first:
                 t = "" if r["seconds"] is None else f", {r['seconds']:.1f} s"
-                if isinstance(results[r["experiment"]], Result) and \
-                        results[r["experiment"]].recorded:
-                    t = ", recorded run, not computed here"
                 exp = f"`{r['experiment']}` ({_cell(r['paper_figure'])}{t})"
             out.append("| " + " | ".join([exp, _cell(r["what"]), _cell(r["paper"]),
                                           _cell(r["book"]), _cell(r["tolerance"]),

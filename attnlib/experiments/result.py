@@ -3,13 +3,12 @@
 :func:`run` checks the settings against the experiment's typed settings before any
 computation, then reads the result from the cache (:mod:`attnlib.experiments.store`) or
 computes and stores it. A :class:`Result` checks its reproduction targets (:meth:`Result.check`,
-:meth:`Result.require`) and draws its figure. :func:`recorded` reads a shipped paper-scale run.
-See the chapter "Reproduction report".
+:meth:`Result.require`) and draws its figure. Every result is computed live (none is shipped
+recorded). See the chapter "Reproduction report".
 """
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -21,9 +20,7 @@ from . import store
 from .registry import Experiment, format_value, get
 from .settings import SettingError
 
-__all__ = ["Result", "run", "recorded", "recorded_names", "NOT_IN_KEY", "RECORDED"]
-
-RECORDED = Path(__file__).with_name("recorded")
+__all__ = ["Result", "run", "NOT_IN_KEY"]
 
 NOT_IN_KEY = frozenset({"progress"})  # settings that do not change a result
 
@@ -38,7 +35,6 @@ class Result:
     arrays: dict = field(default_factory=dict)
     seconds: float = 0.0
     cached: bool = False
-    recorded: bool = False  # read from attnlib/experiments/recorded/ (see :func:`recorded`)
 
     @property
     def experiment(self) -> Experiment:
@@ -149,30 +145,6 @@ class Result:
         meta, arrays = store.read_entry(folder, name)
         return cls(name=name, params=meta["params"], numbers=meta["numbers"], arrays=arrays,
                    seconds=meta.get("seconds", 0.0), cached=True)
-
-
-def recorded(name: str) -> Result:
-    """The paper-scale result of ``name`` recorded with attnlib (no arrays).
-
-    Some experiments take minutes to an hour at the paper's full scale (for example the
-    multi-token experiment of chapter 7, which trains tens of thousands of candidate runs).
-    Their default-scale result is recorded with ``python -m attnlib reproduce NAME --out DIR``
-    and shipped as ``attnlib/experiments/recorded/NAME.json`` (settings, numbers, run time).
-    :meth:`Result.check` re-evaluates the targets declared *now* against the recorded numbers,
-    so a change of a target is still checked; rerun the command to recompute the numbers.
-    """
-    path = RECORDED / f"{name}.json"
-    if not path.exists():
-        raise ValueError(f"name: no recorded result {name!r} in {RECORDED}; recorded ones: "
-                         f"{', '.join(recorded_names()) or 'none'}")
-    meta = json.loads(path.read_text())
-    return Result(name=meta["name"], params=meta["params"], numbers=meta["numbers"], arrays={},
-                  seconds=meta["seconds"], cached=True, recorded=True)
-
-
-def recorded_names() -> list[str]:
-    """Experiments with a recorded paper-scale result shipped with attnlib."""
-    return sorted(f.stem for f in RECORDED.glob("*.json"))
 
 
 def _device_dtype(name: str, params: dict) -> tuple[str, str]:

@@ -52,7 +52,6 @@ from ..svm import att_svm, solve_each
 from ..tokens import optimal_tokens, scores, selected_tokens
 from ..train import train
 from .registry import Target, experiment
-from .result import RECORDED, recorded  # noqa: F401  (re-exported: chapter 7 reads recorded)
 
 PAPER = "2308.16898"
 
