@@ -3,11 +3,12 @@
 The baseline builds each instance the way the official notebooks do: a fresh
 ``cp.Variable((d, d))``, a Python loop appending one constraint
 ``(x_it - x_{i alpha_i})^T W z_i <= -1`` per token, ``cp.norm(W, "fro" | "nuc")`` and a fresh
-canonicalisation per solve. ``att_svm`` builds all rows as one tensor, reuses one compiled
-(DPP) problem per shape, works in the span of the queries and solves the nuclear problem
-through its dual SDP. Both use Clarabel (cvxpy's default for these problems) and the same
-instances (``random_data``, optimal tokens); the first ``att_svm`` call of each shape, which
-compiles the problem, is included in its time.
+canonicalisation per solve, with Clarabel (cvxpy's default for these problems). ``att_svm``
+builds all rows as one array, works in the span of the queries and solves with the exact fast
+solvers of :mod:`attnlib.svm.fast` (one NNLS per Frobenius instance, a batched interior-point
+method for the nuclear SDPs), certifying every answer and falling back to a compiled (DPP)
+Clarabel problem per shape. Both run on the same instances (``random_data``, optimal
+tokens); the first ``att_svm`` call of each shape, with any compilation, is in its time.
 
 :func:`single_side_by_side` times one Frobenius (and nuclear) solve at the papers' size both
 ways on the same instances, in one process. :func:`rank_before_after` runs
