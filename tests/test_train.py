@@ -151,6 +151,7 @@ def test_history_is_the_trajectory(batched_data):
     assert torch.allclose(r.history["max_prob"], s.amax(-1).mean(-1), rtol=1e-12)
     assert torch.allclose(r.history["min_max_prob"], s.amax(-1).amin(-1), rtol=1e-12)
     assert r.stopped.tolist() == [-1, -1, -1] and r.nonfinite.tolist() == [-1, -1, -1]
+    assert r.stopped.dtype == r.nonfinite.dtype == torch.int64  # documented: int64 steps
 
 
 def test_grad_norm_is_the_gradient_norm(small_data):
