@@ -1,5 +1,8 @@
 """Tests of attnlib.tokens: scores, selections, support tokens, sets O_i, input helpers."""
 
+import re
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -274,3 +277,72 @@ def test_sets_match_a_loop():
         tokens.cleanly_masked([[0.5, 0.5]], threshold=1e-3, masked=1e-3)
     with pytest.raises(ValueError, match="masked, threshold"):
         tokens.cleanly_masked([[0.5, 0.5]], threshold=1.0, masked=1e-3)
+
+
+def test_argument_names_dtypes_and_full_messages():
+    data = random_data(3, 4, 5, seed=0, device="cpu")
+    X, W = data.X, torch.eye(5, dtype=torch.float64)
+    nan55 = torch.full((5, 5), float("nan"))
+    for call, name in [(lambda: tokens.attention_logits(data, nan55), "W"),
+                       (lambda: tokens.attention_logits(data, p=[float("nan")] * 5), "p"),
+                       (lambda: tokens.attention_logits(X, W, z=torch.full((3, 5), torch.inf)),
+                        "z"),
+                       (lambda: tokens.token_inputs(X.clone().fill_(torch.nan)), "X"),
+                       (lambda: tokens.scores(SimpleNamespace(X=X, Y=[1.0, torch.nan, 1.0],
+                                                              v=data.v)), "data.Y"),
+                       (lambda: tokens.scores(SimpleNamespace(X=X, Y=data.Y,
+                                                              v=[torch.inf] * 5)), "data.v"),
+                       (lambda: tokens.scores(SimpleNamespace(X=X * torch.nan, Y=data.Y,
+                                                              v=data.v)), "data.X")]:
+        with pytest.raises(ValueError, match=rf"^{re.escape(name)}: contains NaN or Inf$"):
+            call()
+    # float32 data: W, p, z, Y, v of another dtype are cast to the data's dtype
+    d32 = random_data(3, 4, 5, seed=0, device="cpu", dtype=torch.float32)
+    W64 = torch.randn(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    p64 = W64[0]
+    for out in (tokens.attention_logits(d32, W64), tokens.attention_logits(d32, p=p64),
+                tokens.attention_logits(d32, W64, p=p64),
+                tokens.attention_logits(d32.X, W64, z=d32.z.double()),
+                tokens.scores(SimpleNamespace(X=d32.X, Y=d32.Y.double(), v=d32.v.double()))):
+        assert out.dtype == torch.float32 and out.shape == (3, 4)
+    assert tokens.token_inputs(d32.X.double(), dtype=torch.float32, need_z=False)[0].dtype \
+        == torch.float32
+    assert tokens.token_inputs(SimpleNamespace(X=d32.X), dtype=torch.float64,
+                               need_z=False)[0].dtype == torch.float64
+    # objects with X but without the other attributes
+    assert tokens.token_inputs(SimpleNamespace(X=X), need_z=False)[1] is None
+    with pytest.raises(ValueError, match=r"^data: the token scores need the labels Y and the "
+                                         r"head v \(data.v is None\)$"):
+        tokens.scores(SimpleNamespace(X=X, Y=data.Y))
+    with pytest.raises(ValueError, match=r"^z: the query tokens are needed \(pass z=, or data "
+                                         r"with data.z; self-attention uses z = X\[..., 0, :\]\)$"):
+        tokens.attention_logits(X, W)
+    with pytest.raises(ValueError, match=r"^W: give the key-query matrix W \(or the prompt "
+                                         r"p=\)$"):
+        tokens.attention_logits(data)
+    with pytest.raises(ValueError, match=r"^W_mm: some margin is <= 0, so W_mm does not select "
+                                         r"alpha; pass the SVM solution for this selection$"):
+        tokens.support_tokens(data, -W, tokens.selected_tokens(data, W))
+    with pytest.raises(ValueError, match=r"^alpha: expected shape \(n,\)=\(3,\) or \(B,n\), got "
+                                         r"\(2, 3\)$"):
+        tokens.as_selection([[0, 1, 2]] * 2, X)  # a trials dimension the data does not have
+    with pytest.raises(ValueError, match=r"^s: expected probabilities in \[0, 1\]$"):
+        tokens.selected_sets([[1.5, 0.0]])
+
+
+def test_batched_W_on_unbatched_data_and_boundaries():
+    data = random_data(3, 4, 5, seed=1, device="cpu")
+    g = torch.Generator().manual_seed(2)
+    Wb = torch.randn(2, 5, 5, dtype=torch.float64, generator=g)
+    alpha = torch.tensor([0, 3, 1])
+    marg = tokens.token_margins(data.X, Wb, alpha, z=data.z)  # (B, n, T) from (n,) alpha
+    for b in range(2):
+        a = torch.einsum("ntd,de,ne->nt", data.X, Wb[b], data.z)
+        torch.testing.assert_close(marg[b], a[torch.arange(3), alpha][:, None] - a)
+    # a probability of exactly 1 + 1e-6 is round-off, exactly the threshold is ambiguous
+    assert tokens.selected_sets([[1 + 1e-6, 0.0]]).tolist() == [[True, False]]
+    assert not bool(tokens.cleanly_masked([[1 - 1e-3, 1e-3, 0.0]]))
+    # a float32 tensor is compared in float32: float32(1e-3) is not above the threshold 1e-3
+    s32 = torch.tensor([[1e-3, 1 - 1e-3]], dtype=torch.float32)
+    assert tokens.selected_sets(s32).tolist() == [[False, True]]
+    assert tokens.selected_sets(s32.double()).tolist() == [[True, True]]
