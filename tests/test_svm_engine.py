@@ -7,6 +7,8 @@ nuclear and lp ones, closed forms of hand-made instances, and Farkas certificate
 hand. Fast enough to be the mutation-testing selection of attnlib/svm (benchmarks/mutation.py).
 """
 
+import re
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -584,7 +586,7 @@ def test_solve_each_types_defaults_and_messages(capsys):
         _close(sol.W[b], W_ref, 1e-6)
         _close(sol.lam[b], lam_ref, 1e-5)
     svm.solve_each(data, alpha, progress=True)
-    assert "SVM" in capsys.readouterr().err
+    assert re.search(r"(^|[\r\n])SVM: ", capsys.readouterr().err)  # the bar's label
     svm.solve_each(data, alpha, progress=True, desc="my trials")
     assert "my trials" in capsys.readouterr().err
     with pytest.raises(ValueError, match=r"^data: solve_each needs data with a trials dimension "
