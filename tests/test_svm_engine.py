@@ -616,3 +616,27 @@ def test_solve_each_falls_back_to_scs_by_default(monkeypatch):
         _close(sol.W[b], W_ref, 1e-2)
     sol = svm.solve_each(data, alpha, 1.5, config=SolveConfig())  # Clarabel only
     assert sol.failed.tolist() == [True, True] and not sol.feasible.any()
+
+
+def test_fast_solvers_answer_fro_and_nuc_and_agree_with_the_oracles():
+    # the fast path (svm.fast) certifies its own answers: "fast" is recorded as the solver
+    # (an answer it dropped would be re-solved by Clarabel and tagged "CLARABEL")
+    X, z = _tiny(95, n=2, T=3, d=2, B=3)
+    items = []
+    for b in range(3):
+        Xn, zn = X[b].numpy(), z[b].numpy()
+        D = Xn[:, :1, :] - Xn  # alpha = 0
+        active = np.ones((2, 3), dtype=bool)
+        active[:, 0] = False
+        items.append((b, D, zn, active))
+    for norm in ("fro", "nuc"):
+        outs = engine.solve_many([matrix_rows(D, zn, ac, norm) for _, D, zn, ac in items],
+                                 norm, SolveConfig())
+        assert [o[2] for o in outs] == ["fast"] * 3
+        for b, (W, lam, _) in enumerate(outs):
+            if norm == "fro":
+                W_ref, _ = _att_oracle(X[b], z[b], [0, 0])
+            else:
+                _, W_ref = att_svm_primal(X[b].numpy(), z[b].numpy(), np.zeros(2, int), "nuc")
+            _close(W, W_ref, 1e-6 if norm == "fro" else 1e-4)
+            assert lam.shape == (6,) and lam.min() >= 0 and lam[[0, 3]].max() == 0
