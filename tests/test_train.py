@@ -194,7 +194,7 @@ def test_config_equals_keywords_and_accepts_numpy_scalars(batched_data):
     assert cfg.replace(steps=3).steps == 3
     with pytest.raises(ValueError, match="steps"):
         cfg.replace(steps=-1)
-    with pytest.raises(ValueError, match="config"):
+    with pytest.raises(ValueError, match="^config: expected a TrainConfig, got dict$"):
         al.train(batched_data, config=kw)
 
 
