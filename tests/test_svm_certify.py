@@ -193,3 +193,16 @@ def test_equality_rows_are_certified():
         logits = torch.einsum("ntd,de,ne->nt", data.X, eq.W_dir, data.z)
         assert (logits[:, 0] - logits[:, 1]).abs().max() < 1e-6  # equal inside each set
         assert (logits[:, :1] - logits[:, 2:]).min() > 1 - 1e-6
+
+
+def test_certify_rejects_an_infeasible_answer_that_passes_every_other_check():
+    """w = lam = (0.9, a) with a² - a = 0.09 on the rows w1 >= 1, w2 >= 1: w = A'lam (dual
+    feasible), ||w||² = b'lam (zero gap), yet w1 = 0.9 violates its constraint by 10 %: only
+    the margin check can reject it (an independent reviewer's planted bug, 'certify drops the
+    margin check', passed every other test)."""
+    r = Rows(np.eye(2), np.ones(2), None, None, (2,))
+    a = (1 + np.sqrt(1.36)) / 2
+    w = np.array([0.9, a])
+    cert = certify(r, w, w.copy(), np.zeros(0), "fro", 1e-6)
+    assert cert.gap < 1e-12 and cert.dual < 1e-12  # everything else holds ...
+    assert cert.margin == pytest.approx(0.1) and not cert.ok  # ... but the margin
