@@ -13,7 +13,7 @@ on every device.
 The papers' hand-made examples live in :mod:`attnlib.examples`; ``attnlib.data.<example>``
 (e.g. ``attnlib.data.three_token_example``) still works as a deprecated compatibility alias
 (resolved lazily, so this module never imports :mod:`attnlib.examples`). The device and dtype
-policy lives in :mod:`attnlib._runtime`; ``default_device``, ``resolve_device``,
+policy lives in ``attnlib._runtime``; ``default_device``, ``resolve_device``,
 ``resolve_dtype`` and ``as_tensor`` stay importable from here.
 """
 

@@ -151,7 +151,7 @@ def check_value(answer, expected, *, rtol=1e-6, atol=1e-9, name="value",
                 mistakes=None) -> Feedback:
     r"""Generic numeric check: ``|answer - expected| <= atol + rtol |expected|`` entrywise.
 
-    A wrong answer gets where it is off and, when :func:`diagnose` or ``mistakes`` recognise
+    A wrong answer gets where it is off and, when ``diagnose`` or ``mistakes`` recognise
     it, what went wrong, but never the expected value.
 
     Parameters

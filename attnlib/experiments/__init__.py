@@ -1,9 +1,9 @@
 """Named reproductions of the papers' experiments (see the chapter "Reproduction report").
 
 ``attnlib.experiments.run(name, **settings)`` runs one; ``names()`` lists them. The machinery:
-:mod:`.settings` (typed settings, checked before any computation), :mod:`.registry` (targets,
-the ``@experiment`` decorator), :mod:`.store` (result files and the result cache),
-:mod:`.result` (``run`` and ``Result``) and :mod:`.report` (the reproduction report). Each
+``settings`` (typed settings, checked before any computation), ``registry`` (targets,
+the ``@experiment`` decorator), ``store`` (result files and the result cache),
+``result`` (``run`` and ``Result``) and ``report`` (the reproduction report). Each
 paper has its own module: :mod:`.max_margin` (arXiv 2306.13596, chapters 1-4), :mod:`.tf_svm`
 (arXiv 2308.16898, chapters 5-8) and :mod:`.mirror` (arXiv 2410.14581, chapters 9-10).
 """

@@ -244,7 +244,7 @@ def e2_multi_input(steps: int = 1000, lr: float = 0.1, lr_gd: float = 1.0, eps: 
                    trials: int = 6, device: str | None = "cpu"):
     r"""E2: three inputs of seven tokens; normalised GD (lr 0.1) against plain GD (lr 1).
 
-    Data: the official recipe (:func:`attnlib.data.multi_input_example`); all non-optimal
+    Data: the official recipe (:func:`attnlib.examples.multi_input_example`); all non-optimal
     tokens score 0.5 and the optimal one 1. Runs from :math:`p(0) = (c, 0)`; one batched
     :func:`~attnlib.train.train` call per method. See chapter 2.
     """

@@ -33,7 +33,7 @@ the trials of one batched :func:`attnlib.train.train` call per exponent and retu
 paper's official code (``aaronk2002/AttentionMD``) or from an independent re-simulation of
 its synthetic experiments (different random draws than the paper's). The figures and tables
 are in :mod:`attnlib.figures.mirror` (re-exported here). Computations run on the CPU unless
-``device`` says otherwise (``None``: :func:`attnlib._runtime.default_device`).
+``device`` says otherwise (``None``: ``attnlib._runtime.default_device``).
 """
 
 from __future__ import annotations

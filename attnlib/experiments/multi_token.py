@@ -84,7 +84,7 @@ class CandidateRuns:
 
 
 def relu_candidates(d: int, n: int, T: int, B: int, seed: int, device=None):
-    """B candidate runs of E4 at dimension d: data (:func:`attnlib.random_data`, trial b from
+    """B candidate runs of E4 at dimension d: data (:func:`attnlib.data.random_data`, trial b from
     seed ``seed + b``, cross-attention), the fixed value matrices V (N(0,1), ||V||_F = 1) and
     W(0) ~ U(-1/sqrt d, 1/sqrt d), both drawn for the whole batch from one generator seeded
     with ``seed``. See chapter 7."""

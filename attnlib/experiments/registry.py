@@ -2,7 +2,7 @@
 
 Every official experiment is one function registered with :func:`experiment`. It takes the
 paper's settings as typed defaults (plus ``trials``, ``steps``, ``seed``, ``device`` where they
-make sense; see :mod:`attnlib.experiments.settings`) and returns ``(numbers, arrays)``: a flat
+make sense; see ``attnlib.experiments.settings``) and returns ``(numbers, arrays)``: a flat
 dict of scalar results, and a dict of arrays behind its figure. The reproduction targets live
 beside each experiment, with their source; the book's reproduction report is generated from
 them. See the chapter "Reproduction report".
@@ -153,7 +153,7 @@ def experiment(name: str, *, paper: str, chapter: str, title: str,
     ----------
     bounds : dict, optional
         ``{"setting": (lo, hi)}`` overriding the default bounds of
-        :mod:`attnlib.experiments.settings` (``None``: unbounded).
+        ``attnlib.experiments.settings`` (``None``: unbounded).
     seconds : float, optional
         Expected run time at paper scale on a 2-core CPU (shown by ``python -m attnlib list``).
 

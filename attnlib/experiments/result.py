@@ -159,7 +159,7 @@ def run(name: str, *, cache: bool = True, **settings) -> Result:
     """Run experiment ``name`` with its defaults overridden by ``settings``.
 
     The settings are converted to their declared types and checked first (numpy and torch
-    scalars are accepted). The result is cached on disk under :func:`store.cache_dir`, keyed by
+    scalars are accepted). The result is cached on disk under ``store.cache_dir``, keyed by
     the name, the exact settings, attnlib's source, the versions of torch, numpy and cvxpy, and
     the device and dtype; settings that do not change the result (``progress``) are not part
     of the key. An unreadable cache entry is recomputed (with a :class:`store.CacheWarning`).

@@ -21,20 +21,20 @@ default::
 In Jupyter, JupyterLab, Colab or VS Code :meth:`Explorer.show` returns a **live** explorer
 (:class:`LiveExplorer`: sliders and dropdowns that redraw on every change; ``.update(**values)``
 redraws as moving them would, ``.figure`` is the current figure). When the book is built,
-``ATTNLIB_EXPLORER=static`` (:data:`ENV_VAR`) makes the same call return a **static** explorer
+``ATTNLIB_EXPLORER=static`` (``ENV_VAR``) makes the same call return a **static** explorer
 (:class:`StaticExplorer`: the figure precomputed over the declared static values and played by
 matplotlib's ``to_jshtml`` player; no kernel, no network; ``.html`` is the page fragment). An
 explicit ``mode="live"`` or ``mode="static"`` overrides the variable (:func:`explorer_mode`).
 
 Modules
 -------
-- :mod:`~attnlib.explore.controls`: :class:`Control`, :func:`with_static` (the ``static=``
+- ``attnlib.explore.controls``: :class:`Control`, :func:`with_static` (the ``static=``
   argument of an explorer), :func:`format_value`, :func:`same_value`.
-- :mod:`~attnlib.explore.explorer`: :class:`Explorer`, :func:`explorer_mode`, :data:`ENV_VAR`,
-  :data:`MODES`.
-- :mod:`~attnlib.explore.live`: :class:`LiveExplorer`, :func:`show_progress` (pass it as
+- ``attnlib.explore.explorer``: :class:`Explorer`, :func:`explorer_mode`, ``ENV_VAR``,
+  ``MODES``.
+- ``attnlib.explore.live``: :class:`LiveExplorer`, :func:`show_progress` (pass it as
   ``progress=`` to a computation run inside a redraw), :func:`png_bytes`.
-- :mod:`~attnlib.explore.static`: :class:`StaticExplorer`, :class:`Panel`, :func:`sanitize`.
+- ``attnlib.explore.static``: :class:`StaticExplorer`, :class:`Panel`, :func:`sanitize`.
 
 Design
 ------

@@ -114,7 +114,7 @@ def token_plane(example: str = "e1-global", *, init="all", iterations: int = 200
     Parameters
     ----------
     example : {"e1-global", "e1-local", "e2"}
-        The paper's examples (:data:`TOKEN_EXAMPLES`).
+        The paper's examples (``TOKEN_EXAMPLES``).
     init : "all" or int 1..6
         Highlight one of the six runs (curves then show that run).
     iterations : int
@@ -224,7 +224,7 @@ def selection(position: str = "(0, 0)", *, score: float = 0.0, alpha: int = 1,
     Parameters
     ----------
     position : str
-        Key of :data:`SELECTION_POSITIONS` (a panel on the static site, see ``static``).
+        Key of ``SELECTION_POSITIONS`` (a panel on the static site, see ``static``).
     score : float
         Score :math:`\gamma_3` of token 3 (the static slider).
     alpha : {1, 2, 3}

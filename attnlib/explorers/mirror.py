@@ -85,7 +85,7 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
     r"""Explorer: ℓp mirror descent and the ℓp-AttSVM, for an exponent ``lp`` in [1.1, 3].
 
     Trains W by normalised ℓp mirror descent from :math:`W(0) = 0` on the paper's synthetic
-    data (:func:`attnlib.data.mirror_random_data`: n=6, T=8, d=10) and solves the ℓp- and the
+    data (:func:`attnlib.examples.mirror_random_data`: n=6, T=8, d=10) and solves the ℓp- and the
     ℓ2-AttSVM of the final selection. Left, the iterates on the entries
     :math:`(W_{12}, W_{34})` with both SVM rays; middle, the histogram of
     :math:`|W_{ij}|/\max|W|` of the iterate and of the ℓp-SVM solution (sparse as

@@ -185,7 +185,7 @@ the 6-block row comes from an earlier training configuration.
 
 
 def imdb_table() -> str:
-    """The paper's IMDb table as Markdown (not asserted; see :data:`PAPER_IMDB`; chapter 10)."""
+    """The paper's IMDb table as Markdown (not asserted; see ``PAPER_IMDB``; chapter 10)."""
     lines = ["| optimizer | blocks = heads | max test acc. (%) | last test acc. (%) | runs |",
              "|---|---|---|---|---|"]
     for p, L, mx, smx, last, slast, runs in PAPER_IMDB:

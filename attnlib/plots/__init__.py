@@ -21,9 +21,9 @@ The pictures, and the chapters that use them:
   current point marked (chapter 6).
 * :func:`matrix_image`: a matrix as a signed colour image (chapters 5, 9).
 
-Modules: :mod:`~attnlib.plots.style` (:class:`BookFigure`, :func:`new_figure`, :func:`title`,
-:func:`log_y`, :func:`square_view`, the colours, the array checks), :mod:`~attnlib.plots.plane`
-(the token plane) and :mod:`~attnlib.plots.charts` (curves, sweeps, histograms, matrices).
+Modules: ``attnlib.plots.style`` (:class:`BookFigure`, :func:`new_figure`, :func:`title`,
+:func:`log_y`, :func:`square_view`, the colours, the array checks), ``attnlib.plots.plane``
+(the token plane) and ``attnlib.plots.charts`` (curves, sweeps, histograms, matrices).
 """
 
 from .charts import (

@@ -1,17 +1,17 @@
 """The SVM problems of attention, solved along one certified path.
 
-* :mod:`~attnlib.svm.config` -- :class:`SolveConfig` (solver order, tolerances) and the errors
+* ``attnlib.svm.config`` -- :class:`SolveConfig` (solver order, tolerances) and the errors
   :class:`InfeasibleError` (confirmed by a Farkas certificate) and :class:`UncertifiedError`;
-* :mod:`~attnlib.svm.engine` -- compile once per shape (cvxpy Parameters), solve, certify
+* ``attnlib.svm.engine`` -- compile once per shape (cvxpy Parameters), solve, certify
   (margins, duality gap), rescale and fall back;
-* :mod:`~attnlib.svm.rows` -- the constraint rows, one array per instance;
-* :mod:`~attnlib.svm.problems` -- Att-SVM, Att-SVM⋆, ℓp-AttSVM (:func:`att_svm`),
+* ``attnlib.svm.rows`` -- the constraint rows, one array per instance;
+* ``attnlib.svm.problems`` -- Att-SVM, Att-SVM⋆, ℓp-AttSVM (:func:`att_svm`),
   SAtt-SVM (:func:`sequence_svm`), p-SVM (:func:`prompt_svm`, :func:`relaxed_prompt_svm`),
   v-SVM (:func:`head_svm`);
-* :mod:`~attnlib.svm.primal` -- the same problems written as in the papers, one cvxpy
+* ``attnlib.svm.primal`` -- the same problems written as in the papers, one cvxpy
   constraint per token (readable; the tests' oracle);
-* :mod:`~attnlib.svm.equivalence` -- the SVM equivalence of nonlinear heads;
-* :mod:`~attnlib.svm.batch` -- :func:`solve_each`, the per-trial solve with fallback.
+* ``attnlib.svm.equivalence`` -- the SVM equivalence of nonlinear heads;
+* ``attnlib.svm.batch`` -- :func:`solve_each`, the per-trial solve with fallback.
 
 See chapters 2-9.
 """

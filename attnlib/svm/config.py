@@ -64,13 +64,13 @@ class SolveConfig:
         scale before the first solve (and scaled back); others only after a failed attempt.
     farkas_ratio : float
         A Farkas certificate with :math:`b^\\top\\lambda / \\|A^\\top\\lambda\\| \\ge`
-        ``farkas_ratio`` (rows normalised, see :func:`attnlib.svm.engine.farkas`) confirms
+        ``farkas_ratio`` (rows normalised, see ``attnlib.svm.engine.farkas``) confirms
         infeasibility: every feasible point would need a norm above this ratio (a geometric
         margin below its inverse).
     max_iters : int or None
         Iteration cap passed to the solvers (None: the solver's default).
     fast : bool
-        Try the exact fast solvers of :mod:`attnlib.svm.fast` first (Frobenius: one NNLS;
+        Try the exact fast solvers of ``attnlib.svm.fast`` first (Frobenius: one NNLS;
         nuclear: a batched interior-point method), certified like every answer. Used when
         the first solver is Clarabel and ``max_iters`` is None.
 
