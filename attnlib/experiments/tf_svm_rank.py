@@ -58,7 +58,8 @@ def official_nuclear_rank(data, alpha, tol: float = 1e-7) -> np.ndarray:
     """Rank of Att-SVM⋆ solved as the official notebook does it: the primal problem
     ``min ||W||_nuc`` with cvxpy's default solver (SCS for this SDP, ~1e-4 accurate) and
     ``numpy.linalg.matrix_rank(W, tol=1e-7)`` (absolute). Kept only to reproduce the paper's
-    curve and show that its nuclear ranks are solver noise; the book uses :func:`attnlib.svm.att_svm`."""
+    curve and show that its nuclear ranks are solver noise; the book uses
+    :func:`attnlib.svm.att_svm`."""
     import cvxpy as cp
 
     X, z = to_numpy(data.X).astype(np.float64), to_numpy(data.z).astype(np.float64)
