@@ -357,7 +357,8 @@ def relu_head_example(d: int = 4, seed: int = 1, device=None, dtype=None) -> Exa
     """The nonlinear (ReLU) head set-up of the TF-SVM paper (E4).
 
     n=3, T=4, cross-attention, unit tokens and unit random z, drawn like
-    :func:`attnlib.data.random_data` from ``seed``; the head is :math:`f = \\mathbf 1^\\top \\mathrm{ReLU}(V^\\top X^\\top s)`
+    :func:`attnlib.data.random_data` from ``seed``; the head is
+    :math:`f = \\mathbf 1^\\top \\mathrm{ReLU}(V^\\top X^\\top s)`
     with :math:`V\\in\\mathbb R^{d\\times d}` standard normal scaled to ``‖V‖_F = 1`` (drawn after
     the data on the same generator) and an all-ones readout. Use
     ``head=models.ReluHead(example.init["V"], example.init["u"])``. Settings: W only, 2001
