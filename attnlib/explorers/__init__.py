@@ -2,7 +2,7 @@
 
 An explorer declares its controls and draws a figure for each setting; it reads the results
 of the chapter's experiments (:func:`attnlib.experiments.run`, cached) instead of training or
-solving itself. Chapters show them through :mod:`attnlib.widgets`
+solving itself. Chapters show them through ``attnlib.widgets``
 (``al.widgets.token_plane(...)``), which re-exports every explorer below.
 
 - :mod:`attnlib.explorers.max_margin` (arXiv 2306.13596, chapters 1-4): ``token_plane``,
