@@ -14,9 +14,9 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import attnlib.experiments.store as store
 from attnlib._runtime import resolve_device, resolve_dtype
 
-from . import store
 from .registry import Experiment, format_value, get
 from .settings import SettingError
 

@@ -12,7 +12,8 @@ import warnings
 
 import numpy as np
 
-from . import style
+import attnlib.plots.style as style
+
 from .style import COLORS, as_array, log_y, target_axes
 
 __all__ = ["curves", "correlation_curves", "probability_curves", "norm_curves", "histogram",

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import style
+import attnlib.plots.style as style
+
 from .style import COLORS, MARKERS, SCORE_CMAP, as_array, as_points, target_axes
 
 __all__ = ["token_scatter", "rays", "trajectories", "token_plane"]
