@@ -353,4 +353,7 @@ def test_multi_token_quota_stops_the_stream_and_counts_in_seed_order():
     assert (A["max_masked"] <= 1e-6).all()
     one = tf_svm.tf_multi_token(accepted=quota, ds=(4,), record_every=1000, chunk=16,
                                 workers=1, progress=False, device="cpu")[0]
-    assert one == num  # threads change nothing
+    # threads change nothing: the same counts; the SVM-based means agree to the solver's
+    # accuracy (cvxpy's solve depends on what the process solved before, ~1e-8 relative)
+    assert one.keys() == num.keys()
+    assert one == {k: pytest.approx(v, rel=1e-6, abs=1e-12, nan_ok=True) for k, v in num.items()}
