@@ -37,6 +37,7 @@ from pathlib import Path
 import cvxpy as cp
 import numpy as np
 import torch
+from results_md import write_section  # benchmarks/results_md.py (run as a script)
 
 from attnlib import svm
 from attnlib.data import random_data
@@ -228,15 +229,7 @@ def single_table(rows: list[dict]) -> str:
 
 def write_results(text: str, path=None) -> None:
     """Put ``text`` between this benchmark's markers in benchmarks/RESULTS.md."""
-    path = Path(__file__).with_name("RESULTS.md") if path is None else Path(path)
-    begin, end = "<!-- bench_svm: begin -->", "<!-- bench_svm: end -->"
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    block = f"{begin}\n{text.strip()}\n{end}"
-    if begin in old and end in old:
-        new = old[:old.index(begin)] + block + old[old.index(end) + len(end):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(new)
+    write_section("bench_svm", text, path)
 
 
 if __name__ == "__main__":
