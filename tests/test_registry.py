@@ -82,3 +82,30 @@ def test_every_registered_experiment_is_well_formed():
         untyped = [k for k, s in e.settings.items() if not s.annotated]
         assert not untyped, f"experiment {name!r}: annotate the setting(s) {untyped}"
         assert list(e.settings) == list(params)
+
+
+def test_evidence_and_not_run_declarations_are_validated():
+    import pytest
+
+    from attnlib.experiments import registry
+
+    assert Target("k", "w", "1").evidence == "live"
+    with pytest.raises(ValueError, match="evidence must be one of"):
+        Target("k", "w", "1", evidence="recorded")
+    with pytest.raises(ValueError, match="reason must say why"):
+        registry.not_run("t_nr", paper="2410.14581 Table 1", what="w", paper_value="1",
+                         reason=" ", chapter="10_real_data")
+    with pytest.raises(ValueError, match="arXiv id"):
+        registry.not_run("t_nr", paper="Table 1", what="w", paper_value="1", reason="r",
+                         chapter="10_real_data")
+    kw = dict(paper="2410.14581 Table 1", what="w", paper_value="1", reason="r",
+              chapter="10_real_data")
+    try:
+        registry.not_run("t_nr", **kw)
+        registry.not_run("t_nr", **kw)  # the same declaration twice (a re-import) is fine
+        with pytest.raises(ValueError, match="declared twice"):
+            registry.not_run("t_nr", **{**kw, "reason": "other"})
+        assert [e.key for e in registry.not_run_targets("2410.14581")].count("t_nr") == 1
+        assert "t_nr" not in [e.key for e in registry.not_run_targets("2306.13596")]
+    finally:
+        registry._NOT_RUN.pop("t_nr", None)

@@ -21,13 +21,15 @@ def test_run_all_and_report(dummy, fakes):  # noqa: F811
     assert list(experiments.run_all(chapter="00_test", progress=False)) == ["dummy", "broken"]
     md = experiments.report_markdown(res)
     lines = md.splitlines()
-    assert lines[0] == "| Paper | Experiments | Targets met | Run time |"
+    assert lines[0] == ("| Paper | Experiments | Live targets met | By construction | Not run "
+                        "| Run time |")
     assert "| 2 / 2 |" in md  # dummy: both targets met
-    assert "Max-Margin Token Selection in Attention Mechanism (2306.13596) | 1 | 0 / 1" in md
+    assert "Max-Margin Token Selection in Attention Mechanism (2306.13596) | 1 | 0 / 1 | " \
+        "0 / 0 | 0" in md
     assert md.index("(2306.13596) |") < md.index("| other (other) |")  # the papers' order
     row = next(x for x in lines if x.startswith("| `dummy`"))
     cells = [c.strip() for c in row.strip("|").split(" | ")]
-    assert cells[1:] == ["mean equals steps", "10", "10", "±0.5", "✓", "re-simulation",
+    assert cells[1:] == ["mean equals steps", "10", "10", "±0.5", "✓", "live", "re-simulation",
                          "a test row"]
     assert "(the experiment raised RuntimeError: solver diverged)" in md
     assert next(x for x in lines if "raised RuntimeError" in x).count("✗") == 1
@@ -46,3 +48,40 @@ def test_report_escapes_pipes(fakes):  # noqa: F811
     fakes("piped", fake_dummy, targets=[t])
     md = experiments.report_markdown(experiments.run_all(["piped"], progress=False))
     assert "\\|angle\\| of p" in md and "\\|x\\| ≤ 8" in md
+
+
+def test_identity_rows_are_marked_and_not_counted_as_reproductions(fakes):  # noqa: F811
+    live = Target("mean", "mean equals steps", "10", lo=9.5, hi=10.5)
+    ident = Target("mean", "mean is its own value", "10", lo=0, hi=100,
+                   evidence="by construction")
+    fakes("ident", fake_dummy, targets=[live, ident], paper="2308.16898 Fig. 2")
+    res = experiments.run_all(["ident"], progress=False, cache=False)
+    md = experiments.report_markdown(res)
+    assert "(2308.16898) | 1 | 1 / 1 | 1 / 1 | 0 |" in md
+    row = next(x for x in md.splitlines() if "its own value" in x)
+    cells = [c.strip() for c in row.strip("|").split(" | ")]
+    assert cells[5:7] == ["✓ (identity)", "by construction"]
+
+
+def test_not_run_targets_get_a_row_with_their_reason(dummy):  # noqa: F811
+    from attnlib.experiments import registry
+
+    key = "test_not_run_imdb"
+    registry.not_run(key, paper="2410.14581 Table 9", what="IMDb test accuracy",
+                     paper_value="0.87", reason="needs the IMDb download", chapter="00_test")
+    try:
+        res = experiments.run_all(["dummy"], progress=False)
+        assert "not run" not in experiments.report_markdown(res)  # off by default
+        for sel in (True, "00_test"):
+            md = experiments.report_markdown(res, not_run=sel)
+            row = next(x for x in md.splitlines() if "IMDb test accuracy" in x)
+            cells = [c.strip() for c in row.strip("|").split(" | ")]
+            assert cells[2:] == ["0.87", "not run", "", "not run", "not run", "paper",
+                                 "needs the IMDb download"]
+            assert "(2410.14581) | 0 | 0 / 0 | 0 / 0 | 1 |" in md
+        assert "IMDb" not in experiments.report_markdown(res, not_run="05_w_vs_kq")
+        # rows of a paper with no run experiment still appear, under that paper
+        assert "Optimizing Attention with Mirror Descent" in \
+            experiments.report_markdown({}, not_run=True)
+    finally:
+        registry._NOT_RUN.pop(key)

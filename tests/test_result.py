@@ -39,7 +39,7 @@ def test_require_prints_checks_and_returns(dummy, capsys):  # noqa: F811
     res = experiments.run(dummy)
     assert res.require("mean") == 10.0
     assert capsys.readouterr().out == \
-        "✓ mean = 10  target in [9.5, 10.5]  paper 10  [re-simulation, test Fig. 0]\n"
+        "✓ mean = 10  target in [9.5, 10.5]  paper 10  [live; re-simulation, test Fig. 0]\n"
     assert res.require("seed", "mean") == (0, 10.0)
     with pytest.raises(KeyError, match="no target 'lr'; declared: mean, seed"):
         res.require("lr")

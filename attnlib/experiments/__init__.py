@@ -8,7 +8,17 @@ paper has its own module: :mod:`.max_margin` (arXiv 2306.13596, chapters 1-4), :
 (arXiv 2308.16898, chapters 5-8) and :mod:`.mirror` (arXiv 2410.14581, chapters 9-10).
 """
 
-from .registry import Experiment, Target, experiment, get, names, paper_of, unregister
+from .registry import (
+           Experiment,
+           NotRun,
+           Target,
+           experiment,
+           get,
+           names,
+           not_run,
+           paper_of,
+           unregister,
+)
 from .report import report_markdown, report_notes, report_rows, run_all
 from .result import Result, run
 from .settings import SettingError
@@ -17,7 +27,7 @@ from .store import CacheWarning, cache_clear, cache_dir, cache_info, source_hash
 __all__ = ["Experiment", "Result", "Target", "cache_dir", "experiment", "get", "names", "run",
            "source_hash", "paper_of", "run_all", "report_rows", "report_markdown", "report_notes",
            "unregister", "SettingError", "CacheWarning",
-           "cache_info", "cache_clear"]
+           "cache_info", "cache_clear", "NotRun", "not_run"]
 
 # importing the paper modules registers their experiments
 from . import max_margin, mirror, tf_svm  # noqa: E402,F401

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 
 from .settings import Setting, check_settings, settings_of
 
-__all__ = ["SOURCES", "PAPERS", "Target", "Experiment", "experiment", "names", "get",
-           "unregister", "paper_of", "format_value"]
+__all__ = ["SOURCES", "EVIDENCE", "PAPERS", "Target", "Experiment", "experiment", "names", "get",
+           "unregister", "paper_of", "arxiv_id", "format_value", "NotRun", "not_run",
+           "not_run_targets"]
 
 SOURCES = ("paper", "official code", "re-simulation", "suggested")
+EVIDENCE = ("live", "by construction")
 
 PAPERS = {
     "2306.13596": "Max-Margin Token Selection in Attention Mechanism",
@@ -64,6 +66,10 @@ class Target:
         One of ``"paper"``, ``"official code"``, ``"re-simulation"``, ``"suggested"``.
     note : str
         Where the book deliberately differs from the official notebook, say so here.
+    evidence : str
+        ``"live"`` (default): the value is computed by the experiment and could miss the bound
+        if the claim were false. ``"by construction"``: an identity that holds whatever the
+        algorithm does (shown as such; the report does not count it as a reproduction).
     """
 
     key: str
@@ -74,10 +80,13 @@ class Target:
     tolerance: str = ""
     source: str = "paper"
     note: str = ""
+    evidence: str = "live"
 
     def __post_init__(self):
         if self.source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}, got {self.source!r}")
+        if self.evidence not in EVIDENCE:
+            raise ValueError(f"evidence must be one of {EVIDENCE}, got {self.evidence!r}")
         if self.lo > self.hi:
             raise ValueError(f"target {self.key!r}: lo={self.lo} > hi={self.hi}")
 
@@ -198,7 +207,60 @@ def unregister(name: str) -> None:
     del _REGISTRY[name]
 
 
+def arxiv_id(text: str) -> str:
+    """The arXiv id in ``text`` (a ``paper`` field such as ``"2306.13596 Fig. 1"``), or
+    ``"other"`` if it names none."""
+    m = _ARXIV.search(text)
+    return m.group(0) if m else "other"
+
+
 def paper_of(name: str) -> str:
     """The arXiv id in experiment ``name``'s ``paper`` field (``"other"`` if none)."""
-    m = _ARXIV.search(get(name).paper)
-    return m.group(0) if m else "other"
+    return arxiv_id(get(name).paper)
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """A paper target the book does not run, with the reason (a "not run" report row)."""
+
+    key: str
+    paper: str  # the paper figure/table, e.g. "2410.14581 Table 1 (IMDb)"
+    what: str
+    paper_value: str
+    reason: str
+    chapter: str
+
+
+_NOT_RUN: dict[str, NotRun] = {}
+
+
+def not_run(key: str, *, paper: str, what: str, paper_value: str, reason: str,
+            chapter: str) -> NotRun:
+    """Declare a paper target that the book does not run, and why.
+
+    The reproduction report lists it as a row marked "not run" with ``reason``, so every
+    target of the papers' digests has a row. Call it at import time, next to the experiment
+    that would run it.
+
+    Raises
+    ------
+    ValueError
+        An empty ``reason``, a ``paper`` field without an arXiv id, or ``key`` declared twice
+        with different contents.
+    """
+    if not str(reason).strip():
+        raise ValueError(f"not_run({key!r}): reason must say why the target is not run")
+    if not _ARXIV.search(paper):
+        raise ValueError(f"not_run({key!r}): paper must name the arXiv id, got {paper!r}")
+    entry = NotRun(key=key, paper=paper, what=what, paper_value=paper_value, reason=reason,
+                   chapter=chapter)
+    if key in _NOT_RUN and _NOT_RUN[key] != entry:
+        raise ValueError(f"not-run target {key!r} declared twice")
+    _NOT_RUN[key] = entry
+    return entry
+
+
+def not_run_targets(paper: str | None = None) -> list[NotRun]:
+    """The declared not-run targets (of arXiv id ``paper`` if given), in declaration order."""
+    return [e for e in _NOT_RUN.values()
+            if paper is None or arxiv_id(e.paper) == paper]

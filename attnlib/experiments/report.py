@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .registry import PAPERS, get, names, paper_of
+from .registry import PAPERS, arxiv_id, get, names, not_run_targets, paper_of
 from .result import Result, run
 
 __all__ = ["run_all", "report_rows", "report_markdown", "report_notes"]
@@ -71,15 +71,22 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def report_rows(results: dict) -> list[dict]:
-    """One row per target of every result (an exception gives one failed row)."""
+def report_rows(results: dict, *, not_run: bool | str = False) -> list[dict]:
+    """One row per target of every result (an exception gives one failed row).
+
+    Each row's ``evidence`` is ``"live"`` (computed in this build), ``"by construction"`` (an
+    identity, not a reproduction) or ``"not run"``. ``not_run=True`` adds a row for every
+    declared not-run target (:func:`attnlib.experiments.registry.not_run`) of the papers;
+    a chapter stem (``"10_real_data"``) adds only that chapter's.
+    """
     rows = []
     for name, res in results.items():
         exp = get(name)
         if isinstance(res, Exception):
             rows.append(dict(experiment=name, paper_figure=exp.paper, key="", what="(the "
                              f"experiment raised {type(res).__name__}: {res})", paper="",
-                             book="", tolerance="", ok=False, source="", note="", seconds=None))
+                             book="", tolerance="", ok=False, source="", note="", seconds=None,
+                             evidence="live"))
             continue
         for r in res.check():
             rows.append({**r, "paper_figure": exp.paper, "book": _fmt(r["book"]),
@@ -87,45 +94,73 @@ def report_rows(results: dict) -> list[dict]:
         if not exp.targets:
             rows.append(dict(experiment=name, paper_figure=exp.paper, key="", what="(no "
                              "reproduction target declared)", paper="", book="", tolerance="",
-                             ok=False, source="", note="", seconds=res.seconds))
+                             ok=False, source="", note="", seconds=res.seconds,
+                             evidence="live"))
+    if not_run:
+        for e in not_run_targets():
+            if not_run is True or e.chapter == not_run:
+                rows.append(dict(experiment="", paper_figure=e.paper, key=e.key, what=e.what,
+                                 paper=e.paper_value, book="not run", tolerance="", ok=None,
+                                 source="paper", note=e.reason, seconds=None,
+                                 evidence="not run"))
     return rows
 
 
-def report_markdown(results: dict) -> str:
+def _paper(row) -> str:
+    return arxiv_id(row["paper_figure"])
+
+
+def _mark(row) -> str:
+    if row["evidence"] == "not run":
+        return "not run"
+    return ("✓" if row["ok"] else "✗") + ("" if row["evidence"] == "live" else " (identity)")
+
+
+def report_markdown(results: dict, *, not_run: bool | str = False) -> str:
     """The reproduction report: a summary, then one table per paper (Markdown, no pandas).
 
-    Every row is a :class:`Target` of a registered experiment with the value computed now;
-    the experiment's run time is shown once, on its first row (every result is computed live,
-    in this process or by the run that cached it).
+    Every row is a :class:`Target` of a registered experiment with the value computed now, or
+    (``not_run``, see :func:`report_rows`) a paper target the book does not run, with the
+    reason. The Evidence column says which: ``live`` (computed in this build, by this process
+    or by the run that cached it), ``by construction`` (an identity, shown but not counted as
+    a reproduction) or ``not run``. The experiment's run time is shown once, on its first row.
     """
-    if not results:
+    if not results and not not_run:
         return "*No experiments are registered yet.*"
-    rows = report_rows(results)
+    rows = report_rows(results, not_run=not_run)
     by_paper: dict[str, list[dict]] = {}
     order = {pid: k for k, pid in enumerate(PAPERS)}  # the book's order of the papers
-    for r in sorted(rows, key=lambda r: order.get(paper_of(r["experiment"]), len(order))):
-        by_paper.setdefault(paper_of(r["experiment"]), []).append(r)
-    out = ["| Paper | Experiments | Targets met | Run time |", "|---|---:|---:|---:|"]
+    for r in sorted(rows, key=lambda r: order.get(_paper(r), len(order))):
+        by_paper.setdefault(_paper(r), []).append(r)
+    out = ["| Paper | Experiments | Live targets met | By construction | Not run | Run time |",
+           "|---|---:|---:|---:|---:|---:|"]
     for pid, rs in by_paper.items():
-        exps = list(dict.fromkeys(r["experiment"] for r in rs))
+        exps = list(dict.fromkeys(r["experiment"] for r in rs if r["experiment"]))
         secs = sum(results[e].seconds for e in exps if isinstance(results[e], Result))
+        live = [r for r in rs if r["evidence"] == "live"]
+        ident = [r for r in rs if r["evidence"] == "by construction"]
         out.append(f"| {_cell(PAPERS.get(pid, pid))} ({pid}) | {len(exps)} | "
-                   f"{sum(r['ok'] for r in rs)} / {len(rs)} | {secs:.0f} s |")
+                   f"{sum(bool(r['ok']) for r in live)} / {len(live)} | "
+                   f"{sum(bool(r['ok']) for r in ident)} / {len(ident)} | "
+                   f"{sum(r['evidence'] == 'not run' for r in rs)} | {secs:.0f} s |")
     for pid, rs in by_paper.items():
         out += ["", f"**{_cell(PAPERS.get(pid, pid))}** (arXiv {pid})", "",
-                "| Experiment | Target | Paper | Book | Tolerance | ✓/✗ | Source | Note |",
-                "|---|---|---|---|---|:-:|---|---|"]
+                "| Experiment | Target | Paper | Book | Tolerance | ✓/✗ | Evidence | Source "
+                "| Note |",
+                "|---|---|---|---|---|:-:|---|---|---|"]
         seen = set()
         for r in rs:
             first = r["experiment"] not in seen
             seen.add(r["experiment"])
             exp = ""
-            if first:
+            if not r["experiment"]:
+                exp = f"— ({_cell(r['paper_figure'])})"
+            elif first:
                 t = "" if r["seconds"] is None else f", {r['seconds']:.1f} s"
                 exp = f"`{r['experiment']}` ({_cell(r['paper_figure'])}{t})"
             out.append("| " + " | ".join([exp, _cell(r["what"]), _cell(r["paper"]),
                                           _cell(r["book"]), _cell(r["tolerance"]),
-                                          "✓" if r["ok"] else "✗", _cell(r["source"]),
+                                          _mark(r), r["evidence"], _cell(r["source"]),
                                           _cell(r["note"])]) + " |")
     return "\n".join(out)
 

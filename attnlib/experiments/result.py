@@ -41,7 +41,7 @@ class Result:
         return get(self.name)
 
     def check(self) -> list[dict]:
-        """One row per target: what, paper value, book value, tolerance, ok, source, note."""
+        """One row per target: what, paper and book value, tolerance, ok, source, note, evidence."""
         rows = []
         for tg in self.experiment.targets:
             if tg.key not in self.numbers:
@@ -50,14 +50,16 @@ class Result:
             rows.append(
                 dict(experiment=self.name, key=tg.key, what=tg.what, paper=tg.paper,
                      book=float(val), tolerance=tg.tolerance, ok=tg.ok(val),
-                     source=tg.source, note=tg.note)
+                     source=tg.source, note=tg.note, evidence=tg.evidence)
             )
         return rows
 
     def require(self, *keys):
         """Check the declared targets ``keys``; print one line each; return their values.
 
-        Each line reads ``✓ key = value  target >= lo  paper P  [source, paper figure]``. The
+        Each line reads ``✓ key = value  target >= lo  paper P  [evidence; source, paper
+        figure]``, where the evidence is ``live`` (computed by this run, it could have missed the
+        bound) or ``by construction`` (an identity, not a reproduction). The
         bound is the experiment's declared :class:`Target` (the one source of truth), so a
         chapter writes ``res.require("corr")`` instead of restating the bound as a literal.
 
@@ -93,7 +95,8 @@ class Result:
                     continue
                 ok = tg.ok(value)
                 print(f"{'✓' if ok else '✗'} {key} = {format_value(value)}  target "
-                      f"{tg.bound()}  paper {tg.paper}  [{tg.source}, {exp.paper}]")
+                      f"{tg.bound()}  paper {tg.paper}  [{tg.evidence}; {tg.source}, "
+                      f"{exp.paper}]")
                 if not ok:
                     failed.append(f"{key} = {format_value(value)} (target {tg.bound()}: "
                                   f"{tg.what})")
