@@ -33,9 +33,9 @@ def test_feedback_is_truthy_and_prints(toy):
     fb = check.check_svm_direction(W_MM, toy, alpha=[0])
     assert fb and fb.ok
     assert str(fb).startswith("✓ correct")
-    assert "✅" in fb._repr_markdown_()
+    assert fb._repr_markdown_().startswith("✓ **Correct**")
     md = check.Feedback(False, "rank", "x_i * y_i")._repr_markdown_()
-    assert md == "❌ **Not yet** (rank): x\\_i \\* y\\_i"  # no accidental emphasis
+    assert md == "✗ **Not yet** (rank): x\\_i \\* y\\_i"  # no accidental emphasis
     bad = check.check_svm_direction(-W_MM, toy, alpha=[0])
     assert not bad
     assert str(bad).startswith("✗ not yet")
@@ -365,9 +365,9 @@ def test_md_step_messages():
 
 
 def test_feedback_markdown_and_helpers():
-    assert check.Feedback(True, "t", "m")._repr_markdown_() == "✅ **Correct** (t): m"
+    assert check.Feedback(True, "t", "m")._repr_markdown_() == "✓ **Correct** (t): m"
     md = check.Feedback(False, "a|b", "\\*_`[]<>#|x", strict=False)._repr_markdown_()
-    assert md == "❌ **Not yet** (a\\|b): " + "".join("\\" + c for c in "\\*_`[]<>#|") + "x"
+    assert md == "✗ **Not yet** (a\\|b): " + "".join("\\" + c for c in "\\*_`[]<>#|") + "x"
     assert repr(check.Feedback(True, "t", "m")) == "✓ correct (t): m"
     fb = feedback.fail("t", "m", a=1, b=(2, 3))
     assert not fb and fb.title == "t" and fb.message == "m" and fb.details == dict(a=1, b=(2, 3))

@@ -84,7 +84,7 @@ class Feedback:
     __repr__ = __str__
 
     def _repr_markdown_(self) -> str:
-        mark = "✅ **Correct**" if self.ok else "❌ **Not yet**"
+        mark = "✓ **Correct**" if self.ok else "✗ **Not yet**"
         esc = lambda t: "".join("\\" + c if c in "\\*_`[]<>#|" else c for c in t)
         return f"{mark} ({esc(self.title)}): {esc(self.message)}"
 
