@@ -28,6 +28,12 @@ notebook tests) can switch it on for a whole notebook run without editing it.
 """
 
 from attnlib.check.feedback import STRICT_ENV, Feedback, is_strict, strict
+from attnlib.check.implement import (
+    check_att_svm,
+    check_causal_attention,
+    check_gd_step,
+    check_kq_step,
+)
 from attnlib.check.numeric import check_md_step, check_rank, check_value
 from attnlib.check.svm_answers import (
     check_locally_optimal,
@@ -38,4 +44,5 @@ from attnlib.check.svm_answers import (
 
 __all__ = ["Feedback", "strict", "is_strict", "STRICT_ENV", "check_svm_direction",
            "check_prompt_direction", "check_selection", "check_locally_optimal", "check_rank",
-           "check_md_step", "check_value"]
+           "check_md_step", "check_value", "check_gd_step", "check_kq_step", "check_att_svm",
+           "check_causal_attention"]
