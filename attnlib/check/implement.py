@@ -269,12 +269,15 @@ def check_causal_attention(S, X, W) -> Feedback:
     ans, err = answer_tensor(S, "S")
     if err:
         return fail(title, err)
-    if ans.shape == expected.shape and bool((ans.numpy()[..., future] != 0).any()):
+    A = ans.numpy()
+    if A.shape == expected.shape and np.allclose(A, np.swapaxes(expected, -1, -2), rtol=1e-6,
+                                                 atol=1e-9):
+        return fail(title, "your matrix is transposed: row k must be the attention of query k "
+                           "over the tokens t ≤ k (a[k, t] = x_tᵀ W x_k).")
+    if A.shape == expected.shape and bool((A[..., future] != 0).any()):
         return fail(title, "some query attends to a future token (S[k, t] ≠ 0 for t > k): "
                            "in causal attention query k sees only tokens t ≤ k.")
     return check_value(S, expected, rtol=1e-6, atol=1e-9, name="S", mistakes={
-        "Your rows are transposed: row k must be the attention of query k (a[k, t] = "
-        "x_tᵀ W x_k).": np.swapaxes(expected, -1, -2),
         "You masked after the softmax, so the rows no longer sum to 1: set the future logits to "
         "-∞ before normalising.": np.where(future, 0.0, full),
     })
