@@ -157,6 +157,10 @@ def is_locally_optimal(data, alpha, norm="fro", *, param="W", W=None, mask=None,
     -------
     bool, or bool tensor (B,) for batched data (all trials solved in one call).
 
+    An SVM that can be neither certified nor confirmed infeasible raises
+    ``attnlib.svm.UncertifiedError``: the verdict is unknown, so none is given (a confirmed
+    infeasible SVM is a verdict: not locally optimal).
+
     See chapter 3, *Local versus global optimality*.
     """
     _check(param, tol, score_tol)
@@ -201,6 +205,9 @@ def enumerate_selections(data, norm="fro", *, param="W", W=None, mask=None, tol=
     Returns
     -------
     Selections
+
+    As in :func:`is_locally_optimal`, ``attnlib.svm.UncertifiedError`` is raised rather than
+    a selection labelled without a certified SVM.
 
     See chapter 3, *Local versus global optimality*.
     """
