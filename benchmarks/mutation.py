@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -34,13 +35,23 @@ MODULES = {
     "metrics": (["attnlib/metrics.py"], ["tests/test_metrics.py"]),
     "tokens": (["attnlib/tokens.py"], ["tests/test_tokens.py"]),
     "optimality": (["attnlib/optimality.py"], ["tests/test_optimality.py"]),
-    "train": (["attnlib/train/"], ["tests/test_train*.py", "tests/test_mirror_numerics.py"]),
+    # train/ in three runs (2149 mutants in all): each with the test files that exercise it
+    "train": (["attnlib/train/loop.py", "attnlib/train/path.py"],
+              ["tests/test_train.py", "tests/test_train_path.py"]),
+    "train-setup": (["attnlib/train/setup.py"], ["tests/test_train.py"]),
+    "train-config-mirror": (["attnlib/train/config.py", "attnlib/train/mirror.py"],
+                            ["tests/test_train.py", "tests/test_train_mirror*.py",
+                             "tests/test_mirror_numerics.py"]),
     # svm: the tiny-instance tests (n, T, d <= 4: a solve takes milliseconds) carry the solver
     # modules; test_svm.py and test_svm_certify.py (paper-size instances, hypothesis: ~10 s of
-    # tests each, paid by every surviving mutant) stay out of the loop
-    "svm": (["attnlib/svm/engine.py", "attnlib/svm/problems.py", "attnlib/svm/equivalence.py",
-             "attnlib/svm/primal.py"],
-            ["tests/test_svm_engine.py"]),
+    # tests each, paid by every surviving mutant) stay out of the engine's loop
+    "svm": (["attnlib/svm/engine.py"],
+            ["tests/test_svm_engine.py", "tests/test_svm_engine_mutation.py"]),
+    "svm-primal": (["attnlib/svm/primal.py"], ["tests/test_svm_engine.py"]),
+    "svm-problems": (["attnlib/svm/problems.py"],
+                     ["tests/test_svm_engine.py", "tests/test_svm_problems_mutation.py"]),
+    "svm-equivalence": (["attnlib/svm/equivalence.py"],
+                        ["tests/test_svm_engine.py", "tests/test_svm_equivalence_mutation.py"]),
     "svm-config": (["attnlib/svm/config.py", "attnlib/svm/rows.py", "attnlib/svm/batch.py"],
                    ["tests/test_svm_engine.py", "tests/test_svm_certify.py",
                     "tests/test_svm_batch.py"]),
@@ -50,12 +61,15 @@ MODULES = {
 
 def _tests(patterns):
     found = sorted({str(p.relative_to(ROOT)) for pat in patterns for p in ROOT.glob(pat)})
+    missing = [pat for pat in patterns if not any(ROOT.glob(pat))]
+    if missing:
+        print(f"[mutation] no test file matches {missing} (skipped)", flush=True)
     if not found:
         raise SystemExit(f"no test files match {patterns}")
     return found
 
 
-def run_module(name: str, jobs: int) -> dict:
+def run_module(name: str, jobs: int, only=(), show=True) -> dict:
     paths, patterns = MODULES[name]
     tests = _tests(patterns)
     work = ROOT / "_build" / "mutation" / name
@@ -73,8 +87,8 @@ def run_module(name: str, jobs: int) -> dict:
             'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-m", "not slow"]\n'
             'also_copy = ["attnlib/", "tests/"]\n')
     (work / "pyproject.toml").write_text(cfg)
-    t0 = time.perf_counter()
-    proc = subprocess.run([str(MUTMUT), "run", "--max-children", str(jobs)], cwd=work,
+    t0, c0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([str(MUTMUT), "run", "--max-children", str(jobs), *only], cwd=work,
                           capture_output=True, text=True)
     seconds = time.perf_counter() - t0
     subprocess.run([str(MUTMUT), "export-cicd-stats"], cwd=work, capture_output=True, text=True)
@@ -86,13 +100,16 @@ def run_module(name: str, jobs: int) -> dict:
     listing = subprocess.run([str(MUTMUT), "results"], cwd=work, capture_output=True, text=True)
     survivors = [line.split(":")[0].strip() for line in listing.stdout.splitlines()
                  if line.strip().endswith(": survived")]
-    diffs = {}
-    for m in survivors:
+    diffs = {m: "" for m in survivors}
+    for m in survivors if show else ():
         shown = subprocess.run([str(MUTMUT), "show", m], cwd=work, capture_output=True,
                                text=True)
         diffs[m] = shown.stdout.strip()
     decided = stats["killed"] + stats["survived"]
-    out = dict(module=name, paths=paths, tests=tests, seconds=round(seconds, 1), **stats,
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # mutmut and its test processes
+    cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
+    out = dict(module=name, paths=paths, tests=tests, only=list(only), seconds=round(seconds, 1),
+               cpu_seconds=round(cpu, 1), **stats,
                score=stats["killed"] / decided if decided else float("nan"),
                survivors=diffs)
     (ROOT / "_build" / "mutation" / f"{name}.json").write_text(json.dumps(out, indent=1))
@@ -100,12 +117,12 @@ def run_module(name: str, jobs: int) -> dict:
 
 
 def table(results: list[dict]) -> str:
-    rows = ["| module | mutants | killed | survived | timeout | no tests | score | time |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| module | mutants | killed | survived | timeout | no tests | score | wall | CPU |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         rows.append(f"| {r['module']} | {r['total']} | {r['killed']} | {r['survived']} | "
                     f"{r['timeout']} | {r['no_tests']} | {100 * r['score']:.1f} % | "
-                    f"{r['seconds']:.0f} s |")
+                    f"{r['seconds']:.0f} s | {r['cpu_seconds']:.0f} s |")
     return "\n".join(rows)
 
 
@@ -113,6 +130,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"some of {list(MODULES)} (default: all)")
     ap.add_argument("--jobs", type=int, default=1, help="mutants tested at once")
+    ap.add_argument("--only", nargs="+", default=(), metavar="GLOB",
+                    help="mutant names to run, e.g. 'attnlib.svm.engine.x_certify*' "
+                         "(the counts then cover only these)")
+    ap.add_argument("--no-show", action="store_true",
+                    help="do not store the survivors' diffs (one mutmut call each)")
     args = ap.parse_args(argv)
     if not MUTMUT.exists():
         raise SystemExit(f"mutmut is not installed in this environment ({MUTMUT}); "
@@ -123,7 +145,7 @@ def main(argv=None) -> int:
     results = []
     for name in args.modules or list(MODULES):
         print(f"[mutation] {name} ...", flush=True)
-        r = run_module(name, args.jobs)
+        r = run_module(name, args.jobs, args.only, not args.no_show)
         print(f"[mutation] {name}: {r['killed']}/{r['killed'] + r['survived']} killed "
               f"({100 * r['score']:.1f} %), {r['seconds']:.0f} s", flush=True)
         results.append(r)

@@ -1,0 +1,138 @@
+"""attnlib.svm.engine on instances built to tell its steps apart (mutation testing, issue 12).
+
+Each test compares the engine with an oracle that shares no code with it: the answer of a
+one-dimensional instance worked out by hand, or the problem written out in cvxpy here (its
+primal, solved to 1e-10). The instances are chosen so that a step done wrong changes the
+answer: constraint rows of different norms (the Farkas test normalises each row), equality
+rows on the conic Frobenius path, data far below unit scale.
+"""
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from attnlib.svm import SolveConfig, engine
+from attnlib.svm.engine import Infeasible, Rows, farkas, solve_all, solve_many
+
+TIGHT = dict(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+CONIC = SolveConfig(fast=False)
+
+
+def _one_d(A, b, C=None, c=None):
+    """Rows of a one-dimensional w (A (m,1), C (m_eq,1))."""
+    A = np.array(A, dtype=np.float64).reshape(-1, 1)
+    C = None if C is None else np.array(C, dtype=np.float64).reshape(-1, 1)
+    return Rows(A, np.array(b, dtype=np.float64), C,
+                None if c is None else np.array(c, dtype=np.float64), (1,))
+
+
+# rows of different norms: each pair is (feasible, infeasible) after normalising every row
+# by its norm; a test that scales the right-hand side the wrong way flips one of the two
+ROW_NORM_CASES = [
+    # 2w >= 2 (w >= 1) and -0.5w >= -1 (w <= 2): w in [1, 2];  -0.5w >= -0.25: w <= 0.5
+    (_one_d([2.0, -0.5], [2.0, -1.0]), _one_d([2.0, -0.5], [2.0, -0.25])),
+    # 2w = 2 (w = 1) and -0.5w >= -1 (w <= 2);  2w = 6 (w = 3) and w <= 2
+    (_one_d([-0.5], [-1.0], [2.0], [2.0]), _one_d([-0.5], [-1.0], [2.0], [6.0])),
+    # 2w = 2 (w = 1) and w >= 0.8;  w >= 1.2
+    (_one_d([1.0], [0.8], [2.0], [2.0]), _one_d([1.0], [1.2], [2.0], [2.0])),
+    # -w >= -3 (w <= 3) and w = 2;  w = 4
+    (_one_d([-1.0], [-3.0], [1.0], [2.0]), _one_d([-1.0], [-3.0], [1.0], [4.0])),
+]
+
+
+@pytest.mark.parametrize("k", range(len(ROW_NORM_CASES)))
+def test_farkas_normalises_each_row_by_its_own_norm(k):
+    feasible, infeasible = ROW_NORM_CASES[k]
+    assert farkas(feasible, 1e6) is False
+    assert farkas(infeasible, 1e6) is True
+    # the same rows times any positive factor per row, and the whole instance at any scale
+    for s in (1e-9, 1e-3, 1e3, 1e9):
+        for r, want in ((feasible, False), (infeasible, True)):
+            assert farkas(r._replace(A=r.A * s, b=r.b * s), 1e6) is want
+            if r.C is not None:
+                assert farkas(r._replace(C=r.C * s, c=r.c * s), 1e6) is want
+
+
+def test_farkas_far_below_unit_scale():
+    # w >= 2e-9 and w <= 1e-9: infeasible by a gap of 1e-9, i.e. by half of the data's scale
+    inf = _one_d([1.0, -1.0], [2e-9, -1e-9])
+    assert farkas(inf, 1e6) is True
+    assert farkas(_one_d([1.0, -1.0], [1e-9, -2e-9]), 1e6) is False  # 1e-9 <= w <= 2e-9
+    # equalities too: w = 1e-9 and w = 3e-9
+    assert farkas(_one_d([], [], [1.0, 1.0], [1e-9, 3e-9]), 1e6) is True
+    assert farkas(_one_d([], [], [1.0, 1.0], [1e-9, 1e-9]), 1e6) is False
+
+
+@pytest.mark.parametrize("k", range(len(ROW_NORM_CASES)))
+@pytest.mark.parametrize("config", [CONIC, SolveConfig()])
+def test_one_dimensional_solves_by_hand(k, config):
+    # the smallest |w| of the feasible interval, its multipliers by stationarity, and the
+    # infeasible partner rejected with a certificate
+    feasible, infeasible = ROW_NORM_CASES[k]
+    w_want = {0: 1.0, 1: 1.0, 2: 1.0, 3: 2.0}[k]
+    for norm in ("fro", "nuc", 1.5):
+        r = feasible if norm != "nuc" else feasible._replace(shape=(1, 1))
+        (W, lam), = solve_all([r], norm, config)
+        assert W.shape == r.shape
+        assert abs(float(W.reshape(-1)[0]) - w_want) < 1e-7
+        if r.C is None:  # w = 1 is held by the row 2w >= 2 alone: lam = (grad / 2, 0)
+            grad = {"fro": 1.0, "nuc": 1.0, 1.5: 1.5}[norm]  # d/dw of 1/2 w^2, |w|, |w|^1.5
+            np.testing.assert_allclose(lam, [grad / 2, 0.0], atol=2e-6)  # tol 1e-6
+        else:  # the equality row decides w; the inequality row is slack
+            np.testing.assert_allclose(lam, [0.0], atol=2e-6)
+        bad = infeasible if norm != "nuc" else infeasible._replace(shape=(1, 1))
+        out, = solve_many([bad], norm, config)
+        assert isinstance(out, Infeasible) and out.index == 0
+
+
+def _primal(r, norm):
+    """min ||w|| (fro, nuc) / sum |w|^p s.t. Aw >= b, Cw = c, written out: (w, lam, mu) with
+    the multipliers of 1/2||w||^2 (fro), ||W||_* (nuc), sum |w_j|^p (lp)."""
+    D = int(np.prod(r.shape))
+    w = cp.Variable(D)
+    ineq, eq = r.A @ w >= r.b, r.C @ w == r.c
+    if norm == "fro":
+        obj = 0.5 * cp.sum_squares(w)
+    elif norm == "nuc":
+        obj = cp.normNuc(cp.reshape(w, r.shape, order="C"))
+    else:
+        obj = cp.sum(cp.power(cp.abs(w), norm))
+    cp.Problem(cp.Minimize(obj), [ineq, eq]).solve(**TIGHT)
+    return w.value, ineq.dual_value, eq.dual_value
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc", 1.5])
+@pytest.mark.parametrize("seed", range(2))
+def test_equality_rows_on_the_conic_path_equal_the_primal(norm, seed):
+    # 2 inequality and 2 equality rows for a 2x2 W (D = 4 = m + m_eq): the conic Frobenius
+    # dual factors [A; C]' through a QR of all m + m_eq rows
+    g = np.random.default_rng(seed)
+    A, C = g.standard_normal((2, 4)), g.standard_normal((2, 4))
+    r = Rows(A, np.ones(2), C, g.standard_normal(2), (2, 2))
+    w_ref, lam_ref, mu_ref = _primal(r, norm)
+    (W, lam), = solve_all([r], norm, SolveConfig())  # equality rows never go the fast way
+    rel = 1e-6 if norm == "fro" else 1e-4  # lp/nuc: a 1e-6 duality gap, w to ~1e-4
+    np.testing.assert_allclose(W.reshape(-1), w_ref, atol=rel * np.abs(w_ref).max())
+    np.testing.assert_allclose(lam, lam_ref, atol=rel * max(1.0, np.abs(lam_ref).max()))
+    assert np.abs(r.C @ W.reshape(-1) - r.c).max() < 1e-7
+    if norm == "fro":  # stationarity: w = A'lam + C'mu recovers mu from the answer
+        mu = np.linalg.lstsq(r.C.T, W.reshape(-1) - r.A.T @ lam, rcond=None)[0]
+        np.testing.assert_allclose(mu, -mu_ref, atol=1e-6 * max(1.0, np.abs(mu_ref).max()))
+
+
+def test_fast_frobenius_infeasibility_needs_no_conic_solve(monkeypatch):
+    # the fast path proves infeasibility itself (NNLS + a verified Farkas check): neither a
+    # cvxpy solve nor the cvxpy Farkas LP is called
+    def forbidden(*args, **kw):
+        raise AssertionError("the conic path was used")
+
+    monkeypatch.setattr(engine, "_run", forbidden)
+    monkeypatch.setattr(engine, "farkas", forbidden)
+    r = Rows(np.array([[1.0, 0.0, 0.0, 0.0], [-1.0, 0.0, 0.0, 0.0]]), np.ones(2), None, None,
+             (2, 2))
+    for norm in ("fro", "nuc"):
+        outs = solve_many([r, r], norm, SolveConfig())
+        assert [type(o) for o in outs] == [Infeasible, Infeasible]
+        assert [o.index for o in outs] == [0, 1]
+    with pytest.raises(AssertionError, match="conic path"):
+        solve_many([r], "fro", CONIC)  # and the oracle of this test can see the conic path
