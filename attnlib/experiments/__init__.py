@@ -30,4 +30,4 @@ __all__ = ["Experiment", "Result", "Target", "cache_dir", "experiment", "get", "
            "cache_info", "cache_clear", "NotRun", "not_run"]
 
 # importing the paper modules registers their experiments
-from . import max_margin, mirror, tf_svm  # noqa: E402,F401
+from . import max_margin, max_margin_local, mirror, tf_svm  # noqa: E402,F401
