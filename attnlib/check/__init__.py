@@ -34,6 +34,7 @@ from attnlib.check.implement import (
     check_gd_step,
     check_kq_step,
 )
+from attnlib.check.mirror_answers import check_md_direction
 from attnlib.check.numeric import check_md_step, check_rank, check_value
 from attnlib.check.svm_answers import (
     check_locally_optimal,
@@ -45,4 +46,4 @@ from attnlib.check.svm_answers import (
 __all__ = ["Feedback", "strict", "is_strict", "STRICT_ENV", "check_svm_direction",
            "check_prompt_direction", "check_selection", "check_locally_optimal", "check_rank",
            "check_md_step", "check_value", "check_gd_step", "check_kq_step", "check_att_svm",
-           "check_causal_attention"]
+           "check_causal_attention", "check_md_direction"]
