@@ -107,6 +107,27 @@ def test_e2_probability_and_norm_recomputed(results):
     assert nb["ngd_above_gd"] == float((gap > 0).all())
 
 
+def test_e2_direction_and_rate_numbers_recomputed():
+    # at full length the NGD/GD comparisons of chapter 2, recomputed from the paths
+    res = E.run("mm_e2_multi_input", cache=False, steps=1000, trials=2)
+    a, nb = res.arrays, res.numbers
+    pmm = a["p_mm"] / np.linalg.norm(a["p_mm"])
+
+    def cos(P):
+        return P @ pmm / np.linalg.norm(P, axis=-1)
+
+    c_ngd, c_gd = cos(a["ngd_paths"][:, 200]), cos(a["gd_paths"][:, 200])
+    assert nb["ngd_ahead_cos200"] == pytest.approx((c_ngd - c_gd).min(), abs=1e-12)
+    assert nb["gd_cos_rises"] == float((cos(a["gd_paths"][:, -1]) > c_gd).all())
+    i0 = int(nb["zero_init_index"])
+    assert nb["ngd_norm200_ratio"] == pytest.approx(
+        np.linalg.norm(a["ngd_paths"][i0, 200]) / 20.0, rel=1e-12)
+    rate = (np.linalg.norm(a["gd_paths"][i0, -1]) - np.linalg.norm(a["gd_paths"][i0, 200]))
+    assert nb["gd_log_rate"] == pytest.approx(rate / (nb["p_mm_norm"] * math.log(5)), rel=1e-9)
+    assert 0.85 < nb["gd_log_rate"] < 1.15  # ‖p‖ ≈ ‖p^mm‖ log k for plain GD
+    assert nb["official_half_sq"] == pytest.approx(0.31319, abs=1e-5)
+
+
 def test_e3_svm_solutions_are_the_closed_forms(results):
     e3 = results["mm_e3_joint"].numbers
     assert (e3["tight_vmm_1"], e3["tight_vmm_2"]) == pytest.approx((0, 1), abs=1e-6)

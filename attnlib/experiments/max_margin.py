@@ -115,10 +115,13 @@ def _history_attention(X, W, P):
         Target("global_min_cos200", "global panel: min cos(p(200), p^mm) over the runs",
                "≥ 0.99", 0.99, 1.0, "≥ 0.99", "re-simulation"),
         Target("global_cos1000_lo", "global panel: smallest cos(p(1000), p^mm)",
-               "0.993–0.997", 0.988, 1.0, "±0.005", "re-simulation",
-               "float64, ε = 1e-9 as the notebook: ‖p‖ stalls near 21.5"),
+               "0.993–0.997, not 0.9999", 0.990, 0.998, "in [0.990, 0.998]",
+               "re-simulation",
+               "float64, ε = 1e-9 as the notebook: ‖p‖ stalls near 21.5, so the cosine "
+               "stays below 0.998 (a run that did not stall would reach 0.9999)"),
         Target("global_cos1000_hi", "global panel: largest cos(p(1000), p^mm)",
-               "0.993–0.997", 0.988, 1.0, "±0.005", "re-simulation"),
+               "0.993–0.997, not 0.9999", 0.990, 0.998, "in [0.990, 0.998]",
+               "re-simulation"),
     ],
 )
 def e1_basins(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, trials: int = 6,
@@ -216,14 +219,26 @@ def e1_basins(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, trials: int
     title="Three inputs: normalised GD and plain GD both align with ATT-SVM",
     plot=plot_e2,
     targets=[
-        Target("ngd_min_cos200", "NGD: min cos(p(200), p^mm) over the runs", "≥ 0.99", 0.99,
-               1.0, "≥ 0.99", "re-simulation"),
-        Target("ngd_cos1000_lo", "NGD: smallest cos(p(1000), p^mm)", "0.993–0.997", 0.988, 1.0,
-               "±0.005", "re-simulation",
-               "the data are the torch seed-0 draw of the official recipe; the official "
-               "notebook's stored ½‖p^mm‖² = 0.31319 is not reproduced by torch 2.x "
-               "(the book's draw gives 0.3713). With float64 and ε = 1e-12 the norm does not "
-               "stall, so the book's cosine at 1000 sits at the top of the interval"),
+        Target("official_half_sq", "the official solver's objective ½‖p^mm‖² with W = I "
+               "(the score coordinate in the keys), on the book's seed-0 draw", "0.31319",
+               0.31318, 0.31320, "±1e-5", "official code",
+               "the notebook solves its SVM with W = I while GD uses W = diag(1, 1, 0); the "
+               "seed-0 draw is the same under today's torch"),
+        Target("official_ray_angle", "angle (degrees) between the official W = I solution's "
+               "key-plane part and the book's p^mm (keys W^T x)", "0 (same ray)", 0.0, 1e-6,
+               "≤ 1e-6°", "official code",
+               "every constraint has the score difference 1 − 0.5, so the W = I solution is "
+               "a rescaled p^mm plus a third coordinate: the official red ray is p^mm",
+               evidence="by construction"),
+        Target("ngd_min_cos200", "NGD: min cos(p(200), p^mm) over the runs", "0.9985–0.9997",
+               0.998, 1.0, "≥ 0.998", "re-simulation",
+               "the official loop on its own draw: 0.9985–0.9993 in its float32, "
+               "0.9993–0.9997 in float64 (the book)"),
+        Target("ngd_cos1000_lo", "NGD: smallest cos(p(1000), p^mm)", "0.99994 (float64)",
+               0.9999, 1.0, "≥ 0.9999", "re-simulation",
+               "the official loop re-run in float64 on the same draw gives 0.99994; in its "
+               "float32 the normalised step stalls at ‖p‖ ≈ 25.5 and the cosine at 0.9977. "
+               "The digest's 0.993–0.997 came from other (NumPy) draws"),
         Target("ngd_prob50", "NGD from p(0)=0: mean optimal-token probability at iteration 50",
                "≥ 0.96", 0.95, 1.0, "≥ 0.95", "re-simulation"),
         Target("ngd_prob200", "NGD from p(0)=0: mean optimal-token probability at iteration 200",
@@ -232,8 +247,17 @@ def e1_basins(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, trials: int
                "0.90–0.98", 0.90, 0.98, "0.90–0.98", "re-simulation"),
         Target("ngd_above_gd", "the NGD probability curve lies above the GD curve (iter 1–200)",
                "above throughout", 1, 1, "shape", "official code"),
-        Target("ngd_norm200", "NGD from p(0)=0: ‖p(200)‖", "18–21", 15.3, 24.15, "±15%",
-               "re-simulation"),
+        Target("ngd_norm200_ratio", "NGD from p(0)=0: ‖p(200)‖/(200 η), how straight the path "
+               "is (≤ 1 by the step length; the check is the lower bound)", "18–21 of 20",
+               0.95, 1.0, "≥ 0.95", "re-simulation"),
+        Target("ngd_ahead_cos200", "normalised GD is ahead in direction: smallest "
+               "cos_NGD(p(200), p^mm) − cos_GD(p(200), p^mm) over the six runs",
+               "> 0", 1e-3, 1.0, "> 0.001", "official code",
+               "the official figure shows it in probability; this is the direction"),
+        Target("gd_cos_rises", "plain GD turns toward the same p^mm: every run's cosine is "
+               "higher at 1000 than at 200", "rising", 1, 1, "shape", "paper"),
+        Target("gd_log_rate", "plain GD from p(0)=0: (‖p(1000)‖ − ‖p(200)‖)/(‖p^mm‖ log 5)",
+               "1 (‖p‖ ≈ ‖p^mm‖ log k)", 0.85, 1.15, "±15%", "paper"),
         Target("gd_norm200", "GD (η=1) from p(0)=0: ‖p(200)‖", "2.5–4", 2.125, 4.6, "±15%",
                "re-simulation"),
         Target("gd_norm1000", "GD (η=1) from p(0)=0: ‖p(1000)‖", "4.5–5.1", 3.825, 5.865,
@@ -259,6 +283,9 @@ def e2_multi_input(steps: int = 1000, lr: float = 0.1, lr_gd: float = 1.0, eps: 
     gd = train(ex.data, param="p", lr=lr_gd, steps=steps, normalized=False, init=init,
                record_every=1)
     p_mm, lam = prompt_svm(ex.data, W=W, return_dual=True)
+    p_eye = prompt_svm(ex.data, W=torch.eye(3, dtype=W.dtype, device=dev))  # the notebook's
+    ray = float(torch.rad2deg(torch.arccos(correlation(p_eye[:2], p_mm[:2], dims=1)
+                                           .clamp(-1, 1))))
     Wb = W.expand(len(cs), 3, 3)
     Xb = ex.data.X.expand(len(cs), *ex.data.X.shape)
     prob = {k: _history_attention(Xb, Wb, r.history["p"])[..., 0].mean(-1)  # (B, S)
@@ -280,6 +307,12 @@ def e2_multi_input(steps: int = 1000, lr: float = 0.1, lr_gd: float = 1.0, eps: 
         "ngd_prob50": float(prob["ngd"][i0, k50]), "ngd_prob200": float(prob["ngd"][i0, k200]),
         "gd_prob200": float(prob["gd"][i0, k200]), "gd_prob1000": float(prob["gd"][i0, -1]),
         "ngd_above_gd": float((gap > 0).all()),
+        "official_half_sq": float(0.5 * p_eye.norm() ** 2), "official_ray_angle": ray,
+        "ngd_norm200_ratio": float(norm["ngd"][i0, k200] / (lr * k200)),
+        "ngd_ahead_cos200": float((cos["ngd"][:, k200] - cos["gd"][:, k200]).min()),
+        "gd_cos_rises": float(bool((cos["gd"][:, -1] > cos["gd"][:, k200]).all())),
+        "gd_log_rate": float((norm["gd"][i0, -1] - norm["gd"][i0, k200])
+                             / (p_mm.norm() * math.log(max(steps, 1) / max(k200, 1)))),
         "ngd_norm200": float(norm["ngd"][i0, k200]), "gd_norm200": float(norm["gd"][i0, k200]),
         "gd_norm1000": float(norm["gd"][i0, -1]), "ngd_norm1000": float(norm["ngd"][i0, -1]),
     }
@@ -437,4 +470,5 @@ def e4_loss(C: tuple[float, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 100), steps: 
 
 
 # the book's own checks register after the paper's four figures (the order of `names()`)
+from . import max_margin_gd  # noqa: E402,F401  (the GD theorem's checks, chapter 2)
 from .max_margin_checks import plot_certificate, plot_regpath, ray_losses  # noqa: E402

@@ -1,0 +1,100 @@
+r"""Figures of the GD theorem's checks (:mod:`attnlib.experiments.max_margin_gd`, chapter 2).
+
+``plot_circle``: the excess risk over the circle of directions for growing R, with its
+minimiser and the max-margin direction. ``plot_gd_theorem``: plain GD with the justified step,
+the cosine to :math:`p^{mm}`, :math:`\|p\|` against :math:`\log k`, the sign of
+:math:`\langle\nabla\mathcal L, p^{mm}\rangle` and the support tokens' share of the deficit.
+Drawn from ``result.arrays`` only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnlib import plots as _plots
+
+__all__ = ["plot_circle", "plot_gd_theorem"]
+
+_NAMES = {"e1": "E1 (one input, scores 1, .9, .9)", "e2": "E2 (three inputs)"}
+
+
+def plot_circle(res, examples=("e1", "e2")):
+    r"""For each example: :math:`\log_{10}` of the excess risk over its minimum on the circle,
+    :math:`\mathcal L(R u_\theta) - \min_\theta`, against :math:`\theta`, one curve per R (dark
+    = large), the minimisers (dots) and the angle of :math:`p^{mm}` (dashed). See chapter 2.
+    """
+    a = res.arrays
+    fig, axes = _plots.new_figure(2, len(examples), figsize=(5.2 * len(examples), 6.6))
+    axes = np.asarray(axes).reshape(2, len(examples))
+    deg = np.degrees(a["angles"])
+    radii = a["radii"]
+    colors = _plots_colors(len(radii))
+    for col, name in enumerate(examples):
+        L = a[f"{name}_log_excess"] / np.log(10)  # (R, A) log10 excess
+        mm = float(a[f"{name}_angle_mm"])
+        for row, ax in enumerate(axes[:, col]):
+            for j, r in enumerate(radii):
+                ax.plot(deg, L[j] - L[j].min(), color=colors[j], lw=1.2, label=f"R = {r:g}")
+                ax.plot(np.degrees(a[f"{name}_best"][j]), 0.0, "o", color=colors[j], ms=4)
+            ax.axvline(mm, color="tab:red", ls="--", lw=1.2, label=r"$p^{mm}$")
+            ax.set_ylabel(r"$\log_{10}$ (excess / its minimum)")
+            ax.grid(alpha=0.3)
+            if row == 0:
+                ax.set_ylim(-0.5, 8)
+                ax.set_title(_NAMES.get(name, name), fontsize=10)
+            else:
+                ax.set_xlim(mm - 25, mm + 25)
+                ax.set_ylim(-0.1, 2)
+                ax.set_xlabel(r"direction $\theta$ (degrees); below: zoom on $p^{mm}$")
+    axes[0, -1].legend(fontsize=7, loc="upper right", ncol=2)
+    return fig
+
+
+def _plots_colors(k):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"]
+    return [cmap(0.85 - 0.85 * j / max(k - 1, 1)) for j in range(k)]
+
+
+def plot_gd_theorem(res, examples=("e1", "e2")):
+    r"""Plain GD with :math:`\eta = 1/L_{\rm bound}`: (a) :math:`1-\cos(p(k), p^{mm})`,
+    (b) :math:`\|p(k)\|/\|p^{mm}\|` against :math:`\log k`, (c) the normalised
+    :math:`\langle\nabla\mathcal L(p(k)), p^{mm}\rangle` (below 0), (d) the support tokens'
+    share of the score deficit. Six runs per example. See chapter 2.
+    """
+    a = res.arrays
+    fig, axes = _plots.new_figure(1, 4, figsize=(15.0, 3.5))
+    styles = {"e1": ("tab:blue", "E1"), "e2": ("tab:orange", "E2")}
+    for name in examples:
+        color, label = styles.get(name, ("0.3", name))
+        k = np.asarray(a[f"{name}_steps"], dtype=float)
+        keep = k > 0
+        for j in range(a[f"{name}_cos"].shape[0]):
+            lab = label if j == 0 else None
+            axes[0].plot(k[keep], 1 - a[f"{name}_cos"][j][keep], color=color, lw=1, label=lab)
+            axes[1].plot(np.log(k[keep]), a[f"{name}_norm"][j][keep] / a[f"{name}_p_mm_norm"],
+                         color=color, lw=1, label=lab)
+            axes[2].plot(k[keep], a[f"{name}_inner"][j][keep], color=color, lw=1, label=lab)
+            axes[3].plot(k[keep], a[f"{name}_share"][j][keep], color=color, lw=1, label=lab)
+    axes[0].set_xscale("log")
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel(r"$1-\cos(p(k), p^{mm})$")
+    axes[1].set_xlabel(r"$\log k$")
+    axes[1].set_ylabel(r"$\|p(k)\| / \|p^{mm}\|$")
+    lo = np.log(max(1.0, float(np.min(np.asarray(a["e1_steps"])[1:]))))
+    hi = np.log(float(np.max(a["e1_steps"])))
+    base = a["e1_norm"][0][-1] / a["e1_p_mm_norm"]
+    axes[1].plot([lo, hi], [base - (hi - lo), base], "k:", lw=1, label="slope 1")
+    axes[2].axhline(0.0, color="k", lw=0.8)
+    axes[2].set_xscale("log")
+    axes[2].set_ylabel(r"$\cos\angle(\nabla\mathcal{L}(p(k)), p^{mm})$")
+    axes[3].set_xscale("log")
+    axes[3].set_ylim(0, 1.02)
+    axes[3].set_ylabel("support tokens' share of the deficit")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        if ax is not axes[1]:
+            ax.set_xlabel("iteration k")
+        ax.legend(fontsize=8)
+    return fig
