@@ -346,3 +346,29 @@ def test_batched_W_on_unbatched_data_and_boundaries():
     s32 = torch.tensor([[1e-3, 1 - 1e-3]], dtype=torch.float32)
     assert tokens.selected_sets(s32).tolist() == [[False, True]]
     assert tokens.selected_sets(s32.double()).tolist() == [[True, True]]
+
+
+def test_mask_and_query_shapes_and_messages_in_full():
+    # mutation survivors: extra leading dims accepted, any() over the wrong axis, messages
+    X = torch.zeros(2, 3, 4, dtype=torch.float64)  # unbatched: n=2, T=3, d=4
+    with pytest.raises(ValueError, match=r"^z: expected shape \(n,d\)=\(2,4\) \(optionally "
+                                         r"with the trials dimension of X\), got \(1, 2, 4\)$"):
+        tokens.token_inputs(X, torch.zeros(1, 2, 4))  # a trials dim on z but not on X
+    Xb = X.expand(5, 2, 3, 4)
+    assert tokens.token_inputs(Xb, torch.zeros(5, 2, 4))[1].shape == (5, 2, 4)
+    assert tokens.token_inputs(Xb, torch.zeros(2, 4))[1].shape == (2, 4)
+    with pytest.raises(ValueError, match=r"^mask: expected shape \(n,T\)=\(2,3\) or \(B,n,T\), "
+                                         r"got \(1, 2, 3\)$"):
+        tokens.as_mask(torch.ones(1, 2, 3, dtype=torch.bool), X)  # (B,n,T) on unbatched X
+    assert tokens.as_mask(torch.ones(5, 2, 3, dtype=torch.bool), Xb).shape == (5, 2, 3)
+    with pytest.raises(ValueError, match=r"^mask: expected booleans \(True = visible token\)$"):
+        tokens.as_mask([[1, 0, 2], [1, 1, 1]], X)
+    assert tokens.as_mask([[1, 0, 1], [0, 0, 1]], X).tolist() == [[True, False, True],
+                                                                   [False, False, True]]
+    # batched: input 1 of trial 0 sees nothing, although every token is visible to some input
+    m = torch.tensor([[[True, True, True], [False, False, False]]] * 5)
+    with pytest.raises(ValueError, match=r"^mask: every input needs at least one visible "
+                                         r"token$"):
+        tokens.as_mask(m, Xb)
+    m[:, 1, 2] = True
+    assert tokens.as_mask(m, Xb).equal(m)
