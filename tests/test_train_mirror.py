@@ -133,7 +133,7 @@ def test_lp_mirror_descent_bad_input(kw, msg):
 def test_lp_mirror_descent_defaults_are_unnormalised_sgd():
     w = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=F64))
     opt = LpMirrorDescent([w], lr=np.float64(0.5))
-    assert opt.defaults == dict(lr=0.5, lp=2.0, normalized=False, eps=0.0)
+    assert opt.defaults == dict(lr=0.5, lp=2.0, normalized=False, eps=0.0, keep_dual=True)
     assert type(opt.defaults["lr"]) is float
     w.grad = torch.tensor([2.0, 2.0], dtype=F64)
     opt.step()

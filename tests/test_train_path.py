@@ -146,7 +146,7 @@ def test_path_signature_is_the_documented_one():
     got = {k: p.default for k, p in inspect.signature(regularization_path).parameters.items()}
     assert got == dict(data=inspect.Parameter.empty, radii=inspect.Parameter.empty, param="W",
                        loss="logistic", steps=2000, lr=0.1, head="linear", init=None, seed=0,
-                       progress=False, device=None, dtype=None)
+                       progress=False, device=None, dtype=None, norm="fro")
 
 
 def test_path_in_float32_and_on_a_bad_device():

@@ -134,6 +134,13 @@ class LpMirrorDescent(torch.optim.Optimizer):
     parameter between steps, its dual is re-synchronised from the new value. At ``lp=2`` the step
     is exactly ``torch.optim.SGD``'s (without momentum).
 
+    ``keep_dual=False`` is the optimizer of the paper's official code instead: no dual state,
+    the dual point is recomputed from the weights, in their dtype, at every step. That loses
+    what the weights cannot hold: at p = 1.1 in float32 a dual entry below about
+    :math:`10^{-4.5}` maps to a primal value below float32's range, i.e. to exactly 0, whose
+    dual is again exactly 0; an entry that crosses zero with a small step is trapped there
+    until one gradient step alone moves it out (chapter 9, *Two ways to keep the dual*).
+
     Parameters
     ----------
     params : iterable of tensors or parameter groups
@@ -143,15 +150,21 @@ class LpMirrorDescent(torch.optim.Optimizer):
         Divide each tensor's gradient by its dual norm :math:`\\|g\\|_q`, :math:`q=p/(p-1)`.
     eps : float >= 0
         Added to the dual norm when normalising.
+    keep_dual : bool
+        Keep the dual point between steps (default), or recompute it from the weights at
+        every step in the weights' dtype, as the paper's code does.
     """
 
-    def __init__(self, params, lr, lp=2.0, normalized=False, eps=0.0):
+    def __init__(self, params, lr, lp=2.0, normalized=False, eps=0.0, keep_dual=True):
         lr = number("lr", lr, lo=0, lo_open=True)
         lp = number("lp", lp, lo=1, lo_open=True)
         eps = number("eps", eps, lo=0)
         if not isinstance(normalized, bool):
             raise ValueError(f"normalized: expected True or False, got {normalized!r}")
-        super().__init__(params, dict(lr=lr, lp=lp, normalized=normalized, eps=eps))
+        if not isinstance(keep_dual, bool):
+            raise ValueError(f"keep_dual: expected True or False, got {keep_dual!r}")
+        super().__init__(params, dict(lr=lr, lp=lp, normalized=normalized, eps=eps,
+                                      keep_dual=keep_dual))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -175,6 +188,10 @@ class LpMirrorDescent(torch.optim.Optimizer):
                     step = lr * g
                 if lp == 2.0:
                     w.sub_(step)
+                    continue
+                if not group.get("keep_dual", True):  # the paper's code: dual from w, its dtype
+                    theta = mirror_map(w.detach(), lp) - step.to(w.dtype)
+                    w.copy_(inverse_mirror_map(theta, lp))
                     continue
                 st = self.state[w]
                 if "theta" not in st or not torch.equal(st["last"], w):

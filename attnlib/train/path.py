@@ -1,7 +1,8 @@
 """The regularisation path :math:`\\bar W(R) = \\arg\\min_{\\|W\\|\\le R}\\mathcal L(W)`.
 
 Projected, normalised gradient descent, all radii (and trials) as one batch. See chapter 2,
-*The Att-SVM and gradient descent*.
+*The Att-SVM and gradient descent*. In the entrywise ℓp ball (``norm=lp``) the same path is
+computed by ℓp mirror descent with Bregman projections (chapter 9).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from attnlib._runtime import few_threads
 from attnlib._validate import choice, number
 from attnlib.data import AttentionData
 
-from .mirror import normalized_step
+from .mirror import inverse_mirror_map, mirror_map, normalized_step
 from .setup import make_gradient, prepare, stack_kq, unstack_kq
 
 __all__ = ["PathResult", "regularization_path"]
@@ -37,7 +38,7 @@ class PathResult:
 
 def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=0.1,
                         head="linear", init=None, seed=0, progress=False, device=None,
-                        dtype=None) -> PathResult:
+                        dtype=None, norm="fro") -> PathResult:
     """Regularisation path :math:`\\bar W(R) = \\arg\\min_{\\|W\\|_F\\le R}\\mathcal L(W)`.
 
     Projected, normalised gradient descent with a decaying step :math:`\\eta_k R`
@@ -60,6 +61,13 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
     PathResult
     """
     param = choice("param", param, ("W", "p", "KQ"))
+    if norm == "fro":
+        lp = 2.0
+    else:
+        lp = number("norm", norm, lo=1, lo_open=True)
+        if param == "KQ" and lp != 2.0:
+            raise ValueError(f"norm: the (K,Q) path is Frobenius only, got norm={norm!r}")
+    q = lp / (lp - 1.0)
     R = torch.as_tensor(radii, dtype=torch.float64).reshape(-1)
     if R.numel() == 0 or not bool(torch.isfinite(R).all()) or not bool((R > 0).all()):
         raise ValueError(f"radii: expected positive finite numbers, got {radii!r}")
@@ -91,8 +99,9 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
         bound = Rb if param != "KQ" else torch.sqrt(2 * Rb)
 
         def project(P):
-            sq = sum((t.reshape(B, -1) ** 2).sum(1) for t in P.values())
-            scale = torch.clamp(bound / torch.sqrt(sq).clamp_min(1e-300), max=1.0)
+            flat = torch.cat([t.reshape(B, -1) for t in P.values()], 1)
+            nrm = torch.linalg.vector_norm(flat, ord=lp, dim=1)
+            scale = torch.clamp(bound / nrm.clamp_min(1e-300), max=1.0)
             return {k: t * scale.view(B, *[1] * (t.ndim - 1)) for k, t in P.items()}
 
         P = project(P)
@@ -106,11 +115,12 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
             G, _, _ = grads(P)
             eta = lr * (1 - (1 - 1e-3) * k / max(steps - 1, 1))
             gflat = torch.cat([g.reshape(B, -1) for g in G.values()], 1)
-            step = normalized_step(gflat, 1.0, 2.0, 0.0) * (eta * bound).unsqueeze(1)
+            step = normalized_step(gflat, 1.0, q, 0.0) * (eta * bound ** (lp - 1)).unsqueeze(1)
             new, off = {}, 0
             for name, t in P.items():
                 sz = t[0].numel()
-                new[name] = t - step[:, off:off + sz].view_as(t)
+                dual = mirror_map(t, lp) - step[:, off:off + sz].view_as(t)
+                new[name] = inverse_mirror_map(dual, lp)
                 off += sz
             new = project(new)
             resid = torch.sqrt(sum(((new[k] - P[k]).reshape(B, -1) ** 2).sum(1) for k in P))
