@@ -298,7 +298,9 @@ SELECTION_POSITIONS = {"(0, 0)": (0.0, 0.0), "(0.6, 0.6)": (0.6, 0.6),
     targets=[
         Target("rule_agrees", "the labels follow the rule: α is locally optimal iff its SVM "
                "is feasible and every support token scores strictly below x_α", "always", 1, 1,
-               "exact", "paper", "the rule recomputed from the support tokens and scores"),
+               "exact", "paper", "the rule recomputed from the support tokens and scores: the "
+               "same definition the labels use, a check of the code",
+               evidence="by construction"),
     ],
 )
 def selection(position: str = "(0, 0)", score: float = 0.0, device: str | None = "cpu"):
