@@ -156,3 +156,13 @@ def test_local_cone_small_sweep():
     assert sel[0, 0, 1] == 1 and sel[0, 1, 1] == 1  # inside: both sides end on x2
     assert sel[1, 0, 0] == 0  # wide cone, small R, x1 side: escapes to x1
     assert numbers["inside_stay_frac"] == 1 and numbers["inside_max_grad_corr"] < 0
+
+
+@pytest.mark.parametrize("name", ["mm_local_cone", "mm_local_regpath", "mm_joint_regpath"])
+def test_figures_draw(name):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = al.experiments.run(name).figure()
+    fig.canvas.draw()  # mathtext and all artists render
+    assert len(fig.axes) >= 1

@@ -99,7 +99,7 @@ def plot_local_regpath(res):
         ax.axvline(x, color="k", ls=st, lw=0.8, label=lab)
         ax.axvline(-x, color="k", ls=st, lw=0.8)
     ax.set_xlabel(r"angle of p from $p^{mm}(2)$ (degrees)")
-    ax.set_ylabel(r"$(\gamma_2 - Yf)\,/\,\(\gamma_2 - Yf)(\bar p_{loc})$")
+    ax.set_ylabel(r"$(\gamma_2 - Yf)$ over its value at $\bar p_{loc}$")
     ax.set_ylim(0.3, 1e3)
     ax.set_title("(b) the local valley, minimisers dotted", fontsize=9)
     ax.legend(fontsize=7)
