@@ -136,3 +136,92 @@ def test_fast_frobenius_infeasibility_needs_no_conic_solve(monkeypatch):
         assert [o.index for o in outs] == [0, 1]
     with pytest.raises(AssertionError, match="conic path"):
         solve_many([r], "fro", CONIC)  # and the oracle of this test can see the conic path
+
+
+def test_farkas_finds_the_certificate_among_slack_rows():
+    # w >= 1 and -w >= 1 contradict each other (lam = (1, 1, 0, 0)); the slack rows w >= -3,
+    # -w >= -3 must get no weight: a multiplier of any sign, a multiplier forced up to 1, or a
+    # search that ignores b (any point of {lam >= 0, A'lam = 0}) would miss it
+    r = _one_d([1.0, -1.0, 1.0, -1.0], [1.0, 1.0, -3.0, -3.0])
+    assert farkas(r, 1e6) is True
+    assert farkas(r._replace(b=np.array([1.0, -1.5, -3.0, -3.0])), 1e6) is False  # w in [1, 1.5]
+    # the same with the contradiction held by equalities: w = 1 and w = -1
+    e = _one_d([1.0, -1.0], [-3.0, -3.0], [1.0, 1.0], [1.0, -1.0])
+    assert farkas(e, 1e6) is True
+    assert farkas(e._replace(c=np.array([1.0, 1.0])), 1e6) is False
+
+
+def test_farkas_confirms_nothing_without_an_optimal_answer(monkeypatch):
+    # a certificate is only read from an optimal LP answer: a solver error or another status
+    # confirms nothing (the instance is then left uncertified, never called infeasible)
+    r = _one_d([1.0, -1.0], [1.0, 1.0])
+    assert farkas(r, 1e6) is True
+    real = cp.Problem.solve
+
+    def status_after(status):
+        def solve(self, *args, **kw):
+            out = real(self, *args, **kw)
+            self._status = status
+            return out
+        return solve
+
+    monkeypatch.setattr(cp.Problem, "solve", status_after("user_limit"))
+    assert farkas(r, 1e6) is False
+    monkeypatch.setattr(cp.Problem, "solve", status_after("optimal_inaccurate"))
+    assert farkas(r, 1e6) is True
+
+    def error(self, *args, **kw):
+        raise cp.error.SolverError("no solver")
+
+    monkeypatch.setattr(cp.Problem, "solve", error)
+    assert farkas(r, 1e6) is False
+
+
+def _masked_nuc_items():
+    """Two 2x2 instances with 3 rank-one rows (u_k v_k^T, as Att-SVM's); the second has its
+    last row masked (0 >= -1)."""
+    g = np.random.default_rng(7)
+    A = np.stack([np.outer(g.standard_normal(2), g.standard_normal(2)).ravel() for _ in range(3)])
+    first = Rows(A, np.ones(3), None, None, (2, 2))
+    second = Rows(A * np.array([[1.0], [1.0], [0.0]]), np.array([1.0, 1.0, -1.0]), None, None,
+                  (2, 2))
+    return first, second
+
+
+def _nuc_primal(r):
+    W = cp.Variable((2, 2))
+    keep = np.linalg.norm(r.A, axis=1) > 0
+    cons = [r.A[k] @ cp.vec(W, order="C") >= r.b[k] for k in np.nonzero(keep)[0]]
+    prob = cp.Problem(cp.Minimize(cp.normNuc(W)), cons)
+    prob.solve(**TIGHT)
+    return W.value, np.array([c.dual_value for c in cons])
+
+
+def test_fast_nuclear_with_a_zero_row_and_a_failed_group(monkeypatch):
+    # a masked row (zero row, 0 >= -1) gets multiplier 0 and the fast solver still answers;
+    # the two instances form two groups of the fast SDP (3 and 2 rows kept)
+    items = _masked_nuc_items()
+    outs = solve_many(list(items), "nuc", SolveConfig())
+    assert [o[2] for o in outs] == ["fast", "fast"]
+    for r, (W, lam, _) in zip(items, outs):
+        W_ref, lam_ref = _nuc_primal(r)
+        np.testing.assert_allclose(W, W_ref, atol=1e-4 * np.abs(W_ref).max())  # 1e-6 gap
+        keep = np.linalg.norm(r.A, axis=1) > 0
+        np.testing.assert_allclose(lam[keep], lam_ref, atol=1e-4 * np.abs(lam_ref).max())
+        assert (lam[~keep] == 0).all()
+    # the first group's SDP fails: it is left to Clarabel, the second is still answered fast
+    real, calls = engine.nuclear_ipm, []
+
+    def first_fails(*args):
+        calls.append(len(args[2][0]))
+        if len(calls) == 1:
+            raise np.linalg.LinAlgError("singular")
+        return real(*args)
+
+    monkeypatch.setattr(engine, "nuclear_ipm", first_fails)
+    outs = solve_many(list(items), "nuc", SolveConfig())
+    assert calls == [3, 2]
+    assert [o[2] for o in outs] == ["CLARABEL", "fast"]
+    for r, (W, _, _) in zip(items, outs):
+        W_ref = _nuc_primal(r)[0]
+        np.testing.assert_allclose(W, W_ref, atol=1e-4 * np.abs(W_ref).max())
