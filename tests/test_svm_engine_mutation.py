@@ -225,3 +225,17 @@ def test_fast_nuclear_with_a_zero_row_and_a_failed_group(monkeypatch):
     for r, (W, _, _) in zip(items, outs):
         W_ref = _nuc_primal(r)[0]
         np.testing.assert_allclose(W, W_ref, atol=1e-4 * np.abs(W_ref).max())
+
+
+def test_solve_one_alone():
+    # one instance through every attempt, without the fast path or chunks: (W, lam) by hand
+    feasible, infeasible = ROW_NORM_CASES[0]  # w in [1, 2], held by the row 2w >= 2
+    W, lam = engine.solve_one(feasible, "fro", SolveConfig(), index=3)
+    np.testing.assert_allclose(W, [1.0], atol=1e-8)
+    np.testing.assert_allclose(lam, [0.5, 0.0], atol=1e-8)
+    with pytest.raises(Infeasible) as err:
+        engine.solve_one(infeasible, 1.5, SolveConfig(), index=3)
+    assert err.value.index == 3 and str(err.value) == "instance 3 is infeasible"
+    with pytest.raises(Infeasible) as err:
+        engine.solve_one(infeasible, "fro", SolveConfig())
+    assert err.value.index == 0
