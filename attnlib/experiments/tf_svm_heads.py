@@ -4,8 +4,11 @@ Two registered experiments (re-exported by :mod:`attnlib.experiments.tf_svm`):
 ``tf_multi_token`` (E4), a ReLU head whose GD keeps several tokens selected, against the
 generalised SVM equivalence :func:`attnlib.svm.svm_equivalence`; ``tf_lambda_head``, the
 book's designed λ-penalty head, where the best attention keeps exactly two tokens.
-Computation and declared targets only; the figures are in :mod:`attnlib.figures.tf_svm`.
-See chapter 7.
+Computation and declared targets only; the figures are in ``attnlib.figures.tf_svm_heads``.
+Part of each comparison is an identity (``W_fin`` is the projection of the final iterate on
+``S_fin``, so the fitted equivalence beats ``W_dir``): those targets say
+``evidence="by construction"``, and the informative parts are checked on their own
+(:func:`fin_rows`, :func:`project_fin`). See chapter 7.
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from .._runtime import few_threads
 from .._validate import to_numpy
 from ..data import AttentionData
 from ..examples import EPS, lambda_head_example
-from ..figures.tf_svm import plot_lambda, plot_multi
+from ..figures.tf_svm_heads import plot_lambda, plot_multi
 from ..metrics import correlation
 from ..svm import Equivalence, InfeasibleError, att_svm, svm_equivalence
 from ..tokens import attention_logits, cleanly_masked, selected_sets
 from ..train import train
 from .multi_token import chunk_bounds, map_chunks, relu_candidates, train_relu_candidates
-from .registry import Target, experiment
+from .registry import Target, experiment, not_run
 
 PAPER = "2308.16898"
 
@@ -34,6 +37,35 @@ PAPER = "2308.16898"
 _E4_FIG = {4: (0.035, 0.075, 0.16), 6: (0.017, 0.045, 0.15), 8: (0.011, 0.015, 0.14),
            10: (0.0055, 0.0085, 0.12)}  # stored figure: final mean 1 - corr (SVMeq, dir, 1tok)
 _E4_PRIOR_RATE = {4: 0.2, 6: 0.1, 8: 0.04, 10: 0.017}  # re-simulation's acceptance rates
+_E4_RESIM = {4: (40, 193), 6: (40, 378), 8: (40, 928), 10: (40, 2301)}  # kept / tried
+
+
+def wilson(k: float, m: float, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval (95% by default) of a proportion ``k / m``."""
+    if m <= 0:
+        return math.nan, math.nan
+    p = k / m
+    mid, half = p + z * z / (2 * m), z * math.sqrt(p * (1 - p) / m + z * z / (4 * m * m))
+    return max(0.0, (mid - half) / (1 + z * z / m)), min(1.0, (mid + half) / (1 + z * z / m))
+
+
+def fin_rows(X: torch.Tensor, z: torch.Tensor, O: torch.Tensor) -> torch.Tensor:
+    r"""The matrices :math:`(x_{it} - x_{ir_i}) z_i^\top`, :math:`t \in \mathcal O_i`
+    (:math:`r_i` the first member of :math:`\mathcal O_i`), flattened: a spanning set of
+    :math:`\mathcal S_{fin}` for one instance, (k, d²) (k = 0 if every set is a singleton)."""
+    ref = O.to(torch.int64).argmax(-1)  # (n,)
+    other = torch.arange(O.shape[-1], device=O.device) != ref[:, None]
+    ii, tt = torch.nonzero(O & other).T
+    D = X[ii, tt] - X[ii, ref[ii]]
+    return torch.einsum("kj,kl->kjl", D, z[ii]).reshape(len(ii), -1)
+
+
+def project_fin(W: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """Orthogonal projection of ``W`` (..., d, d) onto the span of the rows of ``C``."""
+    if len(C) == 0:
+        return torch.zeros_like(W)
+    w = W.reshape(*W.shape[:-2], -1)
+    return ((w @ torch.linalg.pinv(C)) @ C).reshape(W.shape)
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -53,8 +85,27 @@ def _subset(data: AttentionData, idx: torch.Tensor) -> AttentionData:
     plot=plot_multi,
     seconds=60,
     targets=[
-        Target("ordering_ok", "final mean 1 − corr: SVM-eq ≤ W^dir < 1-token SVM at every d",
-               "holds", 1, 1, "the ordering must hold", "official code"),
+        Target("eq_le_dir", "SVM-eq ≤ W^dir in final 1 − corr, every run: W^eq is the "
+               "projection of W(2001) on S_fin ⊕ span(W^dir), which contains W^dir", "holds", 1,
+               1, "identity", "official code", "the first half of the paper's ordering",
+               evidence="by construction"),
+        Target("dir_lt_one", "final mean 1 − corr: W^dir < 1-token SVM at every d", "holds", 1,
+               1, "the ordering must hold", "official code"),
+        Target("perp_median", "median 1 − corr(W − W^fin, W^dir) at the end, all d pooled: the "
+               "diverging part of W against W^dir (no fitted scale)", "≈ SVM-eq's 2–3e-3", 0.0,
+               1e-2, "≤ 1e-2", "suggested", "the informative half of the SVM-eq error"),
+        *(Target(f"rate_d{d}", f"acceptance rate (kept / candidates up to the quota), d = {d}",
+                 f"{k / m:.3f} ({k}/{m})", *wilson(k, m), "re-simulation's 95% Wilson interval",
+                 "re-simulation", "candidates: seeds with some Y_i = −1 (the official loop "
+                 "skips the others); the book's own interval is printed beside it")
+          for d, (k, m) in _E4_RESIM.items()),
+        Target("multi_share_pos", "share of inputs with Y_i = +1 that keep ≥ 2 tokens", "≈ 0 "
+               "(derived: Y f is convex in s, so the best attention is one token)", 0.0, 0.05,
+               "≤ 5%", "suggested", "the book's derivation, checked on every kept run; the "
+               "exceptions are nearly one-hot attentions still losing a small remainder"),
+        Target("multi_share_neg", "share of inputs with Y_i = −1 that keep ≥ 2 tokens",
+               "> 0 (a mixture can minimise a convex output)", 0.3, 1.0, "≥ 30%", "suggested",
+               "the book's observation; the paper's 72–82% of runs come from these inputs"),
         *(Target(f"eq_mean_d{d}", f"final mean 1 − corr(W, SVM-eq), d = {d}", f"{fig[0]}",
                  fig[0] / 2, fig[0] * 2, "factor 2", "official code",
                  "accepted runs only (the acceptance filter is reported beside it)")
@@ -101,7 +152,8 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
 
     ds = tuple(ds)
     num, rows = {}, {k: [] for k in ("run_d", "corr_eq", "corr_dir", "corr_one", "max_masked",
-                                     "multi")}
+                                     "multi", "perp")}
+    counts = {"pos": np.zeros(2, dtype=int), "neg": np.zeros(2, dtype=int)}  # (≥ 2 tokens, all)
     steps_rec = None
     for d in ds:
         bar = tqdm(total=accepted, desc=f"E4 d={d}", disable=not progress)
@@ -121,10 +173,22 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
                               for Wr in (W_eq, W_dir, W_one))
         max_masked = torch.where(O, torch.zeros_like(S), S).flatten(-2).amax(-1).cpu()
         e_eq, e_dir, e_one = 1 - c_eq[:, -1], 1 - c_dir[:, -1], 1 - c_one[:, -1]
+        # W_fin is the projection of W_end on S_fin (its equations hold for W_end), so the
+        # diverging part is W_end - W_fin; W^eq projects W_end on S_fin + span(W_dir)
+        perp = (1 - correlation(W_end - W_fin, W_dir, dims=2)).cpu()
         clean = max_masked < 1e-14
         K = len(W_end)
+        multi = O.sum(-1).cpu() >= 2  # (K, n)
+        pos = torch.cat([k["Y"] for k in kept]).cpu() > 0
+        lo, hi = wilson(K, count["tried"])
         num.update({f"{key}_d{d}": float(v) for key, v in count.items()})
         num.update({f"accepted_d{d}": float(K), f"rate_d{d}": K / count["tried"],
+                    f"rate_lo_d{d}": lo, f"rate_hi_d{d}": hi,
+                    f"perp_mean_d{d}": float(perp.mean()),
+                    f"perp_median_d{d}": float(perp.median()),
+                    f"eq_le_dir_d{d}": float((e_eq <= e_dir + 1e-12).all()),
+                    f"multi_pos_d{d}": float(multi[pos].double().mean()),
+                    f"multi_neg_d{d}": float(multi[~pos].double().mean()),
                     f"eq_mean_d{d}": float(e_eq.mean()), f"eq_median_d{d}": float(e_eq.median()),
                     f"dir_mean_d{d}": float(e_dir.mean()),
                     f"dir_median_d{d}": float(e_dir.median()),
@@ -134,8 +198,11 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
                     f"clean_ok_d{d}": float((e_eq[clean] <= 1e-2).double().mean())
                     if clean.any() else math.nan})
         rows["run_d"].append(np.full(K, d))
+        counts["pos"] += [int(multi[pos].sum()), int(pos.sum())]
+        counts["neg"] += [int(multi[~pos].sum()), int((~pos).sum())]
         for key, val in (("corr_eq", c_eq), ("corr_dir", c_dir), ("corr_one", c_one),
-                         ("max_masked", max_masked), ("multi", O.sum(-1).amax(-1))):
+                         ("max_masked", max_masked), ("multi", O.sum(-1).amax(-1)),
+                         ("perp", perp)):
             rows[key].append(to_numpy(val))
     arrays = {k: np.concatenate(v) for k, v in rows.items()}
     arrays.update(steps=steps_rec, ds=np.array(ds))
@@ -143,11 +210,16 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
         arrays[key] = np.array([[num[f"{key}_d{d}"] for d in ds]])
     arrays["cells"] = np.array([[n, T]])
     for d in set(_E4_FIG) - set(ds):  # targets of a d left out: not computed (NaN)
-        num.update({f"{k}_d{d}": math.nan for k in ("eq_mean", "one_mean", "clean_ok")})
+        num.update({f"{k}_d{d}": math.nan for k in ("eq_mean", "one_mean", "clean_ok", "rate")})
     err = 1 - arrays["corr_eq"][:, -1]
     num["ordering_ok"] = float(all(num[f"eq_mean_d{d}"] <= num[f"dir_mean_d{d}"]
                                    < num[f"one_mean_d{d}"] for d in ds))
     num["eq_median"] = float(np.median(err))
+    num["perp_median"] = float(np.median(arrays["perp"]))
+    num["eq_le_dir"] = float(all(num[f"eq_le_dir_d{d}"] == 1 for d in ds))
+    num["dir_lt_one"] = float(all(num[f"dir_mean_d{d}"] < num[f"one_mean_d{d}"] for d in ds))
+    for key, (k, m) in counts.items():  # inputs with |O_i| >= 2, by label, all d pooled
+        num[f"multi_share_{key}"] = k / m if m else math.nan
     pos = arrays["max_masked"] > 0
     num["mask_error_spearman"] = _spearman(np.log(arrays["max_masked"][pos]),
                                            np.log(np.maximum(err[pos], 1e-300)))
@@ -220,6 +292,7 @@ def _accept(sub, runs, s, need):
         return None, None
     idx = torch.tensor(good, device=s.device)
     out = {"W": runs.W[idx], "s": s[idx], "H": runs.iterates(rows=idx), "steps": runs.steps,
+           "Y": sub.Y[idx],
            "W_fin": torch.stack([sol[b][0].W_fin for b in good]),
            "W_dir": torch.stack([sol[b][0].W_dir for b in good]),
            "W_one": torch.stack([sol[b][1] for b in good])}
@@ -241,6 +314,16 @@ def _svms(sub, s, take):
     return [r for j in range(len(take)) for r in _svms(part, sp, [j])]
 
 
+not_run("tf_nonlinear_path", paper=f"{PAPER} (and 2306.13596) nonlinear-head regularisation "
+        "path (digest §4 item 10, reconstructed)", what="single selected token per input: the "
+        "regularisation path of W with a nonlinear head turns to the Att-SVM of the token the "
+        "head prefers", paper_value="directional convergence (no numbers)",
+        reason="a first attempt (projected GD along the path from W = 0, ReLU head, Y = +1) "
+        "settled on other tokens than argmax ψ for part of the inputs: the path is a global "
+        "minimiser per radius and needs a global search; not shown unverified",
+        chapter="07_nonlinear_heads")
+
+
 # ============================================================================ λ head (designed)
 @experiment(
     "tf_lambda_head", paper=f"{PAPER} (base_nonlinear.py 'lambda' mode, unused in the paper)",
@@ -252,7 +335,15 @@ def _svms(sub, s, take):
         Target("s_gap", "largest |s_t − s*_t| between GD's final softmax and the best "
                "attention (0.7, 0.3, 0, 0)", "0", 0.0, 0.02, "≤ 0.02", "suggested",
                "a designed example of the book, from the official code's unused λ head"),
-        Target("err_eq", "1 − corr(W(2000), W^fin + R·W^dir)", "small", 0.0, 0.01, "≤ 0.01",
+        Target("eq_le_dir", "1 − corr(W(2000), W^fin + R·W^dir) ≤ 1 − corr(W(2000), W^dir): "
+               "R fitted and W^fin read off GD's final softmax make W^eq a projection of W(2000)",
+               "holds", 1, 1, "identity", "suggested", "not a test of the equivalence",
+               evidence="by construction"),
+        Target("fin_gap", "‖P_S W(2000) − W^fin(s*)‖_F: the finite part of GD against W^fin "
+               "computed from the best attention s*, without GD", "→ 0", 0.0, 0.1,
+               "≤ 0.1 (one normalised step)", "suggested", "a designed example of the book"),
+        Target("perp_err", "1 − corr(W(2000) − P_S W(2000), W^dir(s*)): the diverging part "
+               "against the a-priori max-margin direction", "→ 0", 0.0, 1e-2, "≤ 1e-2",
                "suggested", "a designed example of the book"),
         Target("err_one_over_eq", "1-token SVM error / SVM-eq error at the end", "> 1", 10.0,
                math.inf, "≥ 10×", "suggested", "a designed example of the book"),
@@ -279,9 +370,22 @@ def tf_lambda_head(lam: float = 0.25, steps: int = 2000, record_every: int = 20,
                 corr_dir=correlation(H, eq.W_dir.to(H), dims=2),
                 corr_one=correlation(H, W_one, dims=2))
     s_opt = torch.as_tensor(ex.known["s_opt"], dtype=s.dtype, device=s.device).reshape(s.shape)
+    # a priori: both parts from the best attention s*, without looking at GD
+    prior = svm_equivalence(ex.data, s_opt > 0, s_opt.clamp_min(1e-300))
+    W_fin0, W_dir0 = prior.W_fin.to(H), prior.W_dir.to(H)
+    C = fin_rows(ex.data.X, ex.data.z, s_opt > 0).to(H)
+    H_fin = project_fin(H, C)  # the component of W(k) in S_fin
+    fin_gap = (H_fin - W_fin0).flatten(-2).norm(dim=-1)  # absolute: compare with one step
+    perp = 1 - correlation(H - H_fin, W_dir0, dims=2)
     err_eq, err_one = 1 - float(corr["corr_eq"][-1]), 1 - float(corr["corr_one"][-1])
-    num = dict(s_gap=float((s - s_opt).abs().max()), err_eq=err_eq,
-               err_dir=1 - float(corr["corr_dir"][-1]), err_one=err_one,
-               err_one_over_eq=err_one / max(err_eq, 1e-300),
+    err_dir = 1 - float(corr["corr_dir"][-1])
+    num = dict(s_gap=float((s - s_opt).abs().max()), err_eq=err_eq, err_dir=err_dir,
+               err_one=err_one, err_one_over_eq=err_one / max(err_eq, 1e-300),
+               eq_le_dir=float(err_eq <= err_dir + 1e-12),
+               fin_gap=float(fin_gap[-1]), perp_err=float(perp[-1]),
+               fin_norm=float(W_fin0.norm()), W_norm=float(H[-1].norm()),
+               lr=float(ex.settings["lr"]),
+               dir_match=1 - float(correlation(eq.W_dir.to(H), W_dir0, dims=2)),
                selected=float(selected_sets(s).sum()))
-    return num, dict(steps=to_numpy(res.history["step"]), s_final=s[0], s_opt=s_opt[0], **corr)
+    return num, dict(steps=to_numpy(res.history["step"]), s_final=s[0], s_opt=s_opt[0],
+                     fin_gap=fin_gap, perp_err=perp, **corr)

@@ -1,0 +1,66 @@
+"""Figures of chapter 7 (nonlinear heads) of "Transformers as SVMs" (arXiv 2308.16898).
+
+A :class:`~attnlib.experiments.Result` of ``tf_multi_token`` or ``tf_lambda_head`` in, a
+matplotlib Figure out, drawn from the result's stored arrays only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..plots import correlation_curves, curves, new_figure
+
+__all__ = ["plot_multi", "plot_lambda", "PAPER_XLIM"]
+
+PAPER_XLIM = (5e-18, 1e-6)  # the official scatter's x-axis (largest masked probability)
+
+
+def plot_multi(res):
+    """E4 (chapter 7), in the official figure's layout: per d, mean 1 − corr of W(k) with the
+    SVM equivalence, W^dir and the 1-token SVM (top, log y, ±1 std band); the final
+    SVM-eq error of every kept run against its largest masked probability (bottom, log-log,
+    the official x-range). Runs whose largest masked probability lies below the official
+    range are drawn at its left edge as open markers, and counted in the title."""
+    A = res.arrays
+    ds = A["ds"]
+    fig, axes = new_figure(2, len(ds), figsize=(3.3 * len(ds), 6.4))
+    axes = np.atleast_2d(axes).reshape(2, len(ds))
+    for j, d in enumerate(ds):
+        k = A["run_d"] == d
+        correlation_curves(A["steps"], {"SVM-eq": A["corr_eq"][k], "W^dir": A["corr_dir"][k],
+                                        "1-token SVM": A["corr_one"][k]},
+                           ax=axes[0, j], one_minus=True, title=f"d = {d} ({k.sum()} runs)",
+                           legend="lower left" if j == 0 else None)
+        ax = axes[1, j]
+        x, y = A["max_masked"][k], np.maximum(1 - A["corr_eq"][k][:, -1], 1e-16)
+        low = x < PAPER_XLIM[0]
+        ax.loglog(x[~low], y[~low], ".", ms=3, alpha=0.6)
+        ax.loglog(np.full(low.sum(), PAPER_XLIM[0]), y[low], "o", mfc="none", ms=3, alpha=0.5)
+        ax.set_xlim(PAPER_XLIM[0] / 3, PAPER_XLIM[1] * 3)
+        ax.set_title(f"{low.sum()} runs below {PAPER_XLIM[0]:.0e} (left edge)", fontsize=8)
+        ax.set_xlabel("largest masked probability")
+        ax.set_ylabel("1 − corr(W, SVM-eq)")
+        ax.grid(alpha=0.3)
+    return fig
+
+
+def plot_lambda(res):
+    """Chapter 7, λ head: 1 − corr of W(k) with the fitted SVM equivalence, W^dir and the
+    1-token SVM (left); the a-priori checks, the finite part's gap to W^fin(s*) and the
+    diverging part's 1 − corr with W^dir(s*) (middle); the final attention (right)."""
+    A = res.arrays
+    fig, axes = new_figure(1, 3, figsize=(13.0, 3.4))
+    correlation_curves(A["steps"], {"SVM-eq (R fitted)": A["corr_eq"], "W^dir": A["corr_dir"],
+                                    "1-token SVM": A["corr_one"]}, ax=axes[0], one_minus=True,
+                       legend="lower left", title="whole W(k)")
+    curves(A["steps"], {"finite part: gap to W^fin(s*)": A["fin_gap"],
+                        "diverging part: 1 − corr with W^dir": A["perp_err"]}, ax=axes[1],
+           logy=True, ylabel="a-priori error", legend="lower left",
+           title="the two parts, against s* (no GD input)")
+    x = np.arange(len(A["s_opt"]))
+    axes[2].bar(x - 0.2, A["s_opt"], 0.4, label="best attention s*")
+    axes[2].bar(x + 0.2, A["s_final"], 0.4, label="GD's final softmax")
+    axes[2].set_xlabel("token t")
+    axes[2].set_ylabel("attention s_t")
+    axes[2].legend(fontsize=8)
+    return fig
