@@ -409,6 +409,11 @@ def e4_selection(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, offset: 
                "still falls outward in v and in p)", "active", 1, 1, "exact", "paper"),
         Target("selects_opt", "the minimisers attend to the optimal (second) token of every "
                "input, R ≥ 2", "selected", 1, 1, "exact", "paper"),
+        Target("opt_score_gap", "jointly optimal tokens: smallest lead of the selected token's "
+               "score under v^mm over the other tokens of its input", "> 0", 1e-9, math.inf,
+               "> 0", "paper", "≥ 1 whatever v^mm is: the other tokens are the origin (score "
+               "0) and the head SVM makes the selected ones score ≥ 1",
+               evidence="by construction"),
     ],
 )
 def joint_regpath(radii: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
@@ -429,6 +434,8 @@ def joint_regpath(radii: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
     p_mm = torch.stack([prompt_svm(e.data, alpha=opt[0]) for e in exs])
     p_relax = torch.stack([relaxed_prompt_svm(e.data.with_(v=v_mm[j]), alpha=opt[j],
                                               v_mm=v_mm[j]) for j, e in enumerate(exs)])
+    gmm = Y[:, None] * torch.einsum("bntd,bd->bnt", X, v_mm)  # scores under v^mm (2, n, T)
+    lead = gmm[..., 1] - gmm[..., 0]  # selected token minus the other (T = 2)
     Rs = torch.tensor(radii, dtype=X.dtype, device=dev)
     nR = len(radii)
     Xb = X.repeat_interleave(nR, 0)  # (2 nR, n, T, 2): example-major
@@ -454,6 +461,7 @@ def joint_regpath(radii: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
         "selects_opt": float(bool((s[:, big] > 0.5).all())),
         "cos_pmm_prelax": float(correlation(p_mm[1], p_relax[1], dims=1)),
         "nontight_orth_Rmax": float(p[1, -1, 1]),
+        "opt_score_gap": float(lead.min()),
     }
     for j, case in enumerate(("tight", "nontight")):
         for i, Rv in enumerate(radii):
