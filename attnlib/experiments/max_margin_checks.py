@@ -234,8 +234,8 @@ _ENUMERATE_UP_TO = 27  # label every selection when there are at most this many 
     targets=[
         Target("fraction_on_a_ray", "fraction of the six runs whose final selection is one of "
                "the drawn (locally optimal) selections", "1", 1, 1, "exact", "paper",
-               "Theorem: normalised GD on p converges in direction to p^mm of a locally "
-               "optimal selection"),
+               "the paper proves it for plain GD with η ≤ 1/L (from a cone around p^mm(α)); "
+               "the explorer runs the figures' normalised GD"),
     ],
 )
 def token_plane(example: str = "e1-global", lr: float = 0.1, normalized: bool = True,
