@@ -16,8 +16,9 @@ import torch
 from attnlib import experiments as E
 from attnlib.experiments import tf_svm
 
-TF = ("tf_visualization", "tf_local_convergence", "tf_svm_rank", "tf_feasibility",
-      "tf_global_fraction", "tf_multi_token", "tf_lambda_head", "tf_causal")
+TF = ("tf_visualization", "tf_local_convergence", "tf_svm_rank", "tf_nuclear_nonunique",
+      "tf_feasibility", "tf_global_fraction", "tf_global_equal_scores", "tf_multi_token",
+      "tf_lambda_head", "tf_causal")
 
 
 @pytest.fixture(autouse=True)
@@ -45,9 +46,9 @@ def test_registered_in_book_order_with_typed_settings():
     names = [n for n in E.names() if E.get(n).paper.startswith("2308.16898")]
     assert names == list(TF)  # chapter 5, 6, 7, 8 order: the reproduction report's order
     assert [E.get(n).chapter for n in names] == [
-        "05_w_vs_kq", "05_w_vs_kq", "05_w_vs_kq", "06_overparameterization",
-        "06_overparameterization", "07_nonlinear_heads", "07_nonlinear_heads",
-        "08_sequences_causal"]
+        "05_w_vs_kq", "05_w_vs_kq", "05_w_vs_kq", "05_w_vs_kq", "06_overparameterization",
+        "06_overparameterization", "06_overparameterization", "07_nonlinear_heads",
+        "07_nonlinear_heads", "08_sequences_causal"]
     for n in names:
         for p in inspect.signature(E.get(n).func).parameters.values():
             assert p.annotation is not inspect.Parameter.empty, (n, p.name)

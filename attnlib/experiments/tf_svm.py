@@ -3,18 +3,20 @@
 One registered experiment per official experiment (E1-E5 of the paper's code, numbered as in
 the book's reproduction report) plus the book's causal-attention check:
 
-=========================  ===============================================  ==========
-name                       what                                             chapter
-=========================  ===============================================  ==========
-``tf_visualization``       E1: 2-D GD paths of W and (K,Q) vs both SVMs     5
-``tf_local_convergence``   E2: W vs (K,Q), 100 runs, correlation curves     5
-``tf_svm_rank``            E3: rank of Frobenius vs nuclear solutions       5
-``tf_feasibility``         feasibility of Att-SVM above/below max(T-1,n)    6
-``tf_global_fraction``     E5: global vs local convergence as d grows       6
-``tf_multi_token``         E4: ReLU head, several selected tokens, SVM-eq   7
-``tf_lambda_head``         λ head: two selected tokens, SVM-eq              7
-``tf_causal``              sequence / causal self-attention vs its SVM      8
-=========================  ===============================================  ==========
+============================  ===============================================  =======
+name                          what                                             chapter
+============================  ===============================================  =======
+``tf_visualization``          E1: 2-D GD paths of W and (K,Q) vs both SVMs     5
+``tf_local_convergence``      E2: W vs (K,Q), 100 runs, correlation curves     5
+``tf_svm_rank``               E3: rank of Frobenius vs nuclear solutions       5
+``tf_nuclear_nonunique``      Att-SVM⋆ with many solutions; (K,Q) GD on them   5
+``tf_feasibility``            feasibility of Att-SVM above/below max(T-1,n)    6
+``tf_global_fraction``        E5: global vs local convergence as d grows       6
+``tf_global_equal_scores``    global GD theorem: equal non-optimal scores      6
+``tf_multi_token``            E4: ReLU head, several selected tokens, SVM-eq   7
+``tf_lambda_head``            λ head: two selected tokens, SVM-eq              7
+``tf_causal``                 sequence / causal self-attention vs its SVM      8
+============================  ===============================================  =======
 
 This module holds E1 and E2 (chapter 5); E3 lives in :mod:`.tf_svm_rank`, chapters 6, 7 and 8
 in :mod:`.tf_svm_overparam`, :mod:`.tf_svm_heads` and :mod:`.tf_svm_causal`, and every name
@@ -46,7 +48,7 @@ from ..figures.tf_svm import (  # noqa: F401  (re-exported: the figures' old hom
     plot_rank,
     plot_visualization,
 )
-from ..metrics import correlation
+from ..metrics import correlation, numerical_rank
 from ..optimality import locally_optimal_from
 from ..svm import att_svm, solve_each
 from ..tokens import optimal_tokens, scores, selected_tokens
@@ -54,6 +56,7 @@ from ..train import train
 from .registry import Target, experiment
 
 PAPER = "2308.16898"
+SPECTRUM_RTOL = 1e-2  # rank of a trained matrix: its initialisation leaves σ_j ~ 1e-3 σ_1
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -220,7 +223,14 @@ def tf_visualization(steps: int = 2000, layouts: int = 10, seed: int = 0, exampl
         Target("prob_W_k200", "mean max-softmax of W at k = 200", "0.966", 0.916, 1.0,
                "±0.05", "re-simulation"),
         Target("corr_W_fro_k1000", "mean corr(W(k), W^mm_α) at k = 1000", "0.994",
-               0.984, 1.0, "±0.01", "re-simulation"),
+               0.984, 1.0, "±0.01", "re-simulation",
+               "the mean is pulled down by the few runs still switching selection at k = "
+               "1000; the claim corr ≥ 0.99 is checked on the median and at k = 2000"),
+        Target("corr_W_fro_median_k1000", "median corr(W(k), W^mm_α) at k = 1000",
+               "≥ 0.99", 0.99, 1.0, "≥ 0.99", "re-simulation",
+               "the typical run; robust to the stragglers that still switch selection"),
+        Target("corr_W_fro_final", "mean corr(W(k), W^mm_α) at k = 2000", "0.997 (≥ 0.99)",
+               0.99, 1.0, "≥ 0.99", "re-simulation"),
         Target("corr_KQ_nuc_k1000", "mean corr(KQᵀ(k), W^mm_⋆,α) at k = 1000",
                "0.996", 0.986, 1.0, "±0.01", "re-simulation",
                "the official notebook plots corr(W(k), W^mm_⋆) here (a plotting slip); the "
@@ -242,6 +252,18 @@ def tf_visualization(steps: int = 2000, layouts: int = 10, seed: int = 0, exampl
                0.0855, 0.1045, "±10%", "re-simulation"),
         Target("norm_W_final", "mean ‖W(2000)‖_F: the float64 plateau, not a finite limit",
                "117 (100–150)", 100.0, 150.0, "100–150", "re-simulation"),
+        Target("rank_W_final", "mean rank of W(2000) (σ_j > 1e-2 σ_1) = n: the Frobenius "
+               "SVM's rank", "min(n, d) = 6", 5.5, 6.5, "±0.5", "suggested",
+               "rank ≤ n of every Att-SVM solution, rank min(n, d) generically (§ rank)"),
+        Target("rank_KQ_final", "mean rank of KQᵀ(2000) (σ_j > 1e-2 σ_1) minus the mean rank "
+               "of its nuclear SVM W^mm_⋆,α (σ_j > 1e-6 σ_1)", "0 (low rank, as the nuclear "
+               "SVM)", -0.5, 0.5, "±0.5", "suggested",
+               "the visible face of the low-rank bias: trained (K,Q) has the nuclear SVM's rank, "
+               "about half of W's"),
+        Target("spectrum_KQ_nuc", "mean cosine between the singular values of KQᵀ(2000) and "
+               "of W^mm_⋆,α", "1", 0.99, 1.0, "≥ 0.99", "suggested"),
+        Target("spectrum_W_fro", "mean cosine between the singular values of W(2000) and of "
+               "W^mm_α", "1", 0.99, 1.0, "≥ 0.99", "suggested"),
     ])
 def tf_local_convergence(trials: int = 100, steps: int = 2000, n: int = 6, T: int = 8,
                          d: int = 10, seed: int = 0, record_every: int = 10,
@@ -286,10 +308,26 @@ def tf_local_convergence(trials: int = 100, steps: int = 2000, n: int = 6, T: in
                norm_W_final=float(normW[:, -1].mean()))
     for key, c in corr.items():
         num[f"{key}_k1000"] = float(c[:, i1000].mean())
+        num[f"{key}_median_k1000"] = float(c[:, i1000].median())
         num[f"{key}_final"] = float(c[:, -1].mean())
         num[f"{key}_min_k1000"] = float(c[:, i1000].min())
+    # singular-value spectra of the trained matrices and of their SVMs (normalised by σ_1)
+    spec = {k: torch.linalg.svdvals(M.to("cpu", torch.float64)) for k, M in (
+        ("W", HW[:, -1]), ("KQ", HK[:, -1]), ("fro", svm["W", "fro"]),
+        ("nuc", svm["KQ", "nuc"]))}
+    rank = {k: numerical_rank(M, SPECTRUM_RTOL if k in ("W", "KQ") else 1e-6).double()
+            for k, M in (("W", HW[:, -1]), ("KQ", HK[:, -1]), ("fro", svm["W", "fro"]),
+                         ("nuc", svm["KQ", "nuc"]))}
+    cos = lambda a, b: float(correlation(spec[a], spec[b], dims=1).mean())  # noqa: E731
+    num.update(rank_W_final=float(rank["W"].mean()),
+               rank_KQ_final=float(rank["KQ"].mean() - rank["nuc"].mean()),
+               rank_KQ_abs=float(rank["KQ"].mean()), rank_fro_svm=float(rank["fro"].mean()),
+               rank_nuc_svm=float(rank["nuc"].mean()),
+               spectrum_KQ_nuc=cos("KQ", "nuc"), spectrum_W_fro=cos("W", "fro"),
+               spectrum_W_nuc=cos("W", "nuc"), spectrum_KQ_fro=cos("KQ", "fro"))
     arrays = dict(steps=steps_rec, prob_W=rW.history["max_prob"], prob_KQ=rK.history["max_prob"],
-                  norm_W=normW, alpha_W=aW, alpha_KQ=aK, **corr)
+                  norm_W=normW, alpha_W=aW, alpha_KQ=aK, **corr,
+                  **{f"sv_{k}": v / v[:, :1] for k, v in spec.items()})
     return num, arrays
 
 
@@ -299,13 +337,17 @@ def tf_local_convergence(trials: int = 100, steps: int = 2000, n: int = 6, T: in
 from .tf_svm_rank import (  # noqa: E402,F401
     ILL_CONDITIONED,
     RANK_CELLS,
+    nonunique_example,
     official_nuclear_rank,
+    tf_nuclear_nonunique,
     tf_svm_rank,
 )
 from .tf_svm_overparam import (  # noqa: E402,F401
     FEAS_AT,
     FEAS_BELOW,
+    equal_scores,
     tf_feasibility,
+    tf_global_equal_scores,
     tf_global_fraction,
 )
 from .tf_svm_heads import tf_lambda_head, tf_multi_token  # noqa: E402,F401

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..plots import (
+    COLORS,
     correlation_curves,
     new_figure,
     norm_curves,
@@ -19,21 +20,53 @@ from ..plots import (
     token_plane,
 )
 
-__all__ = ["plot_visualization", "plot_local", "plot_rank", "plot_feasibility", "plot_global",
-           "plot_multi", "plot_lambda", "plot_causal"]
+__all__ = ["plot_visualization", "plot_local", "plot_spectra", "mid_margin_line", "plot_rank",
+           "plot_feasibility", "plot_global", "plot_multi", "plot_lambda", "plot_causal"]
+
+
+# the official zoom of each 2-D example (visualization1: x [-30, 40], y [-100, 100];
+# visualization2: x [-2, 10], y [-5, 5]): the tokens stay visible, the paths leave the frame
+ZOOM = {1: ((-30.0, 40.0), (-100.0, 100.0)), 2: ((-2.0, 10.0), (-5.0, 5.0))}
+
+
+def mid_margin_line(p, x_sel, reach: float = 1e3):
+    r"""Two far points of the mid-margin line :math:`\{x : p^\top x = p^\top x_{\rm sel} -
+    \tfrac12\}` of one query, :math:`p = W^{mm} z_i` (the official dotted line): it passes
+    through :math:`x_{\rm sel} - p/(2\|p\|^2)`, perpendicular to p. Returns (2, 2)."""
+    p, x_sel = np.asarray(p, dtype=float), np.asarray(x_sel, dtype=float)
+    c = x_sel - p / (2.0 * float(p @ p))
+    u = np.array([-p[1], p[0]]) / np.linalg.norm(p)
+    return np.stack([c - reach * u, c + reach * u])
 
 
 def plot_visualization(res):
-    """E1 (chapter 5): the GD paths :math:`W(k) z_i` of W and of (K,Q) on the 2-D example,
-    with the rays :math:`W^{mm} z_i` of the Frobenius and the nuclear Att-SVM."""
+    r"""E1 (chapter 5): the GD paths :math:`W(k) z_i` of W and of (K,Q) on the 2-D example,
+    with the rays :math:`W^{mm} z_i` of the Frobenius (left) and :math:`W^{mm}_\star z_i` of
+    the nuclear (right) Att-SVM, and each query's dotted mid-margin line, in the official
+    zoom (``ZOOM``; the paths run on beyond the frame)."""
     A = res.arrays
+    params = getattr(res, "params", {}) or {}
+    example = int(params.get("example", 2))
+    xlim, ylim = ZOOM.get(example, ZOOM[2])
     fig, axes = new_figure(1, 2, figsize=(9.0, 3.8))
-    for ax, key, svm, title in ((axes[0], "W", "fro", "W: GD path and Att-SVM"),
-                                (axes[1], "KQ", "nuc", "(K,Q): GD path and Att-SVM⋆")):
-        paths = A[f"path_{key}"]  # (n, S, 2)
-        token_plane(A["X"], A["scores"], paths=paths, directions=A[f"ray_{svm}"],
-                    direction_labels=[f"W^mm z_{i + 1} ({svm})" for i in range(len(paths))],
+    X = np.asarray(A["X"], dtype=float)
+    for ax, key, svm, title, name in (
+            (axes[0], "W", "fro", "W: GD path and Att-SVM", "W^mm"),
+            (axes[1], "KQ", "nuc", "(K,Q): GD path and Att-SVM⋆", "W^mm_⋆")):
+        paths, rays_ = A[f"path_{key}"], np.asarray(A[f"ray_{svm}"], dtype=float)  # (n, S, 2)
+        token_plane(X, A["scores"], paths=paths, directions=rays_, ray_length=200.0,
+                    direction_labels=[f"{name} z_{i + 1}" for i in range(len(paths))],
                     ax=ax, title=title)
+        alpha = np.asarray(A.get(f"alpha_{key}", np.argmax(A["scores"], -1))).reshape(-1)
+        for i, p in enumerate(rays_):
+            seg = mid_margin_line(p, X[i, alpha[i]])
+            ax.plot(seg[:, 0], seg[:, 1], ":", color=COLORS[i % len(COLORS)], lw=1.5,
+                    alpha=0.8, zorder=0)
+        if example == 1:  # the official frame of visualization1 is 70 x 200: not to scale
+            ax.set_aspect("auto")
+        ax.set_adjustable("box")  # keep the aspect: the frame, not the zoom, adapts
+        ax.set_xlim(*xlim)
+        ax.set_ylim(*ylim)
     return fig
 
 
@@ -49,6 +82,27 @@ def plot_local(res):
                            "W vs nuclear (cross)": A["corr_W_nuc"],
                            "(K,Q) vs Frobenius (cross)": A["corr_KQ_fro"]}, ax=axes[1])
     norm_curves(s, {"‖W(k)‖_F": A["norm_W"]}, ax=axes[2])
+    return fig
+
+
+def plot_spectra(res):
+    """E2 (chapter 5): mean singular values (divided by the largest) of the trained W(k) and
+    KQᵀ(k) at the last step, beside those of their Frobenius and nuclear SVMs (log scale):
+    the low-rank bias of (K,Q) as a spectrum."""
+    A = res.arrays
+    fig, ax = new_figure(1, 1, figsize=(5.6, 3.4))
+    j = None
+    for key, label, style in (("W", "W(k), trained", "-o"), ("fro", "W^mm_α (Frobenius)", ":"),
+                              ("KQ", "KQᵀ(k), trained", "-s"), ("nuc", "W^mm_⋆,α (nuclear)", ":")):
+        sv = np.asarray(A[f"sv_{key}"], dtype=float).mean(0)
+        j = np.arange(1, len(sv) + 1)
+        ax.semilogy(j, np.maximum(sv, 1e-17), style, ms=4, label=label)
+    ax.set_xticks(j)
+    ax.set_ylim(1e-17, 2.0)
+    ax.set_xlabel("index j")
+    ax.set_ylabel("mean σ_j / σ_1")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
     return fig
 
 
