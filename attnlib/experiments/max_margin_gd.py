@@ -202,7 +202,7 @@ def circle(radii: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256), n_angl
 
 # ----------------------------------------------------------------------------- plain GD
 @experiment(
-    "mm_gd_theorem", seconds=6, paper=f"{PAPER} R2 (GD, η ≤ 1/L)", chapter="02_att_svm",
+    "mm_gd_theorem", seconds=10, paper=f"{PAPER} R2 (GD, η ≤ 1/L)", chapter="02_att_svm",
     title="Plain GD with a step justified by the smoothness bound converges in direction to "
           "p^mm; the proof's mechanism along the path",
     plot=plot_gd_theorem,
