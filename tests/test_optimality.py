@@ -314,3 +314,40 @@ def test_messages_and_selection_table():
 def optimal_tokens_oracle(data):
     gamma = data.Y.numpy()[:, None] * (data.X.numpy() @ data.v.numpy())
     return gamma.argmax(-1).tolist()
+
+
+def test_prompt_model_tolerances_and_exact_ties():
+    # the tolerance instance read as a prompt model (W = I): the p-SVM's answer p = (1, 0) has
+    # margins 1 (token 1) and 1 + 5e-5 (token 2), the same as Att-SVM's there
+    alpha = torch.tensor([0])
+    d = _tolerance_data([1.0, 1.0])
+    assert _oracle(d, [0], param="p") == (True, True)
+    assert optimality.is_locally_optimal(d, alpha, param="p") is True
+    assert optimality.is_locally_optimal(d, alpha, param="p", tol=1e-4) is False
+    # an exact tie (token 1 scores 0, as the selected token) violates the strict inequality
+    # even with score_tol = 0
+    t = _tolerance_data([0.0, 1.0])
+    for param in ("W", "p"):
+        assert optimality.is_locally_optimal(t, alpha, param=param, score_tol=0.0) is False
+
+
+def test_batched_with_more_tokens_than_inputs():
+    # n = 2 inputs, T = 3 tokens (n != T), different data per trial, against the oracle
+    data = random_data(2, 3, 3, trials=3, seed=4, device="cpu")
+    alpha = torch.tensor([[0, 1], [2, 2], [1, 0]])
+    for param in ("W", "p"):
+        truth = [_oracle(data.trial(b), alpha[b], param=param)[1] for b in range(3)]
+        assert optimality.is_locally_optimal(data, alpha, param=param).tolist() == truth
+    assert len(set(truth)) == 2  # both verdicts occur
+
+
+def test_max_selections_boundary():
+    # T^n = 4097 selections: one more than the default limit (only token 0 visible, so that
+    # a wrongly accepted instance would be answered quickly)
+    data = random_data(1, 4097, 2, seed=0, device="cpu")
+    mask = torch.zeros(1, 4097, dtype=torch.bool)
+    mask[0, 0] = True
+    with pytest.raises(ValueError, match=r"= 4097 selections exceed max_selections=4096$"):
+        optimality.enumerate_selections(data, mask=mask)
+    sel = optimality.enumerate_selections(data, mask=mask, max_selections=4097)
+    assert sel.feasible.tolist() == [True] + [False] * 4096
