@@ -1,8 +1,9 @@
 r"""The local and the joint results of arXiv 2306.13596 tested on their own terms (chapters 3, 4).
 
-* ``mm_local_cone``: plain GD with the step :math:`1/L` (:func:`smoothness_bound`, a proven
-  bound) started on the boundary of cones :math:`C_{\mu,R}(p^{mm}(\alpha))` around the locally
-  optimal direction of the three-token example, over a :math:`(\mu, R)` sweep, one batch.
+* ``mm_local_cone``: plain GD with the step :math:`1/L` (``max_margin_gd.smoothness_bound``,
+  chapter 2's proven bound) started on the boundary of cones :math:`C_{\mu,R}(p^{mm}(\alpha))`
+  around the locally optimal direction of the three-token example, over a :math:`(\mu, R)`
+  sweep, one batch.
 * ``mm_local_regpath``: the loss over circles of growing radius, its global minimiser and its
   minimiser restricted to a cone around the local direction (the local regularisation path).
 * ``mm_e4_selection``: which tokens the logistic loss selects in E4 at C = 100; the C = 1
@@ -30,34 +31,13 @@ from attnlib.metrics import correlation
 from attnlib.svm import head_svm, prompt_svm, relaxed_prompt_svm
 from attnlib.train import train
 
+from .max_margin_gd import smoothness_bound
 from .registry import Target, experiment
 
-__all__ = ["smoothness_bound", "tail_angle", "score_gain", "circle_argmax", "joint_loss",
+__all__ = ["tail_angle", "score_gain", "circle_argmax", "joint_loss",
            "joint_argmin", "local_cone", "local_regpath", "e4_selection", "joint_regpath"]
 
 PAPER = "arXiv 2306.13596"
-_C12 = {"logistic": (1.0, 0.25), "correlation": (1.0, 0.0)}  # sup|ℓ'|, sup|ℓ''|
-
-
-def smoothness_bound(X, Y, v, W, loss="logistic") -> float:
-    r"""A smoothness constant of :math:`p\mapsto\mathcal L(p)` (prompt model, fixed v and W).
-
-    With keys :math:`k_{it}=W^\top x_{it}`, :math:`D_i=\max_{t,\tau}\|k_{it}-k_{i\tau}\|` and
-    :math:`\Delta_i=\max_t\gamma_{it}-\min_t\gamma_{it}`, the Hessian of
-    :math:`f_i = \sum_t s_{it}\gamma_{it}` is :math:`\sum_t s_{it}(\gamma_{it}-f_i)
-    (k_{it}-\bar k_i)(k_{it}-\bar k_i)^\top` and :math:`\|\nabla f_i\|\le\Delta_iD_i`, so
-
-    .. math:: \|\nabla^2\mathcal L\|\le\frac1n\sum_i\big(\sup|\ell''|\,\Delta_i^2D_i^2
-              + \sup|\ell'|\,\Delta_iD_i^2\big) =: L .
-
-    ``X`` (n, T, d), ``Y`` (n,), ``v`` (d,), ``W`` (d, d). See chapter 3.
-    """
-    K = X @ W  # (n, T, d): row t is k_t = W^T x_t
-    gamma = Y[:, None] * (X @ v)  # (n, T)
-    D2 = (K[:, :, None] - K[:, None]).pow(2).sum(-1).amax((-1, -2))  # (n,)
-    dg = gamma.amax(-1) - gamma.amin(-1)
-    c1, c2 = _C12[loss]
-    return float((D2 * (c2 * dg ** 2 + c1 * dg)).mean())
 
 
 def score_gain(logit, gamma, a):
@@ -179,7 +159,7 @@ def local_cone(mus: tuple[float, ...] = (0.001, 0.002, 0.004, 0.008, 0.03, 0.1, 
     ex = _examples.three_token_example("local", device=dev)
     d, W = ex.data, ex.init["W"]
     X, Y, v = d.X, d.Y, d.v
-    L = smoothness_bound(X, Y, v, W)
+    L = smoothness_bound(d, W)  # chapter 2's bound
     alpha = torch.tensor([1], device=dev)
     pmm = prompt_svm(d, alpha=alpha, W=W)  # (3,)
     K = (X @ W)[0, :, :2]  # keys in the plane (3, 2)
