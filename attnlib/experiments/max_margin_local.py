@@ -37,7 +37,7 @@ from .registry import Target, experiment
 __all__ = ["tail_angle", "score_gain", "circle_argmax", "joint_loss",
            "joint_argmin", "local_cone", "local_regpath", "e4_selection", "joint_regpath"]
 
-PAPER = "arXiv 2306.13596"
+PAPER = "2306.13596"  # the arXiv id (as in attnlib.experiments.max_margin)
 
 
 def score_gain(logit, gamma, a):
@@ -124,7 +124,7 @@ def tail_angle(K, a, p_mm, n=90001) -> float:
 
 # ----------------------------------------------------------------------------- local cone
 @experiment(
-    "mm_local_cone", seconds=3, paper=f"{PAPER} local convergence (R3), on its own terms",
+    "mm_local_cone", seconds=3, paper=f"{PAPER} local convergence theorem, on its own terms",
     chapter="03_local_global", plot=plot_local_cone,
     title="Plain GD with step 1/L from the cones C_{μ,R} around the locally optimal direction",
     targets=[
@@ -211,7 +211,7 @@ def local_cone(mus: tuple[float, ...] = (0.001, 0.002, 0.004, 0.008, 0.03, 0.1, 
 
 # ----------------------------------------------------------------------------- local path
 @experiment(
-    "mm_local_regpath", seconds=1, paper=f"{PAPER} local regularisation path (R4), on its own "
+    "mm_local_regpath", seconds=2, paper=f"{PAPER} local regularisation path, on its own "
     "terms", chapter="03_local_global", plot=plot_local_regpath,
     title="The loss over circles of growing radius: global and local (cone) minimisers",
     targets=[
@@ -370,7 +370,7 @@ def e4_selection(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, offset: 
 
 # ----------------------------------------------------------------------------- joint path
 @experiment(
-    "mm_joint_regpath", seconds=2, paper=f"{PAPER} joint regularisation path (R6), on its own "
+    "mm_joint_regpath", seconds=2, paper=f"{PAPER} joint regularisation path, on its own "
     "terms", chapter="04_joint_head", plot=plot_joint_regpath,
     title="The joint (v, p) regularisation path of the tight and non-tight examples",
     targets=[
