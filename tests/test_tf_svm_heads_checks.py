@@ -141,3 +141,27 @@ def test_causal_minima_declared():
     num, A = res.numbers, res.arrays
     assert num["corr_causal_min"] == pytest.approx(float(A["corr_causal"][:, -1].min()))
     assert num["corr_full_min"] == pytest.approx(float(A["corr_full"][:, -1].min()))
+
+
+def test_nonlinear_path_small_against_numpy():
+    res = E.run("tf_nonlinear_path", cache=False, device="cpu", trials=2, restarts=4,
+                radii=(1.0, 8.0), steps=300)
+    num, A = res.numbers, res.arrays
+    X = al.random_data(2, 3, 4, trials=2, seed=0, device="cpu").X.numpy()
+    g = torch.Generator().manual_seed(0)
+    V = torch.randn(4, 4, generator=g, dtype=torch.float64).numpy()
+    V = V * (3.0 / np.linalg.norm(V))
+    psi = np.maximum(X @ V, 0).sum(-1)  # oracle: 1^T ReLU(V^T x), numpy
+    np.testing.assert_allclose(A["psi"], psi, atol=1e-12)
+    np.testing.assert_array_equal(A["alpha"], psi.argmax(-1))
+    corr = np.asarray(A["corr"])
+    assert corr.shape == (2, 2)
+    assert num["corr_final"] == pytest.approx(corr[:, -1].mean())
+    assert num["corr_min_final"] == pytest.approx(corr[:, -1].min())
+    assert num["corr_gain"] == pytest.approx(corr[:, -1].mean() - corr[:, 0].mean())
+    assert num["single_start_ok"] == pytest.approx(float(A["single_ok"][-1]))
+    assert np.asarray(A["loss"]).shape == (2, 4, 2)
+    lin = (X @ (V @ np.ones(4))).argmax(-1)
+    assert num["differ_share"] == pytest.approx((psi.argmax(-1) != lin).mean())
+    assert set(_targets("tf_nonlinear_path")) == {"sel_ok", "corr_final", "corr_min_final",
+                                                  "corr_gain"}

@@ -29,7 +29,7 @@ from ..svm import Equivalence, InfeasibleError, att_svm, svm_equivalence
 from ..tokens import attention_logits, cleanly_masked, selected_sets
 from ..train import train
 from .multi_token import chunk_bounds, map_chunks, relu_candidates, train_relu_candidates
-from .registry import Target, experiment, not_run
+from .registry import Target, experiment
 
 PAPER = "2308.16898"
 
@@ -314,16 +314,6 @@ def _svms(sub, s, take):
     return [r for j in range(len(take)) for r in _svms(part, sp, [j])]
 
 
-not_run("tf_nonlinear_path", paper=f"{PAPER} (and 2306.13596) nonlinear-head regularisation "
-        "path (digest §4 item 10, reconstructed)", what="single selected token per input: the "
-        "regularisation path of W with a nonlinear head turns to the Att-SVM of the token the "
-        "head prefers", paper_value="directional convergence (no numbers)",
-        reason="a first attempt (projected GD along the path from W = 0, ReLU head, Y = +1) "
-        "settled on other tokens than argmax ψ for part of the inputs: the path is a global "
-        "minimiser per radius and needs a global search; not shown unverified",
-        chapter="07_nonlinear_heads")
-
-
 # ============================================================================ λ head (designed)
 @experiment(
     "tf_lambda_head", paper=f"{PAPER} (base_nonlinear.py 'lambda' mode, unused in the paper)",
@@ -389,3 +379,6 @@ def tf_lambda_head(lam: float = 0.25, steps: int = 2000, record_every: int = 20,
                selected=float(selected_sets(s).sum()))
     return num, dict(steps=to_numpy(res.history["step"]), s_final=s[0], s_opt=s_opt[0],
                      fin_gap=fin_gap, perp_err=perp, **corr)
+
+
+from .tf_svm_heads_path import tf_nonlinear_path  # noqa: E402,F401  (registers it)

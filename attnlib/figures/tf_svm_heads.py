@@ -10,7 +10,7 @@ import numpy as np
 
 from ..plots import correlation_curves, curves, new_figure
 
-__all__ = ["plot_multi", "plot_lambda", "PAPER_XLIM"]
+__all__ = ["plot_multi", "plot_lambda", "plot_nonlinear_path", "PAPER_XLIM"]
 
 PAPER_XLIM = (5e-18, 1e-6)  # the official scatter's x-axis (largest masked probability)
 
@@ -63,4 +63,27 @@ def plot_lambda(res):
     axes[2].set_xlabel("token t")
     axes[2].set_ylabel("attention s_t")
     axes[2].legend(fontsize=8)
+    return fig
+
+
+def plot_nonlinear_path(res):
+    """Chapter 7, one best token per input: corr of the regularisation path with the Att-SVM
+    of the head's best tokens against the radius (mean and each data set, left); the share of
+    single random starts that find the global selection (right)."""
+    A = res.arrays
+    R, C = np.asarray(A["radii"]), np.asarray(A["corr"])
+    fig, axes = new_figure(1, 2, figsize=(9.6, 3.4))
+    ax = axes[0]
+    ax.semilogx(R, C.T, color="0.7", lw=0.8)
+    ax.semilogx(R, C.mean(0), "o-", label="mean over data sets")
+    ax.set_xlabel("radius R")
+    ax.set_ylabel("corr(W̄(R), W^mm_α)")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax = axes[1]
+    ax.semilogx(R, A["single_ok"], "s-")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("radius R")
+    ax.set_ylabel("share of single starts on α")
+    ax.grid(alpha=0.3)
     return fig
