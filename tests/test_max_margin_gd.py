@@ -151,3 +151,9 @@ def test_figures_draw_from_the_arrays(circle, gdrun):
 
     assert len(plot_circle(circle).axes) == 4
     assert len(plot_gd_theorem(gdrun).axes) == 4
+
+
+def test_next_gap_closed_form_e1(gdrun):
+    # p_mm = (-0.1, 1)/1.01; the non-support token x2 = (1, 0): (k1 - k2)^T p_mm = 1.11/1.01
+    assert gdrun.numbers["e1_next_gap"] == pytest.approx(1.11 / 1.01, rel=1e-9)
+    assert 1.0 < gdrun.numbers["e2_next_gap"] < 1.05  # a near-support token on E2

@@ -289,6 +289,10 @@ def gd_theorem(steps: int = 20000, step_factor: float = 1.0, record_every: int =
         alpha = optimal_tokens(data)
         sup = support_tokens(data.X, W, alpha, z=p_mm.expand(data.n, -1))  # (n, T)
         la, ls = deficits(data, W, P, sup)  # (6, S, n)
+        K = _keys(data, W)
+        gap = ((K[torch.arange(data.n), alpha][:, None] - K) @ p_mm)  # (n, T), 1 on support
+        rest = ~sup & (torch.arange(data.T, device=dev)[None] != alpha[:, None])
+        next_gap = float(gap[rest].min()) if bool(rest.any()) else math.inf
         share = torch.exp(torch.logsumexp(ls, -1) - torch.logsumexp(la, -1))  # (6, S)
         k0 = min(1000, int(k[-1]) // 2)  # the early checkpoint (1000 at paper scale)
         i1000 = int(torch.searchsorted(k, torch.tensor(k0, device=k.device)))
@@ -305,6 +309,7 @@ def gd_theorem(steps: int = 20000, step_factor: float = 1.0, record_every: int =
             f"{name}_support_share_end": float(share[:, -1].min()),
             f"{name}_support_share_1000": float(share[:, i1000].max()),
             f"{name}_support_rises": float(bool((share[:, -1] > share[:, i1000]).all())),
+            f"{name}_next_gap": next_gap,
         })
         inner_path.append(inner.max())
         inner_rand.append(inner_r.max())
