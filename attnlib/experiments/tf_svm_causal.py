@@ -85,7 +85,7 @@ def tf_causal(trials: int = 20, n: int = 2, T: int = 6, d: int = 16, steps: int 
     return num, dict(steps=to_numpy(rc.history["step"]), **corr, **runs)
 
 
-not_run("tf_causal_path", paper=f"{PAPER} sequence / causal remark (digest §3.6, §4 item 11)",
+not_run("tf_causal_path", paper=f"{PAPER} sequence / causal attention (reconstructed remark)",
         what="regularisation path and the nuclear-norm ((K, Q)) variant for sequence and "
              "causal self-attention", paper_value="directional convergence (no experiment)",
         reason="the remark's exact statements are reconstructed; the book checks gradient "

@@ -30,8 +30,8 @@ PAPER = "2308.16898"
 
 
 @experiment(
-    "tf_nonlinear_path", paper="2306.13596 nonlinear-head regularisation path (digest R5, "
-    f"reconstructed), for W as in {PAPER}", chapter="07_nonlinear_heads",
+    "tf_nonlinear_path", paper="2306.13596 nonlinear-head regularisation path (reconstructed "
+    f"statement), for W as in {PAPER}", chapter="07_nonlinear_heads",
     title="ReLU head, one best token per input: the regularisation path turns to its Att-SVM",
     plot=plot_nonlinear_path,
     seconds=8,
