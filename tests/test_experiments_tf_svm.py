@@ -17,8 +17,8 @@ from attnlib import experiments as E
 from attnlib.experiments import tf_svm
 
 TF = ("tf_visualization", "tf_local_convergence", "tf_svm_rank", "tf_nuclear_nonunique",
-      "tf_feasibility", "tf_global_fraction", "tf_global_equal_scores", "tf_multi_token",
-      "tf_lambda_head", "tf_causal")
+      "tf_rank_cap", "tf_feasibility", "tf_global_fraction", "tf_global_equal_scores",
+      "tf_multi_token", "tf_lambda_head", "tf_causal")
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +46,8 @@ def test_registered_in_book_order_with_typed_settings():
     names = [n for n in E.names() if E.get(n).paper.startswith("2308.16898")]
     assert names == list(TF)  # chapter 5, 6, 7, 8 order: the reproduction report's order
     assert [E.get(n).chapter for n in names] == [
-        "05_w_vs_kq", "05_w_vs_kq", "05_w_vs_kq", "05_w_vs_kq", "06_overparameterization",
+        "05_w_vs_kq", "05_w_vs_kq", "05_w_vs_kq", "05_w_vs_kq", "05_w_vs_kq",
+        "06_overparameterization",
         "06_overparameterization", "06_overparameterization", "07_nonlinear_heads",
         "07_nonlinear_heads", "08_sequences_causal"]
     for n in names:

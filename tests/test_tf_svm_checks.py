@@ -229,3 +229,26 @@ def test_local_convergence_spectra_numbers_match_their_arrays():
     assert num["spectrum_KQ_nuc"] == pytest.approx(cos.mean(), abs=1e-9)
     c = np.asarray(A["corr_W_fro"], dtype=float)[:, -1]  # k = 200 = min(1000, steps)
     assert num["corr_W_fro_median_k1000"] == pytest.approx(np.sort(c)[1], abs=1e-12)
+
+
+def test_capped_svm_against_the_convex_nuclear_svm():
+    """Oracle: the per-constraint convex nuclear SVM (cvxpy). With m at least the convex
+    solution's rank the cap is inactive and the values agree; with m = 1 the answer has rank
+    one, meets every margin, and costs at least the convex optimum."""
+    from attnlib.experiments.tf_svm_rankcap import capped_svm
+
+    data = al.random_data(3, 4, 5, seed=1, device="cpu")
+    X, z = data.X.double().numpy(), data.z.double().numpy()
+    a = al.optimal_tokens(data).numpy()
+    val, Wn = att_svm_primal(X, z, a, "nuc")
+    r = int((np.linalg.svd(Wn, compute_uv=False) > 1e-6 * np.linalg.norm(Wn, 2)).sum())
+    W, v = capped_svm(X, z, a, m=r, W0=Wn)
+    assert abs(v - val) / val < 1e-5
+    W1, v1 = capped_svm(X, z, a, m=1, W0=Wn)
+    s = np.linalg.svd(W1, compute_uv=False)
+    assert s[1] < 1e-8 * s[0]
+    D = X[np.arange(3), a][:, None, :] - X
+    marg = np.einsum("ntd,de,ne->nt", D, W1, z)
+    marg[np.arange(3), a] = np.inf
+    assert marg.min() > 1 - 1e-6
+    assert v1 >= val * (1 - 1e-6) and abs(v1 - s.sum()) / v1 < 1e-5
