@@ -46,14 +46,12 @@ CHROMIUM_FLAGS = (
 )
 
 #: Console errors that are allowed, each with the reason.  Anything else fails the page.
-CONSOLE_ALLOW = {
-    r"THEBE_JS_URL": "sphinx-thebe (bundled with Jupyter Book) declares this constant twice on "
-                     "every page; harmless, thebe is not used",
-}
+#: (Empty: sphinx-thebe's doubly declared ``THEBE_JS_URL`` is gone, book/_ext/book_site.py.)
+CONSOLE_ALLOW: dict[str, str] = {}
 
 #: Folders of the site that hold assets, not pages.
 ASSET_DIRS = {"_static", "_sources", "_images", "mathjax", "require", "widgets",
-              "_sphinx_design_static"}
+              "_sphinx_design_static", "plain"}
 
 
 def toc_files() -> list[str]:

@@ -1,10 +1,15 @@
 """The built book in a real browser: every page of ``_build/html`` in headless Chromium.
 
-For every page: no console errors (but the allow-list of site_helpers.CONSOLE_ALLOW), math
-typeset by the local MathJax 3 (no raw ``$$``, no TeX errors), every image loaded, every
+For every page: no console errors (but the allow-list of site_helpers.CONSOLE_ALLOW, empty),
+math typeset by the local MathJax 3 (no raw ``$$``, no TeX errors, no raw LaTeX commands, no
+raw MyST directives or roles, no raw ``|---|`` pipe tables), no glyph drawn as an empty box
+(a character none of the page's fonts has, such as an emoji), every image loaded, every
 internal link (and its #fragment) resolves, theorem/definition/proof and exercise blocks
 rendered, folded solutions open on click, saved widgets rendered, launch and download
-buttons on notebook pages; a screenshot of each page goes to ``_build/screenshots/``.
+buttons on notebook pages (Colab and download open the plain export in ``plain/``), one search
+box; code cells that fit their column (no horizontal scrolling, test_code_cells_fit), the
+pages read on a 390 x 844 phone screen (test_phone), only JavaScript that pages use is shipped
+(test_no_unused_javascript); a screenshot of each page goes to ``_build/screenshots/``.
 Runs after a build (``make test`` builds first); skipped without one (failed with CI=true).
 """
 
@@ -18,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from site_helpers import (  # noqa: F401  (browser, served_site: pytest fixtures)
     ROOT,
+    SCREENSHOTS,
     SITE,
     browser,
     console_errors,
@@ -55,7 +61,13 @@ def test_every_toc_page_is_built():
 # JavaScript collecting, in one round trip, what the checks below need from the open page.
 _INSPECT = r"""
 const skip = new Set(['SCRIPT', 'STYLE', 'PRE', 'CODE', 'TEXTAREA', 'MJX-CONTAINER', 'NOSCRIPT']);
+// raw math, MyST directives/roles, LaTeX commands and pipe tables left in the text
+const RAW = new RegExp([String.raw`\$\$`, String.raw`\\\(`, String.raw`\\\[`,
+  String.raw`\{(prf:|exercise|solution|doc\}|ref\}|cite|numref\}|eq\}|math\})`, '```\\{',
+  String.raw`\\(frac|mathrm|mathbf|mathcal|top|alpha|gamma|lambda|sum|le|ge|star|begin|end)\b`,
+  String.raw`\|\s*:?-{3,}`, String.raw`^\s*\|.*\|\s*$`].join('|'), 'm');
 const raw = [];
+const chars = new Map();
 const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
   acceptNode(node) {
     for (let e = node.parentElement; e; e = e.parentElement) {
@@ -65,7 +77,25 @@ const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
   }});
 for (let n; (n = walker.nextNode()); ) {
   const t = n.textContent;
-  if (/\$\$|\\\(|\\\[|\{prf:|\{exercise|\{solution|```\{/.test(t)) raw.push(t.trim().slice(0, 80));
+  if (RAW.test(t)) raw.push(t.trim().slice(0, 80));
+  for (const ch of t) {
+    if (ch.codePointAt(0) > 0x2000 && !chars.has(ch)) chars.set(ch, n.parentElement);
+  }
+}
+// a glyph box: the character draws exactly like an unassigned code point (.notdef) in its font
+const canvas = document.createElement('canvas');
+canvas.width = 64; canvas.height = 64;
+const ctx = canvas.getContext('2d', {willReadFrequently: true});
+const draw = (ch, font) => {
+  ctx.clearRect(0, 0, 64, 64); ctx.font = font; ctx.fillStyle = '#000';
+  ctx.fillText(ch, 4, 48);
+  return ctx.getImageData(0, 0, 64, 64).data.join(',');
+};
+const boxes = [];
+for (const [ch, el] of chars) {
+  const cs = getComputedStyle(el);
+  const font = `${cs.fontStyle} ${cs.fontWeight} 40px ${cs.fontFamily}`;
+  if (draw(ch, font) === draw('\u0378', font)) boxes.push(ch);
 }
 const maths = Array.from(document.querySelectorAll('.math'));
 const visible = e => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length);
@@ -76,6 +106,9 @@ return {
   mjx: document.querySelectorAll('mjx-container').length,
   merror: Array.from(document.querySelectorAll('mjx-merror')).map(e => e.textContent).slice(0, 5),
   raw: raw.slice(0, 5),
+  boxes: boxes.map(c => `${c} (U+${c.codePointAt(0).toString(16).toUpperCase()})`),
+  search_boxes: Array.from(document.querySelectorAll('.search-button-field, form.bd-search'))
+      .filter(e => visible(e) && !e.closest('.bd-search-container')).length,  // (search.html)
   broken_images: Array.from(document.images)
       .filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
   links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
@@ -161,6 +194,9 @@ def test_page(page, browser, served_site):  # noqa: F811 (fixtures imported abov
             problems.append(f"{info['untypeset']} of {info['math']} formulas not typeset")
     problems += [f"raw markup in the text: {t!r}" for t in info["raw"]]
     problems += [f"MathJax error: {t!r}" for t in info["merror"]]
+    problems += [f"glyph drawn as an empty box (no font has it): {c}" for c in info["boxes"]]
+    if info["search_boxes"] > 1:
+        problems.append(f"{info['search_boxes']} search boxes visible (one is enough)")
 
     problems += [f"image not loaded: {src}" for src in info["broken_images"]]
     problems += _link_problems(info["links"], served_site, page)
@@ -190,14 +226,19 @@ def test_page(page, browser, served_site):  # noqa: F811 (fixtures imported abov
     if info["widget_views"] and not info["widgets_rendered"]:
         problems.append(f"{info['widget_views']} saved widget view(s) not rendered")
 
-    # pages from a .ipynb: Colab and Binder launch buttons and the .ipynb download
+    # pages from a .ipynb: Colab and Binder launch buttons and the .ipynb download; Colab and
+    # download open the plain export (scripts/export_plain.py), which the site ships
     if (ROOT / page.replace(".html", ".ipynb")).is_file():
         nb_path = page.replace(".html", ".ipynb")
         for host in ("colab.research.google.com", "mybinder.org"):
             if not re.search(rf'href="https://{re.escape(host)}/[^"]*{re.escape(nb_path)}', source):
                 problems.append(f"no {host} launch button for {nb_path}")
-        if f"_sources/{nb_path}" not in source:
-            problems.append("no download button for the .ipynb")
+        if not re.search(rf'href="https://colab[^"]*/plain/{re.escape(nb_path)}"', source):
+            problems.append("the Colab button does not open the plain export")
+        if f"plain/{nb_path}" not in re.sub(r'href="https://[^"]*"', "", source):
+            problems.append("no download button for the plain .ipynb export")
+        if not (SITE / "plain" / nb_path).is_file():
+            problems.append(f"the site has no plain export plain/{nb_path}")
 
     screenshot(browser, page)
     assert not problems, f"{page}:\n  " + "\n  ".join(problems)
@@ -211,3 +252,111 @@ def test_site_works_from_disk(browser):  # noqa: F811 (fixture imported above)
     errors = console_errors(entries)
     assert not errors, errors
     assert info["math"] > 0 and info["untypeset"] == 0, info
+
+
+def _chapter_pages() -> list[str]:
+    return [p for p in PAGES if (ROOT / p.replace(".html", ".ipynb")).is_file()]
+
+
+# JavaScript: each code cell whose box scrolls sideways (a line longer than the column), with
+# its longest line; and what overflows the window on a phone
+_OVERFLOW = r"""
+const cells = Array.from(document.querySelectorAll('div.cell'));
+const wide = [];
+cells.forEach((cell, k) => {
+  const pre = cell.querySelector('.cell_input pre');
+  if (!pre || pre.closest('details:not([open])')) return;
+  if (pre.scrollWidth > pre.clientWidth + 1) {
+    const lines = pre.textContent.split('\n');
+    const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), '');
+    wide.push({cell: k + 1, chars: longest.length, line: longest.slice(0, 100)});
+  }
+});
+const vw = document.documentElement.clientWidth;
+// (inside a box that scrolls sideways on its own, such as a wide table, is fine)
+const scrolls = e => {
+  for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+    if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX)) return true;
+  }
+  return false;
+};
+const sticking = Array.from(document.querySelectorAll('article img, article table, .bd-article p'))
+  .filter(e => e.getBoundingClientRect().right > vw + 1 && !scrolls(e))
+  .map(e => e.tagName + ' ' + (e.getAttribute('src') || e.textContent.slice(0, 40)));
+return {wide, page_width: document.documentElement.scrollWidth, vw, sticking,
+        sidebar_visible: !!document.querySelector('.bd-sidebar-primary')
+            && document.querySelector('.bd-sidebar-primary').getBoundingClientRect().right > 0
+            && getComputedStyle(document.querySelector('.bd-sidebar-primary')).visibility
+               !== 'hidden'};
+"""
+
+#: Chapters whose code cells are being shortened to <= 80 characters per line by their owners
+#: (stop 19): their overflow is expected until then.  Remove a page once its cells fit.
+CODE_OVERFLOW_PENDING: set[str] = set()
+
+
+@pytest.mark.parametrize("page", _chapter_pages() or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no built site in _build/html: run `make book` (`make test` builds it)"))])
+def test_code_cells_fit(page, browser, served_site, request):  # noqa: F811
+    """No code cell scrolls sideways at 1366 x 768: its comments stay readable."""
+    if page in CODE_OVERFLOW_PENDING:
+        request.applymarker(pytest.mark.xfail(
+            strict=False, reason="chapter owners are shortening code lines to <= 80 characters "
+                                 "(requests in the stop-19 notes)"))
+    size = browser.get_window_size()
+    browser.set_window_size(1366, 768)
+    try:
+        open_page(browser, f"{served_site}/{page}")
+        info = browser.execute_script(_OVERFLOW)
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+    wide = [f"cell {w['cell']}: a line of {w['chars']} characters: {w['line']!r}"
+            for w in info["wide"]]
+    assert not wide, f"{page}: code cells wider than their box:\n  " + "\n  ".join(wide)
+
+
+@pytest.mark.parametrize("page", _chapter_pages()[:1] + [p for p in _chapter_pages()
+                                                         if "05_" in p or "10_" in p]
+                         or [pytest.param(None, marks=pytest.mark.skip(reason="no built site"))])
+def test_phone(page, browser, served_site):  # noqa: F811
+    """On a 390 x 844 phone screen the page does not scroll sideways, the sidebar is folded
+    away, images and tables fit, and there is one search button; a screenshot is saved."""
+    size = browser.get_window_size()
+    browser.set_window_size(390, 844)
+    try:
+        entries = open_page(browser, f"{served_site}/{page}")
+        info = browser.execute_script(_OVERFLOW)
+        inspect = browser.execute_script(_INSPECT)
+        shot = SCREENSHOTS / f"phone_{Path(page).stem}.png"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(shot))
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+    problems = [f"console error: {m}" for m in console_errors(entries)]
+    if info["page_width"] > info["vw"] + 1:
+        problems.append(f"the page is {info['page_width']} px wide on a {info['vw']} px screen")
+    problems += [f"sticks out of the screen: {e}" for e in info["sticking"]]
+    if info["sidebar_visible"]:
+        problems.append("the primary sidebar covers the page on a phone")
+    if inspect["search_boxes"] > 1:
+        problems.append(f"{inspect['search_boxes']} search boxes visible")
+    assert not problems, f"{page} at 390 x 844:\n  " + "\n  ".join(problems)
+
+
+def test_no_unused_javascript():
+    """Ship what pages use: no icon script (the theme's CSS draws the icons from web fonts), no
+    thebe (it is off), the ipywidgets manager only if a page loads it."""
+    require_site()
+    pages = [SITE / p for p in PAGES]
+    html = "\n".join(p.read_text(encoding="utf-8") for p in pages)
+    problems = []
+    for name in ("fontawesome.js", "sphinx-thebe.js", "THEBE_JS_URL"):
+        if name in html:
+            problems.append(f"a page loads {name}")
+    shipped = [p.relative_to(SITE).as_posix() for p in SITE.rglob("*.js")]
+    problems += [f"shipped but never loaded: {s}" for s in shipped
+                 if Path(s).name in ("fontawesome.js", "sphinx-thebe.js")]
+    if (SITE / "widgets").exists() and "embed-amd.js" not in html:
+        size = sum(f.stat().st_size for f in (SITE / "widgets").rglob("*")) / 1e6
+        problems.append(f"widgets/ ({size:.1f} MB) is shipped but no page loads it")
+    assert not problems, problems

@@ -1,0 +1,126 @@
+"""Site tweaks of the book (a local Sphinx extension, loaded from _config.yml).
+
+1. Answer code folded like the written solution: a code cell tagged ``solution`` gets
+   myst-nb's ``hide-input`` tag (read time only; the notebooks keep their tags).
+2. No sphinx-thebe on the pages: thebe is off (``launch_buttons.thebe: false``) but
+   sphinx-thebe, bundled with Jupyter Book, still adds its config script (``const
+   THEBE_JS_URL``, declared twice: a console error on every page) and ``sphinx-thebe.js``.
+3. One search box: pydata-sphinx-theme's header bar (only a search box) is hidden
+   (book/_static/book-site.css).
+4. Ship what pages use: pydata-sphinx-theme loads ``fontawesome.js`` (1.5 MB of icons as SVG)
+   on every page although its CSS already draws the same icons from its web fonts; the offline
+   ipywidgets manager (``widgets/``, ``require/``) is removed when no page loads it.
+5. Colab and download buttons of a notebook page point at its plain-Markdown export
+   (scripts/export_plain.py, written into ``<site>/plain/`` at the end of the build).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+#: where the plain exports of the notebooks go inside the site
+EXPORT_DIR = "plain"
+_FA_SCRIPT = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*">'
+                        r"</script>")
+
+
+def _fold_solution_code(app, docname, source):
+    """source-read: a code cell tagged ``solution`` is folded (``hide-input``)."""
+    if not str(app.env.doc2path(docname)).endswith(".ipynb"):
+        return
+    nb = json.loads(source[0])
+    changed = False
+    for cell in nb.get("cells", []):
+        meta = cell.setdefault("metadata", {})
+        tags = meta.get("tags", [])
+        if cell.get("cell_type") == "code" and "solution" in tags and "hide-input" not in tags:
+            meta["tags"] = [*tags, "hide-input"]
+            mystnb = meta.setdefault("mystnb", {})
+            mystnb.setdefault("code_prompt_show", "Show the answer code")
+            mystnb.setdefault("code_prompt_hide", "Hide the answer code")
+            changed = True
+    if changed:
+        source[0] = json.dumps(nb)
+
+
+def _is_thebe(script) -> bool:
+    name = getattr(script, "filename", script) or ""
+    body = getattr(script, "attributes", {}).get("body", "")
+    return "sphinx-thebe" in str(name) or "THEBE_JS_URL" in body
+
+
+def _page_context(app, pagename, templatename, context, doctree):
+    """html-page-context (after the theme's): no thebe; Colab/download of the export."""
+    if not app.config.html_theme_options.get("launch_buttons", {}).get("thebe"):
+        context["script_files"] = [s for s in context.get("script_files", [])
+                                   if not _is_thebe(s)]
+        context["css_files"] = [c for c in context.get("css_files", [])
+                                if "thebe" not in str(getattr(c, "filename", c))]
+    src = app.env.doc2path(pagename, base=False) if pagename in app.env.all_docs else None
+    if src is None or not str(src).endswith(".ipynb"):
+        return
+    export = f"{EXPORT_DIR}/{Path(src).as_posix()}"
+    branch = app.config.book_export_branch
+
+    def fix(buttons):
+        for b in buttons:
+            if isinstance(b.get("buttons"), list):
+                fix(b["buttons"])
+            url = b.get("url", "")
+            if "colab.research.google.com" in url:
+                b["url"] = re.sub(r"/blob/[^/]+/.*$", f"/blob/{branch}/{export}", url)
+            elif b.get("label", "").startswith("download-") and url.endswith(".ipynb"):
+                b["url"] = f"{context['pathto']('', 1).rstrip('/')}/{export}"
+                b["tooltip"] = "Download notebook (plain Jupyter Markdown)"
+
+    fix(context.get("header_buttons", []))
+
+
+def _finish(app, exception):
+    """build-finished: strip unused JavaScript, write the plain exports."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    pages = [p for p in out.rglob("*.html") if "_static" not in p.parts]
+    widgets_used = False
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        new = _FA_SCRIPT.sub("", text)
+        widgets_used |= "embed-amd.js" in new
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+    for f in (out / "_static" / "scripts").glob("fontawesome.js*"):
+        f.unlink()
+    for f in (out / "_static" / "scripts").glob("*.js.map"):
+        f.unlink()
+    if not widgets_used:
+        for d in ("widgets", "require"):
+            shutil.rmtree(out / d, ignore_errors=True)
+    for f in (out / "_static").glob("sphinx-thebe.*"):
+        f.unlink()
+    root = Path(app.confdir)
+    cmd = [sys.executable, str(root / "scripts" / "export_plain.py"), "--out",
+           str(out / EXPORT_DIR)]
+    subprocess.run(cmd, check=True, cwd=root)
+
+
+def _static(app, config):
+    """config-inited: book/_static (this extension's CSS) is a static folder of the site."""
+    here = str(Path(__file__).resolve().parents[1] / "_static")
+    if here not in config.html_static_path:
+        config.html_static_path.append(here)
+
+
+def setup(app):
+    app.add_config_value("book_export_branch", "gh-pages", "html")
+    app.connect("config-inited", _static)
+    app.add_css_file("book-site.css")
+    app.connect("source-read", _fold_solution_code)
+    app.connect("html-page-context", _page_context, priority=900)
+    app.connect("build-finished", _finish)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

@@ -1,0 +1,163 @@
+"""The plain export of the chapters (scripts/export_plain.py): no MyST left, references resolved.
+
+Colab, downloads and classic Jupyter cannot render MyST; the site's Colab and download buttons
+open this export.  Every chapter of _toc.yml is exported into a temporary folder and read back:
+no directive fence, role, ``(label)=`` target or directive option survives; every link inside
+an export, or from one export to another, lands on an anchor that exists; every citation has
+its entry; exercises are numbered per chapter ("Exercise 5.1") with folded solutions; the Colab
+install cell is written one way, pinned to the release.  The last test installs attnlib from
+that cell's pinned requirement into a clean virtual environment, offline, from this checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import export_plain  # noqa: E402
+
+REF = "v0.0-test"
+LEFT = re.compile(r"(?:`{3,}|:{3,})\{[^}]+\}"  # a directive fence
+                  r"|(?<![`\w])\{[a-z][\w:-]*\}`[^`]*`"  # a role
+                  r"|^\([^)\s]+\)=\s*$"  # a target
+                  r"|^:(label|class|name|nonumber|dropdown):", re.M)  # a directive option
+
+
+def _strip_code(md: str) -> str:
+    """Markdown without its code blocks and code spans (which may show MyST as code)."""
+    md = re.sub(r"^(`{3,}|~{3,})(?!\{).*?^\1\s*$", "", md, flags=re.M | re.S)
+    return re.sub(r"`[^`\n]+`", "", md)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> dict[str, dict]:
+    out = tmp_path_factory.mktemp("plain")
+    assert export_plain.main(["--out", str(out), "--ref", REF]) == 0
+    docs = [d for d in export_plain.toc_docs() if (ROOT / f"{d}.ipynb").is_file()]
+    return {d: json.loads((out / f"{d}.ipynb").read_text()) for d in docs}
+
+
+def _md(nb: dict) -> str:
+    return "\n\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def test_every_chapter_is_exported_without_myst(exported):
+    assert len(exported) >= 10
+    for doc, nb in exported.items():
+        left = LEFT.findall(_strip_code(_md(nb)))
+        found = [m.group(0) for m in LEFT.finditer(_strip_code(_md(nb)))]
+        assert not left, f"{doc}: MyST left in the export: {found[:5]}"
+        assert nb["metadata"]["kernelspec"]["name"] == "python3"
+        assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
+
+
+def test_install_cell_is_one_and_pinned(exported):
+    url = export_plain.repo_url()
+    for doc, nb in exported.items():
+        code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+        installs = [c for c in code if "pip install" in c]
+        assert installs == [export_plain.install_cell_source(url, REF)], doc
+        assert code[0] == installs[0], f"{doc}: the install cell is not the first code cell"
+        assert f'"attnlib @ git+{url}@{REF}"' in installs[0]
+        assert nb["metadata"]["attnlib_export"]["release"] == REF
+
+
+def test_links_land_on_anchors(exported):
+    anchors = {doc: set(re.findall(r'<a id="([^"]+)"></a>', _md(nb)))
+               for doc, nb in exported.items()}
+    problems = []
+    for doc, nb in exported.items():
+        for target in re.findall(r"\]\(([^)\s]+)\)", _md(nb)):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, frag = target.partition("#")
+            other = doc if not path else str(Path(doc).parent / path.removesuffix(".ipynb"))
+            if other not in exported:
+                problems.append(f"{doc}: link to a notebook that is not exported: {target}")
+            elif frag and frag not in anchors[other]:
+                problems.append(f"{doc}: link to a missing anchor: {target}")
+    assert not problems, "\n".join(problems)
+
+
+def test_references_read_as_in_the_book(exported):
+    md = _md(exported["book/05_w_vs_kq"])
+    # a {prf:ref} to a lemma of the same chapter: "Lemma 5.k", linked to its anchor
+    assert re.search(r"\[Lemma 5\.\d+\]\(#lem-factor-nuclear\)", md)
+    assert re.search(r'<a id="lem-factor-nuclear"></a>\n\*\*Lemma 5\.\d+\*\*', md)
+    # citations: "Author et al. (year)" with an entry in the References cell
+    cited = set(re.findall(r"\(#ref-([\w:-]+)\)", md))
+    assert cited, "chapter 5 cites the papers"
+    for key in cited:
+        assert f'<a id="ref-{key}"></a>' in md, key
+
+
+def test_exercises_numbered_per_chapter_with_folded_solutions(exported):
+    for doc, nb in exported.items():
+        src = "\n".join("".join(c["source"]) for c in
+                        json.loads((ROOT / f"{doc}.ipynb").read_text())["cells"]
+                        if c["cell_type"] == "markdown")
+        n_ex = len(re.findall(r"^`{3,}\{exercise-start\}", src, re.M))
+        n_sol = len(re.findall(r"^`{3,}\{solution-start\}", src, re.M))
+        md = _md(nb)
+        chap = export_plain._chapter(doc)
+        numbers = re.findall(r"\*\*Exercise (\d+)\.(\d+)\*\*", md)
+        assert numbers == [(chap, str(k)) for k in range(1, n_ex + 1)], doc
+        assert md.count("<details>") == md.count("</details>") == n_sol, doc
+        assert len(re.findall(r"<summary>Solution to Exercise \d+\.\d+</summary>", md)) == n_sol
+
+
+def test_unknown_directive_or_role_is_an_error():
+    index = export_plain.Index(export_plain.toc_docs(), ROOT / "references.bib")
+    conv = export_plain.Converter(index, "book/05_w_vs_kq")
+    with pytest.raises(ValueError, match="directive"):
+        conv.convert("```{mystery}\nbody\n```")
+    with pytest.raises(ValueError, match="role"):
+        conv.convert("see {mystery}`x`")
+    assert conv.convert("`{prf:ref}` in code") == "`{prf:ref}` in code"
+
+
+@pytest.mark.slow
+def test_install_cell_installs_offline(exported, tmp_path):
+    """The export's pinned requirement installs attnlib into a clean virtual environment.
+
+    Offline: the repository URL is replaced by this checkout (``git+file://``) and the release
+    by its HEAD commit; the packages attnlib needs come from the project's environment (as
+    Colab brings its own torch, numpy, ipywidgets), seen through a .pth file."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs git and a git checkout")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    cell = "".join(next(c["source"] for c in exported["book/05_w_vs_kq"]["cells"]
+                        if c["cell_type"] == "code"))
+    spec = re.search(r'"(attnlib @ git\+[^"]+)"', cell).group(1)
+    local = spec.replace(f"git+{export_plain.repo_url()}@{REF}", f"git+file://localhost{ROOT}@{head}")
+    assert local != spec
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    deps = subprocess.run([sys.executable, "-c", "import torch, pathlib; "
+                           "print(pathlib.Path(torch.__file__).parents[1])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "colab_like_packages.pth").write_text(deps + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHONPATH"))}
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
+                        "--no-deps", "--no-build-isolation", "--no-index", local],
+                       capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([str(py), "-c", "import attnlib, torch; print(attnlib.__file__); "
+                        "print(float(attnlib.att_svm is not None))"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    where = Path(r.stdout.splitlines()[0])
+    assert where.is_relative_to(venv), f"attnlib imported from {where}, not the clean venv"
