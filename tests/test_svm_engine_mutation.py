@@ -239,3 +239,21 @@ def test_solve_one_alone():
     with pytest.raises(Infeasible) as err:
         engine.solve_one(infeasible, "fro", SolveConfig())
     assert err.value.index == 0
+
+
+def test_farkas_is_scale_free_down_to_1e_12():
+    # three directions around the origin (rows of norms 1, 2, 0.5): a_k'w >= b_k > 0 for all k
+    # is impossible (a positive combination of the rows is 0); at 1e-12 the certificate's b'lam
+    # is ~1e-12 while the LP leaves A'lam ~1e-16: only the normalisation of b keeps it >= 1e6
+    th = np.array([0.3, 2.5, 4.4])
+    A = np.stack([np.cos(th), np.sin(th)], 1) * np.array([[1.0], [2.0], [0.5]])
+    C = np.stack([np.cos(th), np.sin(th)], 1)  # three equalities in 2-d: consistent only for
+    w0 = np.array([0.7, -0.2])  # c in the range of C
+    for s in (1e-12, 1.0, 1e12):
+        b = s * np.array([1.0, 2.0, 0.5])
+        assert farkas(Rows(A, b, None, None, (2,)), 1e6) is True
+        assert farkas(Rows(A, -b, None, None, (2,)), 1e6) is False  # w = 0 is feasible
+        c = s * (C @ w0)
+        assert farkas(Rows(np.zeros((0, 2)), np.zeros(0), C, c, (2,)), 1e6) is False
+        c[0] += s * 0.5  # off the range of C
+        assert farkas(Rows(np.zeros((0, 2)), np.zeros(0), C, c, (2,)), 1e6) is True
