@@ -34,6 +34,7 @@ from ._runtime import few_threads
 from ._validate import choice, number
 from .metrics import sparsity
 from .train import LpMirrorDescent
+from .train.mirror import normalized_step
 
 __all__ = ["DigitSplits", "digits_tokens", "split_indices", "AttentionClassifier", "fit",
            "select", "compare", "attention_entropy", "weight_sparsity", "OPTIMIZERS"]
@@ -254,7 +255,8 @@ def _make_optimizer(name: str, groups: list[dict], lp: float):
 
 def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
         steps: int = 1000, eval_every: int = 25, seeds=(0, 1, 2, 3, 4),
-        init_scale: float = 0.1, progress: bool = False, v=None) -> dict:
+        init_scale: float = 0.1, progress: bool = False, v=None,
+        normalized: bool = False) -> dict:
     """Train one classifier per (learning rate, seed), full batch, all in one computation.
 
     Parameters
@@ -273,15 +275,25 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
     v : Tensor (d,), optional
         A fixed head: every model uses it and only W trains (the theory's setting; the
         sentences of :mod:`attnlib.text`). Default: v is drawn per seed and trained.
+    normalized : bool
+        Divide each model's gradient by its dual norm :math:`\\|\\nabla_W\\mathcal L\\|_q`,
+        :math:`q = p/(p-1)` (2 for ``"gd"``), before the step, model by model (W and v
+        separately): normalised mirror descent / normalised GD, the step rule of the paper's
+        synthetic runs, whose norm grows linearly in the steps instead of logarithmically.
+        Not for ``"adam"`` (already scale-free).
 
     Returns
     -------
     dict
-        ``"step"`` (C,); ``"train_loss"``, ``"val_loss"``, ``"val_acc"``, ``"test_acc"``
-        (L, C, S); ``"W"`` (L, C, S, d, d) and ``"v"`` (L, C, S, d) at every checkpoint.
+        ``"step"`` (C,); ``"train_loss"``, ``"train_acc"``, ``"val_loss"``, ``"val_acc"``,
+        ``"test_acc"`` (L, C, S); ``"W"`` (L, C, S, d, d) and ``"v"`` (L, C, S, d) at every
+        checkpoint.
         Test accuracy is recorded for reporting; :func:`select` never reads it.
     """
     optimizer = choice("optimizer", optimizer, OPTIMIZERS)
+    if not isinstance(normalized, bool) or (normalized and optimizer == "adam"):
+        raise ValueError(f"normalized: expected True or False, and False for 'adam', got "
+                         f"{normalized!r}")
     steps = number("steps", steps, lo=1, integer=True)
     eval_every = number("eval_every", eval_every, lo=1, integer=True)
     lp = number("lp", lp, lo=1, lo_open=True)
@@ -301,13 +313,16 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
             p.requires_grad_(False).copy_(v.expand_as(p))
     opt = _make_optimizer(optimizer, model.param_groups(lrs), lp)
     tr, va, te = data.part("train"), data.part("val"), data.part("test")
-    rec = {k: [] for k in ("train_loss", "val_loss", "val_acc", "test_acc", "W", "v")}
+    rec = {k: [] for k in ("train_loss", "train_acc", "val_loss", "val_acc", "test_acc", "W",
+                           "v")}
     steps_seen = []
 
     def record(k):
         with torch.no_grad():
             steps_seen.append(k)
-            rec["train_loss"].append(_loss_acc(model, *tr)[0])
+            tl, tacc = _loss_acc(model, *tr)
+            rec["train_loss"].append(tl)
+            rec["train_acc"].append(tacc)
             vl, vacc = _loss_acc(model, *va)
             rec["val_loss"].append(vl)
             rec["val_acc"].append(vacc)
@@ -323,6 +338,8 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
             opt.zero_grad(set_to_none=True)
             loss = _loss_acc(model, *tr)[0].sum()  # sum over models: independent gradients
             loss.backward()
+            if normalized:
+                _normalize(model, 2.0 if optimizer == "gd" else lp / (lp - 1.0))
             opt.step()
             if k % eval_every == 0 or k == steps:
                 record(k)
@@ -333,7 +350,15 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
     return out
 
 
-def select(val_acc, val_loss) -> tuple[int, torch.Tensor]:
+def _normalize(model, q: float) -> None:
+    """Each model's gradient divided by its ℓq norm, in place (W and v separately)."""
+    for par in (*model.Ws, *model.vs):
+        if par.grad is not None:
+            g = par.grad
+            par.grad = normalized_step(g.reshape(g.shape[0], -1), 1.0, q, 0.0).view_as(g)
+
+
+def select(val_acc, val_loss, eligible=None) -> tuple[int, torch.Tensor]:
     """Model selection on the validation split only.
 
     For every run (learning rate ``l``, seed ``b``) the checkpoint with the highest validation
@@ -345,6 +370,10 @@ def select(val_acc, val_loss) -> tuple[int, torch.Tensor]:
     ----------
     val_acc, val_loss : Tensor (L, C, B)
         Validation accuracy and loss of L learning rates at C checkpoints for B seeds.
+    eligible : bool Tensor (L, C, B), optional
+        Checkpoints that may be kept (e.g. those that separate the training data, the regime
+        of the theory). A run with none keeps its best checkpoint among all; a learning rate
+        is chosen among those whose every run has an eligible checkpoint, if there is one.
 
     Returns
     -------
@@ -359,10 +388,21 @@ def select(val_acc, val_loss) -> tuple[int, torch.Tensor]:
     acc = torch.nan_to_num(val_acc, nan=-1.0)
     # lexicographic: accuracy first, then lower loss (loss squashed into [0, 1))
     key = acc - 1e-6 * (1 - torch.exp(-loss))  # (L, C, B)
+    full = torch.ones(val_acc.shape[0], dtype=torch.bool)
+    if eligible is not None:
+        eligible = torch.as_tensor(eligible, dtype=torch.bool, device=key.device)
+        if eligible.shape != key.shape:
+            raise ValueError(f"eligible must be (L, C, B) like val_acc, got "
+                             f"{tuple(eligible.shape)}")
+        some = eligible.any(1, keepdim=True)  # (L, 1, B): runs with an eligible checkpoint
+        key = torch.where(eligible | ~some, key, -math.inf)
+        full = some.squeeze(1).all(-1).cpu()  # (L,): every seed reached the regime
     best = key.argmax(dim=1)  # (L, B)
     kept_acc = acc.gather(1, best[:, None]).squeeze(1)  # (L, B)
     kept_loss = loss.gather(1, best[:, None]).squeeze(1)
     lr_key = kept_acc.mean(-1) - 1e-6 * (1 - torch.exp(-kept_loss.mean(-1)))
+    if full.any():
+        lr_key = torch.where(full.to(lr_key.device), lr_key, -math.inf)
     li = int(lr_key.argmax())
     return li, best[li]
 

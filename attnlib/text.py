@@ -207,7 +207,7 @@ class TextSplits:
         return ["[CLS]" if w < 0 else self.vocab[w] for w in self.words[int(i)].tolist()]
 
 
-def sentiment_sentences(n: int = 1000, T: int = 12, dim: int = 32, distractors: int = 3,
+def sentiment_sentences(n: int = 1000, T: int = 12, dim: int = 64, distractors: int = 3,
                         query: str = "mean", n_strong: int = 20, n_weak: int = 20,
                         n_neutral: int = 20, head_scale: float = 4.0,
                         fractions=(0.5, 0.25, 0.25), seed: int = 0, device=None,

@@ -11,8 +11,8 @@ import torch
 import attnlib as al
 from attnlib import realdata, text
 
-SMALL = dict(n=240, steps=200, eval_every=50, seeds=2, lr_md=(30.0,), lr_gd=(1000.0,),
-             lr_md3=(300.0,), lr_adam=(0.03,))
+SMALL = dict(n=240, steps=200, eval_every=50, seeds=2, lr_md=(0.01,), lr_gd=(0.3,),
+             lr_md3=(30.0,), lr_adam=(0.1,))
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_numbers_match_a_recomputation(res):
             np.testing.assert_allclose(a[f"attention_{k}"][b, 0], s_loop[0].numpy(), atol=1e-5)
     assert num["mass_seeds"] == int((a["md_mass"] > a["gd_mass"]).sum())
     assert num["mass_diff"] == pytest.approx(float(a["md_mass"].mean() - a["gd_mass"].mean()))
-    tr = [float(a[f"{k}_train_acc"].min()) for k in ("md", "gd", "adam")]
+    tr = [float(a[f"{k}_train_acc"].min()) for k in ("md", "gd", "md3", "adam")]
     assert num["separated"] == pytest.approx(min(tr))
     assert [data.vocab[w] for w in a["words"][0]] == data.sentence(int(data.index["test"][0]))
 

@@ -98,5 +98,6 @@ def digits(lp: float = 1.1, steps: int = 1000, eval_every: int = 25, seeds: int 
         sparsity_ratio=float(md["sparsity"].mean() / gd["sparsity"].mean().clamp(min=1e-12)),
         sparsity_seeds=int((md["sparsity"] > gd["sparsity"]).sum()),
         entropy_lower=int(md["entropy"].mean() < gd["entropy"].mean()),
-        acc_diff=100 * float(md["test_acc"].mean() - gd["test_acc"].mean()))
+        acc_diff=100 * float(md["test_acc"].mean() - gd["test_acc"].mean()),
+        uniform_blank=float((Xte[..., :4] == 0).all(-1).double().mean()))
     return numbers, arrays

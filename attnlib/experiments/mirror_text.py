@@ -9,9 +9,14 @@ polarity, so uniform attention misclassifies and the classifier must select the 
 The one-layer classifier :math:`f(X_i) = v^\top X_i^\top\mathrm{softmax}(X_i W z_i)` trains W
 only (v fixed, the theory's setting) with ℓ1.1-MD, GD (ℓ2), ℓ3-MD and Adam,
 :math:`W \leftarrow \nabla\psi^{-1}(\nabla\psi(W) - \eta\nabla\mathcal L)` with
-:math:`\nabla\psi(W) = \mathrm{sign}(W)|W|^{p-1}`; learning rate and checkpoint are chosen on
-the validation split (:func:`attnlib.realdata.select`). Measured: attention mass on the planted
-word, top-1 hit rate, near-zero entries of W, train and test accuracy. Figures in
+:math:`\nabla\psi(W) = \mathrm{sign}(W)|W|^{p-1}`, with normalised steps
+(:math:`\eta/\|\nabla\mathcal L\|_q`, the paper's synthetic rule, so that the training
+sentences are separated within the budget); learning rate and checkpoint are chosen on the
+validation split among the checkpoints that separate the training sentences
+(:func:`attnlib.realdata.select`). ``md_text_svm`` measures the mechanism on a small training
+set: the distance of each trained direction to the ℓq-AttSVM of its selected tokens. Measured:
+attention mass on the planted word, top-1 hit rate, near-zero entries of W, train and test
+accuracy. Figures in
 :mod:`attnlib.figures.mirror_text`. See chapter 10.
 """
 
@@ -26,9 +31,36 @@ from attnlib import realdata, text
 from attnlib._runtime import resolve_device
 from attnlib.figures import mirror_text as figures
 
-from .registry import Target, experiment
+from .registry import Target, experiment, not_run
 
 PAPER = "2410.14581"
+
+_GPU = ("the paper's 3- to 6-block transformers on the 25,000 IMDb reviews (tokenizer and "
+        "reviews are downloads; about half an hour per epoch on a CPU): a GPU job, and no "
+        "GPU was lent to this build")
+not_run("md_imdb_accuracy", paper=f"{PAPER} IMDb table (digest §5.3, R3)",
+        what="max test accuracy, ℓ1.1-MD vs GD, 3 blocks (10 runs each)",
+        paper_value="83.47 ± 0.09 vs 81.66 ± 0.09 (+1.5 to +2.3 points over 3, 4, 6 blocks)",
+        reason=_GPU + "; chapter 10's md_text / md_digits test accuracy is the offline analogue",
+        chapter="10_real_data")
+not_run("md_imdb_attention", paper=f"{PAPER} attention maps (digest §5.3)",
+        what="mean min-max normalised attention on the designated word of 40 probe "
+             "sentences, trained 6-block models",
+        paper_value="ℓ1.1-MD 0.4387 vs GD 0.3122",
+        reason="needs the paper's trained IMDb models (" + _GPU + "); md_text measures the "
+               "same statistic (raw softmax mass) on planted sentences, live",
+        chapter="10_real_data")
+not_run("md_imdb_histograms", paper=f"{PAPER} weight histograms (digest §5.3)",
+        what="entries of the Q, K, V weights above 0.06, ℓ1.1-MD vs GD (6 blocks)",
+        paper_value="K 18,206 vs 27,224; Q 13,964 vs 14,654; V 7,643 vs 10,127",
+        reason=_GPU + "; md_text and md_digits count near-zero entries of W instead",
+        chapter="10_real_data")
+not_run("md_cifar_vit", paper=f"{PAPER} CIFAR-10 ViT (digest §5.4)",
+        what="test accuracy after 1,000 epochs, ℓ1.1-MD vs Adam (one run each)",
+        paper_value="≈ 0.81 vs ≈ 0.81-0.82 (read off the figure)",
+        reason="a 6-block vision transformer trained for 1,000 epochs: a GPU job (CIFAR-10 "
+               "is also a download)",
+        chapter="10_real_data")
 
 #: key -> (realdata.fit optimizer, exponent p); "md3" is ℓ3 mirror descent
 TEXT_OPTIMIZERS = {"md": ("md", 1.1), "gd": ("gd", 2.0), "md3": ("md", 3.0),
@@ -69,11 +101,12 @@ def _measure(run, li, ck, data, rel_te):
     plot=figures.plot_text,
     seconds=60,  # expected at paper scale on a 2-core CPU
     targets=[
-        Target("separated", "every ℓ1.1-MD, GD and Adam model separates its training "
-               "sentences at the chosen checkpoint (min train accuracy)", "≈ 99.5% (IMDb)",
-               0.97, 1.0, "≥ 0.97", "suggested",
-               "the paper stops at 99.5% train accuracy; here the validation-chosen "
-               "checkpoints reach 97-100%"),
+        Target("separated", "every ℓ1.1-MD, GD, ℓ3-MD and Adam model separates its training "
+               "sentences at the chosen checkpoint (min train accuracy)",
+               "trained to separation (the theory's regime; IMDb runs stop at 99.5%)",
+               1.0, 1.0, "= 1", "suggested",
+               "set before running: the theory is about separated training data, so the "
+               "checkpoint is chosen on validation among those that separate"),
         Target("mass_seeds", "seeds where ℓ1.1-MD puts more test attention on the planted "
                "word than GD", "≥ 4 of 5 (R2)", 4, math.inf, "≥ 4/5", "suggested",
                "the paper: 0.4387 vs 0.3122 (normalised, 40 probe sentences, one model each)"),
@@ -89,13 +122,13 @@ def _measure(run, li, ck, data, rel_te):
                "learning rate and checkpoint chosen on validation (the paper: max over epochs)"),
     ],
 )
-def sentences(steps: int = 800, eval_every: int = 25, seeds: int = 5, n: int = 1000,
-              T: int = 12, dim: int = 32, distractors: int = 3, data_seed: int = 0,
+def sentences(steps: int = 1200, eval_every: int = 50, seeds: int = 5, n: int = 1000,
+              T: int = 12, dim: int = 64, distractors: int = 3, data_seed: int = 0,
               head_scale: float = 4.0, init_scale: float = 0.1,
-              lr_md: tuple[float, ...] = (30.0, 100.0, 300.0),
-              lr_gd: tuple[float, ...] = (300.0, 1000.0, 3000.0),
-              lr_md3: tuple[float, ...] = (100.0, 300.0, 1000.0),
-              lr_adam: tuple[float, ...] = (0.01, 0.03, 0.1), progress: bool = False,
+              lr_md: tuple[float, ...] = (0.003, 0.01, 0.03),
+              lr_gd: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0),
+              lr_md3: tuple[float, ...] = (10.0, 30.0, 100.0),
+              lr_adam: tuple[float, ...] = (0.1, 0.3, 1.0), progress: bool = False,
               device: str | None = "cpu"):
     """ℓ1.1-MD, GD, ℓ3-MD and Adam on the planted-sentiment sentences, ``seeds`` inits each.
 
@@ -112,8 +145,9 @@ def sentences(steps: int = 800, eval_every: int = 25, seeds: int = 5, n: int = 1
     for key, (opt, lp) in TEXT_OPTIMIZERS.items():
         run = realdata.fit(data, opt, lrs[key], lp=lp, steps=steps, eval_every=eval_every,
                            seeds=tuple(range(seeds)), init_scale=init_scale,
-                           progress=progress, v=data.v)
-        li, ck = realdata.select(run["val_acc"], run["val_loss"])
+                           progress=progress, v=data.v, normalized=opt != "adam")
+        # the regime of the theory: only checkpoints that separate the training sentences
+        li, ck = realdata.select(run["val_acc"], run["val_loss"], run["train_acc"] == 1)
         out[key] = _measure(run, li, ck, data, rel_te) | {"lr": float(lrs[key][li])}
     numbers, arrays = {}, {}
     for k, r in out.items():
@@ -135,7 +169,7 @@ def sentences(steps: int = 800, eval_every: int = 25, seeds: int = 5, n: int = 1
                   label=data.Y[test], vocab=np.array(data.vocab))
     md, gd = out["md"], out["gd"]
     numbers.update(
-        separated=float(torch.cat([out[k]["train_acc"] for k in ("md", "gd", "adam")]).min()),
+        separated=float(torch.cat([out[k]["train_acc"] for k in TEXT_OPTIMIZERS]).min()),
         mass_seeds=int((md["mass"] > gd["mass"]).sum()),
         mass_diff=float(md["mass"].mean() - gd["mass"].mean()),
         hit_diff=float(md["hit"].mean() - gd["hit"].mean()),
@@ -144,3 +178,85 @@ def sentences(steps: int = 800, eval_every: int = 25, seeds: int = 5, n: int = 1
         uniform=1.0 / data.T)
     return numbers, arrays
 
+
+
+SVM_PS = (1.1, 2.0, 3.0)
+
+
+@experiment(
+    "md_text_svm", paper=f"{PAPER} Thm (ℓp-AttGD → ℓp-AttSVM), digest T10-T11 on real words",
+    chapter="10_real_data",
+    title="The mechanism on real words: the trained direction against the ℓp-AttSVM of the "
+          "selected tokens",
+    seconds=20,  # expected at paper scale on a 2-core CPU
+    targets=[
+        Target("svm_solved", "ℓq-AttSVMs of the selected tokens solved and certified (of "
+               "3 p × seeds × 3 q)", "feasible (theory's assumption)", 1.0, 1.0, "all",
+               "suggested", "a certified answer or a Farkas certificate of infeasibility"),
+        Target("svm_diag_ratio", "for every p: nearest other ℓq-SVM over its own ℓp-SVM "
+               "(mean D_dir over seeds; the smallest of the three ratios)",
+               "own SVM nearest, by ≥ 2× (digest T11)", 2.0, math.inf, "≥ 2", "re-simulation",
+               "the digest's T11 (synthetic): ratios 3.5 to 12"),
+        Target("svm_ddir_p2", "GD: D_dir to its own ℓ2-AttSVM (mean over seeds)",
+               "≤ 0.015 (digest T10, 2,000 steps)", 0.0, 0.015, "≤ 0.015", "re-simulation"),
+    ],
+)
+def sentences_svm(steps: int = 3000, seeds: int = 3, n: int = 48, T: int = 8, dim: int = 12,
+                  distractors: int = 3, data_seed: int = 0, head_scale: float = 4.0,
+                  init_scale: float = 0.1, lr_md: float = 0.001, lr_gd: float = 0.1,
+                  lr_md3: float = 3.0, progress: bool = False):
+    r"""ℓ1.1-MD, GD and ℓ3-MD on a small planted-word training set, then the ℓq-AttSVM of the
+    tokens each run selects, :math:`\alpha_i = \arg\max_t s_{it}`, for q ∈ {1.1, 2, 3}.
+
+    Normalised steps, W only (v fixed), float64; the SVMs are :func:`attnlib.svm.att_svm`
+    (certified). Measured: :math:`D_{dir}(W^{mm}_q, W_p)`
+    (:func:`attnlib.metrics.bregman_direction`, the SVM first), the share of selections on
+    the planted word, train accuracy. Small on purpose: the SVM of the main experiment (500
+    sentences × 11 constraints on 64² unknowns) is beyond the cvxpy solve path (its
+    parametrised compile alone needs tens of GB). See chapter 10.
+    """
+    from attnlib.metrics import bregman_direction
+    from attnlib.svm import InfeasibleError, UncertifiedError, att_svm
+
+    data = text.sentiment_sentences(n=n, T=T, dim=dim, distractors=distractors,
+                                    head_scale=head_scale, seed=data_seed, dtype=torch.float64)
+    X, _, z = data.part("train")
+    rel = data.relevant[data.index["train"]]
+    lrs = {1.1: lr_md, 2.0: lr_gd, 3.0: lr_md3}
+    S = int(seeds)
+    D = torch.full((len(SVM_PS), S, len(SVM_PS)), math.nan, dtype=torch.float64)
+    numbers, arrays = {}, {}
+    solved = 0
+    for i, p in enumerate(SVM_PS):
+        run = realdata.fit(data, "gd" if p == 2 else "md", (lrs[p],), lp=p, steps=steps,
+                           eval_every=steps, seeds=tuple(range(S)), init_scale=init_scale,
+                           progress=progress, v=data.v, normalized=True)
+        W = run["W"][0, -1]  # (S, d, d)
+        s = text.attention(W, X, z)
+        alpha = s.argmax(-1)  # (S, n): the selected tokens
+        key = {1.1: "md", 2.0: "gd", 3.0: "md3"}[p]
+        arrays[f"{key}_train_acc"] = run["train_acc"][0, -1]
+        arrays[f"{key}_planted"] = (alpha == rel).double().mean(-1)
+        arrays[f"{key}_max_attention"] = s.amax(-1).min(-1).values
+        for b in range(S):
+            for j, q in enumerate(SVM_PS):
+                try:
+                    Wm = att_svm(X, z, alpha[b], norm=q)
+                except (InfeasibleError, UncertifiedError):
+                    continue
+                solved += 1
+                D[i, b, j] = bregman_direction(Wm, W[b], q)
+        for m in ("train_acc", "planted", "max_attention"):
+            numbers[f"{key}_{m}"] = float(arrays[f"{key}_{m}"].mean())
+            numbers[f"{key}_{m}_min"] = float(arrays[f"{key}_{m}"].min())
+    Dm = D.mean(1)  # (p, q)
+    ratios = [float(torch.cat([Dm[i, :i], Dm[i, i + 1:]]).min() / Dm[i, i])
+              for i in range(len(SVM_PS))]
+    for i, kp in enumerate(("md", "gd", "md3")):
+        for j, kq in enumerate(("q1.1", "q2", "q3")):
+            numbers[f"ddir_{kp}_{kq}"] = float(Dm[i, j])
+        numbers[f"diag_ratio_{kp}"] = ratios[i]
+    numbers.update(svm_solved=solved / D.numel(), svm_diag_ratio=min(ratios),
+                   svm_ddir_p2=float(Dm[1, 1]), n_train=len(rel))
+    arrays["ddir"] = D
+    return numbers, arrays
