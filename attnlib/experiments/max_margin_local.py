@@ -324,6 +324,11 @@ def local_regpath(radii: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 48
                0.45, 0.55, "0.5 ± 0.05", "re-simulation"),
         Target("corr_C100_min_prob_200", "ℓ = −u, C = 100: smallest attention on an optimal "
                "token at 200 (both inputs)", "selected", 0.99, 1.0, "≥ 0.99", "re-simulation"),
+        Target("corr_min_angle200_C2plus", "ℓ = −u, C ∈ {2, 5, 10, 100}: smallest "
+               "angle(p(200)) (from above, C = 1 left out: it is 0 by symmetry)", "> 0°",
+               1e-6, 90, "> 0", "re-simulation"),
+        Target("log_max_angle200_C2plus", "logistic, C ∈ {2, 5, 10, 100}: largest angle(p(200))"
+               " (from below)", "< 0°", -90, -1e-6, "< 0", "re-simulation"),
         Target("sym_C1_max_abs_angle", "C = 1 from p(0) = 0, both losses: |angle(p(k))| over "
                "all k (the data are symmetric under p2 → −p2)", "0°", 0, 1e-9, "identity",
                "paper", evidence="by construction"),
@@ -334,12 +339,12 @@ def local_regpath(radii: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 48
 )
 def e4_selection(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, offset: float = 0.5,
                  device: str | None = "cpu"):
-    r"""E4 again, to read the attention: C ∈ {1, 100} from :math:`p(0)=0` and C = 1 from
-    :math:`p(0)=(0,\pm\,\text{offset})`, correlation and logistic loss, normalised GD as in the
+    r"""E4 again, to read the attention: C ∈ {1, 2, 5, 10, 100} from :math:`p(0)=0` and C = 1
+    from :math:`p(0)=(0,\pm\,\text{offset})`, correlation and logistic loss, normalised GD as in the
     paper. See chapter 3, *The loss shapes the path*.
     """
     dev = resolve_device(device)
-    ex = _examples.loss_example(C=(1.0, 100.0, 1.0, 1.0), device=dev)
+    ex = _examples.loss_example(C=(1.0, 100.0, 1.0, 1.0, 2.0, 5.0, 10.0), device=dev)
     p0 = ex.init["p"].clone()
     p0[2, 1], p0[3, 1] = offset, -offset
     W = ex.init["W"]
@@ -360,8 +365,10 @@ def e4_selection(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, offset: 
         "log_C100_prob_in2_200": float(sl[1, k, 1]),
         "corr_C100_min_prob_200": float(sc[1, k].min()),
         "sym_C1_max_abs_angle": float(torch.stack([ac[0], al_[0]]).abs().max()),
-        "off_C1_max_abs_angle200": float(torch.stack([ac[2:, k], al_[2:, k]]).abs().max()),
+        "off_C1_max_abs_angle200": float(torch.stack([ac[2:4, k], al_[2:4, k]]).abs().max()),
         "off_C1_corr_angle200": float(ac[2, k]), "off_C1_log_angle200": float(al_[2, k]),
+        "corr_min_angle200_C2plus": float(ac[[1, 4, 5, 6], k].min()),
+        "log_max_angle200_C2plus": float(al_[[1, 4, 5, 6], k].max()),
     }
     arrays = {"steps": torch.arange(sc.shape[1]), "prob_logistic": sl, "prob_correlation": sc,
               "angle_logistic": al_, "angle_correlation": ac}
