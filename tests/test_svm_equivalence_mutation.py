@@ -1,0 +1,168 @@
+"""attnlib.svm.equivalence against the problem written out pair by pair (mutation testing).
+
+The oracle states both parts of the generalised SVM equivalence as the chapter does, with
+EVERY pair of tokens (not one reference member per set, as the library does): W_dir beats every
+masked token by 1 and ties every pair inside a set, W_fin matches every log-ratio inside a set.
+Solved with cvxpy to 1e-10, one instance at a time.
+"""
+
+import itertools
+
+import cvxpy as cp
+import numpy as np
+import pytest
+import torch
+
+from attnlib import svm
+from attnlib.svm import Equivalence, InfeasibleError
+
+TIGHT = dict(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+F64 = dict(dtype=torch.float64)
+
+
+def _norm(W, norm):
+    if norm == "fro":
+        return cp.norm(W, "fro")
+    if norm == "nuc":
+        return cp.normNuc(W)
+    return cp.pnorm(cp.vec(W, order="C"), norm)
+
+
+def _oracle(X, z, O, s, norm):
+    """(W_fin, W_dir) of one instance, every pair written out."""
+    n, T, d = X.shape
+    Wd, Wf = cp.Variable((d, d)), cp.Variable((d, d))
+    dir_cons, fin_cons = [], []
+    for i in range(n):
+        inside = [t for t in range(T) if O[i, t]]
+        for t in inside:
+            for tau in range(T):
+                if not O[i, tau]:
+                    dir_cons.append((X[i, t] - X[i, tau]) @ Wd @ z[i] >= 1)
+        for t, tau in itertools.combinations(inside, 2):
+            dir_cons.append((X[i, t] - X[i, tau]) @ Wd @ z[i] == 0)
+            fin_cons.append((X[i, tau] - X[i, t]) @ Wf @ z[i] == np.log(s[i, tau] / s[i, t]))
+    cp.Problem(cp.Minimize(_norm(Wd, norm)), dir_cons).solve(**TIGHT)
+    if fin_cons:
+        cp.Problem(cp.Minimize(_norm(Wf, norm)), fin_cons).solve(**TIGHT)
+        return Wf.value, Wd.value
+    return np.zeros((d, d)), Wd.value
+
+
+def _batch():
+    g = np.random.default_rng(11)
+    X = torch.tensor(g.standard_normal((2, 2, 4, 3)), **F64)  # B=2, n=2, T=4, d=3
+    z = torch.tensor(g.standard_normal((2, 2, 3)), **F64)
+    # sets of 3, 1 and 2 tokens, their first member not always token 0
+    O = torch.tensor([[[False, True, True, True], [True, False, False, False]],
+                      [[True, False, True, False], [False, False, True, True]]])
+    s = torch.tensor(g.uniform(0.1, 1.0, (2, 2, 4)), **F64)
+    return X, z, O, s
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc", 1.5])
+def test_batched_equivalence_equals_the_pairwise_oracle(norm):
+    X, z, O, s = _batch()
+    eq = svm.svm_equivalence(X, O, s, norm=norm, z=z)
+    assert isinstance(eq, Equivalence) and eq.W_fin.shape == eq.W_dir.shape == (2, 3, 3)
+    rel = 1e-6 if norm == "fro" else 1e-4
+    for b in range(2):
+        W_fin, W_dir = _oracle(X[b].numpy(), z[b].numpy(), O[b].numpy(), s[b].numpy(), norm)
+        for got, want in ((eq.W_fin[b], W_fin), (eq.W_dir[b], W_dir)):
+            err = np.abs(got.numpy() - want).max()
+            assert err <= rel * np.abs(want).max(), (b, err)
+    # one trial at a time gives the same, and O / s given once apply to every trial
+    one = svm.svm_equivalence(X[1], O[1], s[1], norm=norm, z=z[1])
+    assert torch.allclose(one.W_dir, eq.W_dir[1], atol=1e-6 * eq.W_dir[1].abs().max())
+    shared = svm.svm_equivalence(X, O[0], s[0], norm=norm, z=z)
+    for b in range(2):
+        W_fin, W_dir = _oracle(X[b].numpy(), z[b].numpy(), O[0].numpy(), s[0].numpy(), norm)
+        assert np.abs(shared.W_dir[b].numpy() - W_dir).max() <= rel * np.abs(W_dir).max()
+        assert np.abs(shared.W_fin[b].numpy() - W_fin).max() <= rel * np.abs(W_fin).max()
+
+
+def test_single_member_sets_are_att_svm():
+    X, z, _, s = _batch()
+    alpha = torch.tensor([[1, 0], [3, 2]])
+    O = torch.nn.functional.one_hot(alpha, 4).bool()
+    eq = svm.svm_equivalence(X, O, s, z=z)
+    assert (eq.W_fin == 0).all()
+    W = svm.att_svm(X, z=z, alpha=alpha)
+    assert torch.allclose(eq.W_dir, W, atol=1e-7 * W.abs().max())
+
+
+def test_fit_is_the_least_squares_radius():
+    X, z, O, s = _batch()
+    eq = svm.svm_equivalence(X, O, s, z=z)
+    g = torch.Generator().manual_seed(0)
+    E = torch.randn(2, 3, 3, generator=g, **F64)
+    Dn = eq.W_dir / eq.W_dir.norm(dim=(-2, -1), keepdim=True)
+    E = E - (E * Dn).sum((-2, -1), keepdim=True) * Dn  # orthogonal to W_dir
+    R = torch.tensor([3.7, -0.25], **F64).view(2, 1, 1)
+    W = eq.W_fin + R * eq.W_dir + E
+    assert torch.allclose(eq.fit(W), eq.W_fin + R * eq.W_dir, atol=1e-12)
+    assert torch.allclose(eq.fit(W.float()), eq.W_fin + R * eq.W_dir, atol=1e-5)
+    assert eq.fit(W.tolist()).dtype == torch.float64  # lists read in W_dir's dtype
+    single = Equivalence(eq.W_fin[0], eq.W_dir[0])
+    assert torch.allclose(single.fit(W[0]), eq.W_fin[0] + 3.7 * eq.W_dir[0], atol=1e-12)
+
+
+def test_output_dtype_and_messages():
+    X, z, O, s = _batch()
+    eq = svm.svm_equivalence(X, O, s, z=z, dtype=torch.float32)
+    assert eq.W_fin.dtype == eq.W_dir.dtype == torch.float32
+    ref = svm.svm_equivalence(X, O, s, z=z)
+    assert torch.allclose(eq.W_dir.double(), ref.W_dir, atol=1e-6 * ref.W_dir.abs().max())
+
+    def raises(msg, *args, **kw):
+        with pytest.raises(ValueError, match="^" + msg + "$"):
+            svm.svm_equivalence(*args, **kw)
+
+    raises(r"O: expected a bool tensor \(True = selected token\)", X, O.int(), s, z=z)
+    raises(r"O: expected shape \(n,T\)=\(2,4\) or \(B,n,T\), got \(2, 3\)", X, O[0, :, :3], s,
+           z=z)
+    raises(r"O: expected shape \(n,T\)=\(2,4\) or \(B,n,T\), got \(1, 2, 2, 4\)", X,
+           O[None], s, z=z)
+    raises(r"O: expected shape \(n,T\)=\(2,4\) or \(B,n,T\), got \(2, 2, 4\)", X[0], O, s[0],
+           z=z[0])
+    empty = O.clone()
+    empty[1, 0] = False
+    raises("O: every input needs at least one selected token", X, empty, s, z=z)
+    raises(r"s: expected shape \(n,T\)=\(2,4\) or \(B,n,T\), got \(2, 3\)", X, O, s[0, :, :3],
+           z=z)
+    raises(r"s: expected shape \(n,T\)=\(2,4\) or \(B,n,T\), got \(2, 2, 4\)", X[0], O[0], s,
+           z=z[0])
+    zero = s.clone()
+    zero[1, 1, 3] = 0.0  # a member of a set (s outside the sets may be 0)
+    raises("s: probabilities must be > 0 on the selected sets O", X, O, zero, z=z)
+    outside = s.clone()
+    outside[1, 1, 0] = 0.0
+    svm.svm_equivalence(X, O, outside, z=z)
+    full = O.clone()
+    full[1] = True  # every token of every input of trial 1
+    raises(r"O: selects every token of trial 1; with no masked token W_dir is undefined "
+           r"\(a finite solution\)", X, full, s, z=z)
+    raises(r"O: selects every token; with no masked token W_dir is undefined "
+           r"\(a finite solution\)", X[1], full[1], s[1], z=z[1])
+
+
+def test_infeasible_parts_are_named():
+    X, z, O, s = _batch()
+    X = X.clone()
+    X[1, 0, 1] = X[1, 0, 0]  # masked token 1 equals set member 0: no margin of 1 (trial 1)
+    with pytest.raises(InfeasibleError, match=r"^the directional SVM \(fro\) is infeasible "
+                       r"for the selected sets O=\[\[1, 0, 1, 0\], \[0, 0, 1, 1\]\] \(trial 1\): "
+                       r"no W puts every selected token at least 1 above the masked ones with "
+                       r"equal logits inside each set\. For data in general position Att-SVM "
+                       r"is feasible for every selection when d >= max\(T-1, n\) \(here n=2, "
+                       r"T=4, d=3\)\.$"):
+        svm.svm_equivalence(X, O, s, z=z)
+    # inside a set: equal tokens with different probabilities have no finite part (nuc/lp);
+    # the Frobenius W_fin is the least-squares solution of the (inconsistent) system
+    X, z, O, s = _batch()
+    X = X[0].clone()
+    X[0, 3] = X[0, 2]
+    with pytest.raises(InfeasibleError, match=r"^the finite part W_fin is infeasible: the "
+                       r"log-ratios inside the selected sets are inconsistent for these "
+                       r"tokens$"):
+        svm.svm_equivalence(X, O[0], s[0], norm="nuc", z=z[0])
