@@ -42,6 +42,10 @@ _STEPS = tuple(MD_BUDGETS[p] for p in _LPS)  # their official iteration budgets
                "re-simulation"),
         Target("prob_min", "softmax and logistic 'probabilities' at the end, min over p",
                "→ 1", 0.99, 1.0, "> 0.99", "official code"),
+        Target("v_margin_max", "largest margin Y_i x_iα_i^T v^mm of the head's ℓp-SVM, over "
+               "samples and p (1: every sample is a support vector of the v-SVM, so the "
+               "relaxed W-constraints of the joint path result change nothing on this toy)",
+               "1 (both samples)", 1 - 1e-6, 1 + 1e-6, "= 1 ± 1e-6", "re-simulation"),
     ],
 )
 def joint(lps: tuple[float, ...] = _LPS, steps: tuple[int, ...] = _STEPS, lr: float = 0.1,
@@ -55,7 +59,7 @@ def joint(lps: tuple[float, ...] = _LPS, steps: tuple[int, ...] = _STEPS, lr: fl
         raise ValueError(f"steps: expected one budget per exponent in lps={lps}, got {steps}")
     dev = resolve_device(device)
     expected = {1.75: (1, 0), 2.0: (1, 0), 3.0: (0, 0)}
-    ok, dW, dv, loss, prob = True, 0.0, 0.0, 0.0, 1.0
+    ok, dW, dv, loss, prob, vmarg = True, 0.0, 0.0, 0.0, 1.0, 0.0
     arrays = {"lps": np.array(lps, dtype=float)}
     for j, (lp, K) in enumerate(zip(lps, steps)):
         ex = mirror_joint_example(lp=lp, device=dev)
@@ -71,10 +75,11 @@ def joint(lps: tuple[float, ...] = _LPS, steps: tuple[int, ...] = _STEPS, lr: fl
         dv = max(dv, float(bregman_direction(v_mm[None], run.v[None], lp)))
         loss = max(loss, float(run.history["loss"][-1]))
         x_sel = d.X[torch.arange(d.n), alpha]  # (n, d)
+        vmarg = max(vmarg, float((d.Y * (x_sel @ v_mm.to(x_sel))).max()))
         logistic = torch.sigmoid(d.Y * (x_sel @ run.v)).mean()
         prob = min(prob, float(run.history["max_prob"][-1]), float(logistic))
         arrays.update({f"W_path_{j}": run.history["W"], f"v_path_{j}": run.history["v"],
                        f"W_mm_{j}": W_mm, f"v_mm_{j}": v_mm, f"alpha_{j}": alpha,
                        f"steps_{j}": run.history["step"], f"max_prob_{j}": run.history["max_prob"]})
     return (dict(selection_ok=int(ok), ddir_W_max=dW, ddir_v_max=dv, loss_max=loss,
-                 prob_min=prob), arrays)
+                 prob_min=prob, v_margin_max=vmarg), arrays)

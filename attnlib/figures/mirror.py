@@ -22,7 +22,8 @@ import torch
 from attnlib import plots as _plots
 
 __all__ = ["PAPER_IMDB", "plot_convergence", "plot_bias", "plot_unnormalized", "plot_joint",
-           "plot_digits", "plot_attention", "digits_table", "imdb_table"]
+           "plot_digits", "plot_attention", "digits_table", "imdb_table", "plot_lp_path",
+           "targets_table"]
 
 #: display name of each optimizer of the digits comparison (``lp`` filled in)
 OPTIMIZER_NAMES = {"md": "ℓ{lp:g}-MD", "gd": "GD", "adam": "Adam"}
@@ -192,3 +193,47 @@ def imdb_table() -> str:
         name = "GD (ℓ2)" if p == 2 else f"ℓ{p:g}-MD"
         lines.append(f"| {name} | {L} | {mx:.2f} ± {smx:.2f} | {last:.2f} ± {slast:.2f} | {runs} |")
     return "\n".join(lines)
+
+
+def plot_lp_path(res):
+    """The ℓp regularisation path: D_dir of W_R to the ℓp- and the ℓ2-AttSVM against R.
+
+    ``res`` is a result of ``md_lp_path``; one colour per p, solid: to the ℓp-AttSVM, dashed:
+    to the ℓ2-AttSVM (means over the data sets). See chapter 9.
+    """
+    a = res.arrays
+    fig, ax = _plots.new_figure(1, 1, figsize=(5.6, 3.6))
+    R = np.asarray(a["radii"])
+    for j, lp in enumerate(a["lps"]):
+        c = _plots.COLORS[j % len(_plots.COLORS)]
+        ax.loglog(R, np.asarray(a[f"ddir_p_{j}"]).mean(0), "o-", color=c,
+                  label=f"p = {lp:g}: to ℓ{lp:g}-AttSVM")
+        ax.loglog(R, np.asarray(a[f"ddir_2_{j}"]).mean(0), "s--", color=c,
+                  label=f"p = {lp:g}: to ℓ2-AttSVM")
+    ax.set_xlabel("radius R of the ℓp ball")
+    ax.set_ylabel("D_dir(SVM, W_R)")
+    ax.legend(fontsize=7, loc="lower left")
+    _plots.title(ax, "ℓp regularisation path", fontsize=10)
+    return fig
+
+
+def targets_table(results, omit=()) -> str:
+    """Markdown table of the targets of ``results`` (Results), as checked now: value, ✓/✗ and
+    the kind of evidence (live / by construction), one row per target.
+
+    ``omit`` lists ``(experiment, key)`` pairs a chapter does not check at its own scale (they
+    are left out here; the reproduction page checks them at the paper's). See chapter 9.
+    """
+    def cell(t):
+        return str(t).replace("|", "\\|")
+
+    out = ["| Experiment | Target | Paper | Book | ✓/✗ | Evidence |",
+           "|---|---|---|---|:-:|---|"]
+    for res in results:
+        for r in res.check():
+            if (r["experiment"], r["key"]) in omit:
+                continue
+            mark = "✓" if r["ok"] else "✗"
+            out.append(f"| `{r['experiment']}` | {cell(r['what'])} | {cell(r['paper'])} | "
+                       f"{r['book']:.4g} | {mark} | {r['evidence']} |")
+    return "\n".join(out)
