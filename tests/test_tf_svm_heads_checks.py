@@ -165,3 +165,22 @@ def test_nonlinear_path_small_against_numpy():
     assert num["differ_share"] == pytest.approx((psi.argmax(-1) != lin).mean())
     assert set(_targets("tf_nonlinear_path")) == {"sel_ok", "corr_final", "corr_min_final",
                                                   "corr_gain"}
+
+
+def test_causal_local_optimality_can_fail():
+    """The locally-optimal share is informative: the worst visible token of every query is
+    rejected, the optimal one accepted (chapter 3's definition on the nT query pairs)."""
+    from attnlib import sequences as SQ
+    from attnlib.experiments import tf_svm_causal as C
+
+    data = SQ.random_sequences(2, 4, 10, trials=2, seed=3, device="cpu")
+    best = SQ.sequence_optimal_tokens(data, causal=True)
+    gam = data.Y.unsqueeze(-1) * torch.einsum("bitd,bd->bit", data.X, data.v).unsqueeze(-2)
+    vis = torch.tril(torch.ones(4, 4, dtype=torch.bool))
+    worst = gam.masked_fill(~vis, math.inf).argmin(-1)
+    for alpha, want in ((best, True), (worst, False)):
+        W = al.svm.sequence_svm(data, alpha=alpha, causal=True)
+        ok = C._locally_optimal(data, W, alpha, True)
+        assert ok.shape == (2,) and bool(ok.all()) == want
+    t = _targets("tf_causal")["local_share_causal"]
+    assert (t.lo, t.evidence) == (0.95, "live")
