@@ -271,7 +271,7 @@ def convergence(trials: int = 100, seed: int = 1, lps: tuple[float, ...] = _LPS,
     r"""§5.1: normalised ℓp-MD on W (v fixed), W(0) ~ N(0, 1), n = 6, T = 8, d = 10.
 
     ``eps`` is added to the dual norm of the gradient, :math:`\eta_k = \eta/(\|G_k\|_q +
-    arepsilon)`: the official code's float64 machine epsilon by default. Once
+    \varepsilon)`: the official code's float64 machine epsilon by default. Once
     :math:`\|G_k\|_q` falls far below it the steps shrink in proportion and the direction
     freezes; ``eps=0`` keeps every step of length η (chapter 9 compares both).
 
