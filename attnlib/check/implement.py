@@ -17,7 +17,7 @@ So a learner who calls the library and one who writes the computation by hand ar
 checked against a third computation. Wrong answers get a diagnosis of the common mistakes
 (ascent instead of descent, a transposed gradient, a sum instead of a mean, a missing step
 size, K and Q swapped, attending to future tokens, rows not normalised), never the expected
-value. See :mod:`attnlib.check` for how a chapter uses a check.
+value. See ``attnlib.check`` for how a chapter uses a check.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _lr(lr) -> float:
 def check_gd_step(W_next, W, data, lr) -> Feedback:
     r"""Check one gradient-descent step on :math:`W` (chapters 1-2):
     :math:`W^+ = W - \eta\,\nabla\mathcal L(W)`, with :math:`\nabla\mathcal L` by finite
-    differences of the risk written from its definition (:func:`risk_oracle`).
+    differences of the risk written from its definition (``risk_oracle``).
 
     Parameters
     ----------
@@ -110,7 +110,7 @@ def check_kq_step(KQ_next, K, Q, data, lr) -> Feedback:
     r"""Check one gradient-descent step on :math:`(K, Q)` with :math:`W = KQ^\top`
     (chapter 5): :math:`K^+ = K - \eta\,\nabla_K\mathcal L`, :math:`Q^+ = Q - \eta\,
     \nabla_Q\mathcal L`, both gradients at the current :math:`(K, Q)` (a simultaneous step),
-    by finite differences of :func:`risk_oracle`.
+    by finite differences of ``risk_oracle``.
 
     Parameters
     ----------

@@ -76,7 +76,7 @@ def report_rows(results: dict, *, not_run: bool | str = False) -> list[dict]:
 
     Each row's ``evidence`` is ``"live"`` (computed in this build), ``"by construction"`` (an
     identity, not a reproduction) or ``"not run"``. ``not_run=True`` adds a row for every
-    declared not-run target (:func:`attnlib.experiments.registry.not_run`) of the papers;
+    declared not-run target (``registry.not_run``) of the papers;
     a chapter stem (``"10_real_data"``) adds only that chapter's.
     """
     rows = []
