@@ -244,3 +244,10 @@ def test_moved_explorers_are_deprecated_aliases():
         assert mm.joint_explorer is X.joint_explorer
     with pytest.raises(AttributeError):
         mm.no_such_name  # noqa: B018
+
+
+def test_e1_global_final_norm_recomputed(results):
+    res = results["mm_e1_basins"]
+    P = np.asarray(res.arrays["paths"])[0][:, -1]  # global panel, last point (trials, 2)
+    assert res.numbers["global_final_norm"] == pytest.approx(
+        np.linalg.norm(P, axis=-1).mean(), rel=1e-12)  # p's third entry stays 0 (W kills it)

@@ -199,6 +199,7 @@ def e1_basins(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, trials: int
         "local_min_cos1000": float(cos[lo_, -1].min()),
         "min_cos1000": float(cos[: 2 * len(cs), -1].min()),
         "final_norm": float(run.p[: 2 * len(cs)].norm(dim=-1).mean()),
+        "global_final_norm": float(run.p[g].norm(dim=-1).mean()),
         "boundary_c": boundary,
     }
     arrays = {
