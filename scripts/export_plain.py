@@ -54,13 +54,22 @@ INLINE = re.compile(ROLE.pattern + r"|(?P<code>`+[^`]*?`+)")
 
 
 def git_ref() -> str:
-    """The book's release: the tag of HEAD if it has one, else HEAD's commit hash."""
+    """The book's release: the tag of HEAD if it has one, else HEAD's commit hash (outside a
+    git checkout: the branch of _config.yml, with a warning)."""
     for cmd in (["git", "describe", "--tags", "--exact-match", "HEAD"],
                 ["git", "rev-parse", "HEAD"]):
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        try:
+            r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        except OSError:  # no git
+            break
         if r.returncode == 0 and r.stdout.strip():
             return r.stdout.strip()
-    raise SystemExit("export_plain: not a git checkout; pass --ref")
+    import yaml
+
+    branch = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["branch"]
+    print(f"[export_plain] WARNING: not a git checkout: the install cell follows {branch!r}",
+          file=sys.stderr)
+    return branch
 
 
 def repo_url() -> str:
