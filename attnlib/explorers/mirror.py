@@ -26,8 +26,9 @@ MD_LP = tuple(round(1.1 + 0.1 * j, 2) for j in range(20))  # 1.1 ... 3.0
 MD_LP_STATIC = (1.75, 1.5, 1.25, 1.1)
 MD_CAPTION = ("Slide the exponent lp from the chapter's 1.75 toward 1: the ℓp-AttSVM and the "
               "iterates get sparser. With normalised steps the iterates end closer to the "
-              "ℓp-AttSVM than to the ℓ2-AttSVM at every lp ≠ 2, and follow it within 1,500 "
-              "steps for lp ≥ 1.5; near 1 the softmax saturates within a few hundred steps "
+              "ℓp-AttSVM than to the ℓ2-AttSVM at every lp ≠ 2, and end within a "
+              "divergence of 0.03 of it after 1,500 steps for lp ≥ 1.5; near 1 the softmax "
+              "saturates within a few hundred steps "
               "and the direction then turns very slowly, so at lp = 1.1 it ends still far "
               "from the ℓp-AttSVM.")
 MD_ITERATIONS = (0, 50, 100, 200, 300, 500, 750, 1000, 1500)
