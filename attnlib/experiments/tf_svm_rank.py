@@ -105,11 +105,11 @@ def full_space_svm(X, z, alpha, norm: str):
     obj = cp.norm(cp.vec(W, order="C"), 2) if norm == "fro" else cp.normNuc(W)
     con = rows @ cp.vec(W, order="C") >= 1
     prob = cp.Problem(cp.Minimize(obj), [con])
-    with warnings.catch_warnings():  # a tight solve that stalls is retried at default accuracy
-        warnings.simplefilter("ignore", UserWarning)
+    with warnings.catch_warnings():  # a tight solve that stalls is retried at default accuracy;
+        warnings.simplefilter("ignore", UserWarning)  # the targets check the accuracy reached
         prob.solve(**_TIGHT)
-    if prob.status != cp.OPTIMAL:
-        prob.solve(solver="CLARABEL")
+        if prob.status != cp.OPTIMAL:
+            prob.solve(solver="CLARABEL")
     lam = np.zeros((n, T))
     lam[keep] = np.asarray(con.dual_value).reshape(-1)
     return W.value, lam
