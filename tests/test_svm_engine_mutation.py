@@ -257,3 +257,49 @@ def test_farkas_is_scale_free_down_to_1e_12():
         assert farkas(Rows(np.zeros((0, 2)), np.zeros(0), C, c, (2,)), 1e6) is False
         c[0] += s * 0.5  # off the range of C
         assert farkas(Rows(np.zeros((0, 2)), np.zeros(0), C, c, (2,)), 1e6) is True
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc", 1.5])
+def test_homogeneous_instances_are_answered_exactly(norm):
+    # every b <= 0 (some exactly 0) and c = 0: w = 0 is feasible, hence optimal, with lam = 0;
+    # exactly, without a solver (whose ~1e-9 answer has a 0/0 relative duality gap)
+    g = np.random.default_rng(3)
+    A = g.standard_normal((3, 4))
+    ineq = Rows(A, np.array([0.0, -1.0, -0.5]), None, None, (2, 2))
+    both = ineq._replace(C=g.standard_normal((1, 4)), c=np.zeros(1))
+    for r in (ineq, both):
+        for config in (CONIC, SolveConfig()):
+            (W, lam), = solve_all([r], norm, config)
+            assert W.shape == (2, 2) and (W == 0).all()
+            assert lam.shape == (3,) and (lam == 0).all()
+    # a nonzero right-hand side (b > 0, or c != 0) is no longer homogeneous
+    (W, _), = solve_all([both._replace(c=np.ones(1))], norm, SolveConfig())
+    assert abs((both.C @ W.reshape(-1))[0] - 1.0) < 1e-6
+
+
+def test_solver_errors_and_reported_infeasibility_in_the_notes(monkeypatch):
+    # a solver error is one attempt that failed: its first line (80 characters) is in the note
+    r = _one_d([2.0, -0.5], [2.0, -1.0])
+    line = "x" * 79 + "yz"
+
+    def error(self, *args, **kw):
+        raise cp.error.SolverError(line + "\nsecond line")
+
+    monkeypatch.setattr(cp.Problem, "solve", error)
+    with pytest.raises(engine.UncertifiedError) as err:
+        engine.solve_one(r, 1.5, SolveConfig())
+    msg = str(err.value)
+    assert f"CLARABEL: solver error ({line[:80]})" in msg and "yz" not in msg
+    # 3 Clarabel attempts on the raw rows, 3 on the rows rescaled to unit norm (largest 2)
+    assert "after 6 attempts" in msg and "second line" not in msg
+    assert f"CLARABEL, rescaled: solver error ({line[:80]})" in msg
+    monkeypatch.undo()
+    # an infeasible instance is decided at the first attempt that reports it (one solve, one
+    # Farkas check), not after every attempt
+    calls = []
+    real_run, real_farkas = engine._run, engine.farkas
+    monkeypatch.setattr(engine, "_run", lambda *a: calls.append("run") or real_run(*a))
+    monkeypatch.setattr(engine, "farkas", lambda *a: calls.append("farkas") or real_farkas(*a))
+    with pytest.raises(Infeasible):
+        engine.solve_one(_one_d([1.0, -1.0], [1.0, 1.0]), 1.5, SolveConfig())
+    assert calls == ["run", "farkas"]
