@@ -303,3 +303,32 @@ def test_solver_errors_and_reported_infeasibility_in_the_notes(monkeypatch):
     with pytest.raises(Infeasible):
         engine.solve_one(_one_d([1.0, -1.0], [1.0, 1.0]), 1.5, SolveConfig())
     assert calls == ["run", "farkas"]
+
+
+def test_which_rows_the_first_attempt_sees(monkeypatch):
+    # rows whose largest norm lies inside rescale_outside = (lo, hi), boundaries included, are
+    # first solved as given (rescaled only after a failed attempt); outside, rescaled first
+    seen = []
+    real = engine._run
+
+    def record(comp, items, solver, opts, warm):
+        seen.append(float(np.abs(items[0].A).max()))
+        return real(comp, items, solver, opts, warm)
+
+    monkeypatch.setattr(engine, "_run", record)
+    cfg = SolveConfig(rescale_outside=(1e-2, 1e2))
+    for s, first in ((1e-2, 1e-2), (1e2, 1e2), (1.0, 1.0), (1e-3, 1.0), (1e3, 1.0)):
+        seen.clear()
+        (W, _), = solve_all([_one_d([s, -s], [1.0, -3.0])], 1.5, cfg)  # w in [1/s, 3/s]
+        assert seen[0] == pytest.approx(first, rel=1e-12)
+        assert abs(W[0] - 1.0 / s) < 1e-6 / s
+
+
+def test_unit_scale_rows_are_not_solved_twice(monkeypatch):
+    # with the largest row norm exactly 1 there is no rescaled copy to try: 3 attempts, not 6
+    def error(self, *args, **kw):
+        raise cp.error.SolverError("no answer")
+
+    monkeypatch.setattr(cp.Problem, "solve", error)
+    with pytest.raises(engine.UncertifiedError, match="after 3 attempts"):
+        engine.solve_one(_one_d([1.0, -0.5], [1.0, -1.0]), 1.5, SolveConfig())
