@@ -86,10 +86,10 @@ def test_targets_carry_their_evidence():
     lam, multi = _targets("tf_lambda_head"), _targets("tf_multi_token")
     assert lam["eq_le_dir"].evidence == "by construction"
     assert multi["eq_le_dir"].evidence == "by construction"
-    for key in ("fin_gap", "perp_err", "s_gap", "err_one_over_eq"):
+    for key in ("fin_gap", "perp_err", "s_gap", "err_one_over_eq", "err_one_over_dir"):
         assert lam[key].evidence == "live"
     assert "err_eq" not in lam  # passed with W^dir alone: no longer a target
-    for key in ("dir_lt_one", "perp_median", "multi_share_pos", "rate_d4"):
+    for key in ("dir_lt_one", "perp_median", "multi_share_pos", "rate_d4", "dir_mean_d10"):
         assert multi[key].evidence == "live"
     # the rate bands are the re-simulation's 95% Wilson intervals
     lo, hi = H.wilson(40, 193)
@@ -116,6 +116,9 @@ def test_lambda_head_parts_against_s_star():
     # the 1-token direction is far from the diverging part: the check can fail
     assert num["err_one"] > 0.1 and num["perp_err"] < 0.01
     res.require("s_gap", "fin_gap", "perp_err", "err_one_over_eq", "eq_le_dir")
+    # the nothing-fitted comparison, recomputed from the numbers it is built from
+    assert num["err_one_over_dir"] == pytest.approx(num["err_one"] / num["err_dir"])
+    res.require("err_one_over_dir")
 
 
 def test_multi_token_new_numbers_small():
