@@ -60,7 +60,8 @@ def test_every_toc_page_is_built():
 
 # JavaScript collecting, in one round trip, what the checks below need from the open page.
 _INSPECT = r"""
-const skip = new Set(['SCRIPT', 'STYLE', 'PRE', 'CODE', 'TEXTAREA', 'MJX-CONTAINER', 'NOSCRIPT']);
+const skip = new Set(['SCRIPT', 'STYLE', 'PRE', 'CODE', 'TEXTAREA', 'MJX-CONTAINER', 'NOSCRIPT',
+                      'BUTTON']);  // (a player's pause button reads '||')
 // raw math, MyST directives/roles, LaTeX commands and pipe tables left in the text
 const RAW = new RegExp([String.raw`\$\$`, String.raw`\\\(`, String.raw`\\\[`,
   String.raw`\{(prf:|exercise|solution|doc\}|ref\}|cite|numref\}|eq\}|math\})`, '```\\{',
@@ -290,6 +291,23 @@ return {wide, page_width: document.documentElement.scrollWidth, vw, sticking,
                !== 'hidden'};
 """
 
+# JavaScript: the visible search button opens a visible, focused search field
+_SEARCH = r"""
+const done = arguments[arguments.length - 1];
+const button = Array.from(document.querySelectorAll('.search-button__button'))
+  .find(e => e.offsetWidth > 0);
+if (!button) { done('no visible search button'); }
+else {
+  button.click();
+  setTimeout(() => {
+    const a = document.activeElement;
+    done(a && a.matches('input[type=search]') && a.offsetWidth > 0
+         ? true : `focus on ${a ? a.outerHTML.slice(0, 80) : null}`);
+    document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}));
+  }, 500);
+}
+"""
+
 #: Chapters whose code cells are being shortened to <= 80 characters per line by their owners
 #: (stop 19): their overflow is expected until then.  Remove a page once its cells fit.
 CODE_OVERFLOW_PENDING: set[str] = set()
@@ -330,6 +348,7 @@ def test_phone(page, browser, served_site):  # noqa: F811
         shot = SCREENSHOTS / f"phone_{Path(page).stem}.png"
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(shot))
+        search = browser.execute_async_script(_SEARCH)
     finally:
         browser.set_window_size(size["width"], size["height"])
     problems = [f"console error: {m}" for m in console_errors(entries)]
@@ -340,6 +359,8 @@ def test_phone(page, browser, served_site):  # noqa: F811
         problems.append("the primary sidebar covers the page on a phone")
     if inspect["search_boxes"] > 1:
         problems.append(f"{inspect['search_boxes']} search boxes visible")
+    if search is not True:
+        problems.append(f"the search button does not open a search field: {search}")
     assert not problems, f"{page} at 390 x 844:\n  " + "\n  ".join(problems)
 
 
