@@ -90,7 +90,8 @@ def capped_svm(X, z, alpha, m: int, W0=None, starts: int = 6, seed: int = 0):
     targets=[
         Target("corr_cap_median_m1", "m = 1: median corr(KQᵀ(2000), rank-capped Att-SVM⋆)",
                "≥ 0.99", 0.99, 1.0, "≥ 0.99", "suggested",
-               "the paper's (K,Q) result with the cap, checked with a local (SLSQP) oracle"),
+               "our extrapolation of the paper's (K,Q) result (stated for m ≥ n) to a "
+               "binding cap, checked with a local (SLSQP) oracle"),
         Target("corr_cap_median_m2", "m = 2: median corr(KQᵀ(2000), rank-capped Att-SVM⋆)",
                "≥ 0.99", 0.99, 1.0, "≥ 0.99", "suggested"),
         Target("corr_nuc_median_m1", "m = 1: median corr(KQᵀ(2000), the uncapped Att-SVM⋆)",
