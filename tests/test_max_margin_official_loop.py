@@ -6,6 +6,7 @@ own torch seed-0 data recipe), run in float64 and compared with ``mm_e2_multi_in
 recorded paths. A wrong trainer (other normalisation, step, sign or data) moves the paths.
 """
 
+import pytest
 import torch
 
 import attnlib.experiments as E
@@ -48,3 +49,29 @@ def test_official_float64_loop_matches_the_book_trainer():
         assert book.shape[1] == ref.shape[0]
         assert torch.allclose(book[j], ref[:, :2], atol=1e-9), (c, (book[j] - ref[:, :2])
                                                                 .abs().max())
+
+
+def _official_e1_loop(c, steps, lr=0.1, eps=0.0):
+    X = torch.tensor([[-0.1, 1.0, 1.0], [1.0, 0.0, 0.9], [0.0, 0.0, 0.9]],
+                     dtype=torch.float64)  # E1, global scores
+    K = torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64))
+    v = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
+    p = torch.tensor([0.0, c, 0.0], dtype=torch.float64, requires_grad=True)
+    for _ in range(steps):
+        f = torch.softmax((X @ K.T) @ (K @ p), dim=-1) @ (X @ v)
+        (grad,) = torch.autograd.grad(torch.log(1 + torch.exp(-f)), p)
+        with torch.no_grad():
+            p -= lr * grad / (grad.norm() + eps)
+    return p.detach()
+
+
+def test_e1_no_stall_runs_match_the_official_loop_with_eps_zero():
+    steps = 300  # past the stall of ε = 1e-9 (‖p‖ ≈ 21.5): the ε = 0 runs reach ≈ 30
+    nb = E.run("mm_e1_basins", cache=False, steps=steps, sweep=0).numbers
+    P = torch.stack([_official_e1_loop(c, steps) for c in (1.0, 0.5, 0.0, -0.5, -1.0, -1.5)])
+    q = torch.tensor([-0.1, 1.0, 0.0], dtype=torch.float64)  # p_mm(1) ∝ k_1 (closed form)
+    cos = (P @ q) / (P.norm(dim=-1) * q.norm())
+    # float64 round-off of two implementations, amplified by the normalisation: 1e-6
+    assert nb["global_nostall_cos1000_lo"] == pytest.approx(float(cos.min()), abs=1e-6)
+    assert nb["global_nostall_norm"] == pytest.approx(float(P.norm(dim=-1).mean()), abs=1e-6)
+    assert nb["global_nostall_norm"] > nb["global_final_norm"] + 5  # the other runs stall
