@@ -47,8 +47,9 @@ not_run("md_imdb_attention", paper=f"{PAPER} attention maps (digest §5.3)",
         what="mean min-max normalised attention on the designated word of 40 probe "
              "sentences, trained 6-block models",
         paper_value="ℓ1.1-MD 0.4387 vs GD 0.3122",
-        reason="needs the paper's trained IMDb models (" + _GPU + "); md_text measures the "
-               "same statistic (raw softmax mass) on planted sentences, live",
+        reason="needs the paper's trained IMDb models, a GPU job (see md_imdb_accuracy); "
+               "md_text measures the same statistic (raw softmax mass) on planted "
+               "sentences, live",
         chapter="10_real_data")
 not_run("md_imdb_histograms", paper=f"{PAPER} weight histograms (digest §5.3)",
         what="entries of the Q, K, V weights above 0.06, ℓ1.1-MD vs GD (6 blocks)",

@@ -114,10 +114,10 @@ def text_table(res) -> str:
 def plot_digit_overlay(res, images: int = 4, seed: int = 0):
     r"""Test digits with each optimizer's attention drawn over the ink, one colour bar.
 
-    Each panel is the 8×8 image in grey with the attention
-    :math:`s_t = \mathrm{softmax}_t(x_t^\top W z)` of the seed-``seed`` model on its 16 patches
-    laid over it (2×2 pixels per patch, the same colour scale everywhere); a white dot marks an
-    ink-free patch, whose token carries only its position. ``res`` is a result of
+    Each panel colours the 16 patches (2×2 pixels each) by the attention
+    :math:`s_t = \mathrm{softmax}_t(x_t^\top W z)` of the seed-``seed`` model, on one colour
+    scale for every panel, and draws the ink of the 8×8 image over it in white; a red dot
+    marks an ink-free patch, whose token carries only its position. ``res`` is a result of
     ``md_digits``. See chapter 10.
     """
     import matplotlib as mpl
@@ -141,18 +141,21 @@ def plot_digit_overlay(res, images: int = 4, seed: int = 0):
         blank = (X[i, :, :4] == 0).all(-1).reshape(4, 4).numpy()
         for c, k in enumerate(keys):
             ax = axes[i, c]
-            ax.imshow(pix, cmap="gray_r", vmin=0, vmax=1, extent=(0, 8, 8, 0))
-            ax.imshow(att[k][i].reshape(4, 4).numpy(), cmap="magma", norm=norm, alpha=0.6,
+            ax.imshow(att[k][i].reshape(4, 4).numpy(), cmap="viridis", norm=norm,
                       extent=(0, 8, 8, 0), interpolation="nearest")
+            ink = np.zeros((8, 8, 4))
+            ink[..., :3] = 1.0  # the ink in white, as opaque as it is dark on paper
+            ink[..., 3] = 0.8 * pix
+            ax.imshow(ink, extent=(0, 8, 8, 0), interpolation="nearest")
             ys, xs = np.nonzero(blank)
-            ax.plot(2 * xs + 1, 2 * ys + 1, "o", ms=3, mfc="white", mec="0.3", mew=0.5)
+            ax.plot(2 * xs + 1, 2 * ys + 1, "o", ms=3.5, mfc="tab:red", mec="white", mew=0.6)
             ax.set_xticks([])
             ax.set_yticks([])
             if i == 0:
                 ax.set_title(names[k], fontsize=9)
     fig.subplots_adjust(left=0.02, right=0.84, top=0.95, bottom=0.02, wspace=0.05, hspace=0.05)
     cax = fig.add_axes((0.87, 0.1, 0.03, 0.8))
-    fig.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap="magma"), cax=cax,
+    fig.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap="viridis"), cax=cax,
                  label="attention on the patch")
     return fig
 
@@ -190,6 +193,7 @@ def text_summary(res) -> str:
     more = "more" if n["mass_diff"] > 0 else "less"
     acc = ", ".join(f"{TEXT_NAMES[k]} {100 * n[k + '_test_acc']:.1f}%" for k in TEXT_NAMES)
     steps = ", ".join(f"{TEXT_NAMES[k]} {n[k + '_step']:.0f}" for k in TEXT_NAMES)
+    same = [TEXT_NAMES[k] for k in TEXT_NAMES if n[k + "_mass_std"] < 5e-4]
     return (
         "**What we observe.** "
         + ("Every model separates its training sentences at the chosen checkpoint (train "
@@ -197,9 +201,12 @@ def text_summary(res) -> str:
            "the regime of the theory. " if sep else
            f"Not every model separates its training sentences (the lowest train accuracy "
            f"at a chosen checkpoint is {_pct(n['separated'], 1)}). ")
-        + f"The chosen checkpoints lie at step {steps} (means over seeds). From the uniform "
+        + f"The chosen checkpoints lie at steps {steps} (means over seeds). From the uniform "
         f"{n['uniform']:.3f}, the mean test attention on the planted word rises to {ranked}; "
-        f"the top-1 hit rates are {hits}. {TEXT_NAMES['md']} attends {more} than gradient "
+        f"the top-1 hit rates are {hits}"
+        + (f" ({', '.join(same)} end at nearly the same model from every initialisation: "
+           f"their spread over seeds is negligible)" if same else "")
+        + f". {TEXT_NAMES['md']} attends {more} than gradient "
         f"descent in {int(n['mass_seeds'])} of {S} seeds, and its top-1 hit rate is "
         f"{abs(100 * n['hit_diff']):.1f} points {'higher' if n['hit_diff'] >= 0 else 'lower'}"
         f". It leaves {_pct(n['md_sparsity'])} of the entries of $W$ below $10^{{-3}}$ of the "
@@ -237,7 +244,7 @@ def two_summary(two) -> str:
         + (f"{', '.join(sep)} separate{'s' if len(sep) == 1 else ''} the training sentences"
            if sep else "No optimizer separates the training sentences")
         + (f"; {', '.join(nosep)} {'does' if len(nosep) == 1 else 'do'} not, in any "
-           f"learning rate of its grid within {two.params['steps']} steps." if nosep else ".")
+           f"learning rate of its grid within {two.params['steps']:,} steps." if nosep else ".")
     )
 
 
