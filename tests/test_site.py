@@ -93,10 +93,26 @@ const draw = (ch, font) => {
   return ctx.getImageData(0, 0, 64, 64).data.join(',');
 };
 const boxes = [];
-for (const [ch, el] of chars) {
-  const cs = getComputedStyle(el);
+const isBox = (ch, cs) => {
   const font = `${cs.fontStyle} ${cs.fontWeight} 40px ${cs.fontFamily}`;
-  if (draw(ch, font) === draw('\u0378', font)) boxes.push(ch);
+  return draw(ch, font) === draw('\u0378', font);
+};
+for (const [ch, el] of chars) {
+  if (isBox(ch, getComputedStyle(el))) boxes.push(ch);
+}
+// icons drawn by CSS (::before/::after content) of the visible elements, in their own font
+for (const el of document.querySelectorAll('body *')) {
+  if (!el.getClientRects().length) continue;
+  for (const pseudo of ['::before', '::after']) {
+    const cs = getComputedStyle(el, pseudo);
+    const m = /^"(.*)"$/.exec(cs.content || '');
+    if (!m || cs.display === 'none') continue;
+    for (const ch of m[1]) {
+      if (ch.codePointAt(0) > 0x2000 && isBox(ch, cs)) {
+        boxes.push(`${ch} in ${el.tagName.toLowerCase()}.${el.className}${pseudo}`);
+      }
+    }
+  }
 }
 const maths = Array.from(document.querySelectorAll('.math'));
 const visible = e => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length);
@@ -107,7 +123,7 @@ return {
   mjx: document.querySelectorAll('mjx-container').length,
   merror: Array.from(document.querySelectorAll('mjx-merror')).map(e => e.textContent).slice(0, 5),
   raw: raw.slice(0, 5),
-  boxes: boxes.map(c => `${c} (U+${c.codePointAt(0).toString(16).toUpperCase()})`),
+  boxes: boxes.map(c => `${c} (U+${c.codePointAt(0).toString(16).toUpperCase()})`).slice(0, 5),
   search_boxes: Array.from(document.querySelectorAll('.search-button-field, form.bd-search'))
       .filter(e => visible(e) && !e.closest('.bd-search-container')).length,  // (search.html)
   broken_images: Array.from(document.images)
