@@ -7,12 +7,14 @@ answer: constraint rows of different norms (the Farkas test normalises each row)
 rows on the conic Frobenius path, data far below unit scale.
 """
 
+import re
+
 import cvxpy as cp
 import numpy as np
 import pytest
 
 from attnlib.svm import SolveConfig, engine
-from attnlib.svm.engine import Infeasible, Rows, farkas, solve_all, solve_many
+from attnlib.svm.engine import Infeasible, Rows, certify, farkas, solve_all, solve_many
 
 TIGHT = dict(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
 CONIC = SolveConfig(fast=False)
@@ -332,3 +334,41 @@ def test_unit_scale_rows_are_not_solved_twice(monkeypatch):
     monkeypatch.setattr(cp.Problem, "solve", error)
     with pytest.raises(engine.UncertifiedError, match="after 3 attempts"):
         engine.solve_one(_one_d([1.0, -0.5], [1.0, -1.0]), 1.5, SolveConfig())
+
+
+def test_progress_bar_only_when_asked(capsys):
+    r = _one_d([2.0, -0.5], [2.0, -1.0])
+    for call in (solve_all, solve_many):
+        call([r, r], 1.5, SolveConfig())  # default: no bar
+        assert capsys.readouterr().err == ""
+        call([r, r], 1.5, SolveConfig(), progress=False, desc="XYZ")
+        assert capsys.readouterr().err == ""
+        call([r, r], 1.5, SolveConfig(), progress=True)  # default label
+        err = capsys.readouterr().err
+        assert re.search(r"(^|\r)SVM: 100%.*\| 2/2 ", err), err
+        call([r, r], 1.5, SolveConfig(), True, "XYZ")
+        assert re.search(r"(^|\r)XYZ: 100%.*\| 2/2 ", capsys.readouterr().err)
+
+
+def test_certify_measures_each_row_against_its_own_norm():
+    # rows with b = 0 (and equalities) are measured relative to ||row|| ||w||, row by row
+    r = Rows(np.array([[1.0, 0.0], [0.0, 3.0]]), np.array([0.0, -10.0]),
+             np.array([[1.0, 1.0], [0.0, 4.0]]), np.array([2.0, 0.0]), (2,))
+    w = np.array([-0.5, 0.25])  # row 0: -0.5 >= 0 violated; C rows: -0.25 vs 2, 1.0 vs 0
+    c = certify(r, w, np.zeros(2), np.zeros(2), "fro", 1e-6)
+    wn = np.linalg.norm(w)
+    want = max(0.5 / (1.0 * wn),  # inequality row 0, ||A_0|| = 1
+               2.25 / max(2.0, np.sqrt(2.0) * wn),  # equality 0
+               1.0 / max(0.0, 4.0 * wn))  # equality 1, ||C_1|| = 4
+    assert c.margin == pytest.approx(want, rel=1e-12)
+    assert c.ok is False
+    assert certify(r, np.array([np.nan, 0.0]), np.zeros(2), np.zeros(2), "fro", 1e-6).ok \
+        is False
+    ok = Rows(np.array([[2.0, 0.0]]), np.array([4.0]), None, None, (2,))
+    assert certify(ok, np.array([2.0, 0.0]), np.ones(1), np.zeros(0), "fro", 1e-12).ok is True
+
+
+def test_row_scale_without_rows():
+    assert engine._row_scale(Rows(np.zeros((0, 2)), np.zeros(0), None, None, (2,))) == 1.0
+    assert engine._row_scale(Rows(np.zeros((0, 2)), np.zeros(0), np.zeros((0, 2)),
+                                  np.zeros(0), (2,))) == 1.0
