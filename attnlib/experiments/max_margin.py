@@ -408,7 +408,8 @@ def e3_joint(steps: int = 1000, lr: float = 0.1, eps: float = 1e-19,
 
     n=3, T=2, W=I; the optimal token of every input is its second token, the first is the
     origin; :math:`p(0)=(0,-1)`, :math:`v(0)=(-1,0)`. The notebook uses ε = 1e-19 for p and
-    1e-9 for v; the trainer has one ε (1e-19), which changes nothing visible here. See chapter 4.
+    1e-9 for v; the trainer has one ε (1e-19) for both (chapter 4 says what the difference
+    is; it is not checked to be invisible). See chapter 4.
     """
     dev = resolve_device(device)
     exs = [_examples.joint_example(tight=t, device=dev) for t in (True, False)]

@@ -20,7 +20,7 @@ name                          what                                             c
 ============================  ===============================================  =======
 
 This module holds E1 and E2 (chapter 5); E3 lives in :mod:`.tf_svm_rank`, chapters 6, 7 and 8
-in :mod:`.tf_svm_overparam`, :mod:`.tf_svm_heads` and :mod:`.tf_svm_causal`, and every name
+in ``tf_svm_overparam``, ``tf_svm_heads`` and ``tf_svm_causal``, and every name
 is re-exported here. Computation
 and declared targets only: the figures are in :mod:`attnlib.figures.tf_svm`, the explorers in
 :mod:`attnlib.explorers.tf_svm`. All training is batched (one :func:`attnlib.train` call per
