@@ -289,8 +289,9 @@ def test_solver_errors_and_reported_infeasibility_in_the_notes(monkeypatch):
 
     monkeypatch.setattr(cp.Problem, "solve", error)
     with pytest.raises(engine.UncertifiedError) as err:
-        engine.solve_one(r, 1.5, SolveConfig())
+        engine.solve_one(r, 1.5, SolveConfig(), index=4)
     msg = str(err.value)
+    assert err.value.index == 4 and msg.count("solver error (") == 4  # the last 4 notes
     assert f"CLARABEL: solver error ({line[:80]})" in msg and "yz" not in msg
     # 3 Clarabel attempts on the raw rows, 3 on the rows rescaled to unit norm (largest 2)
     assert "after 6 attempts" in msg and "second line" not in msg
@@ -302,8 +303,8 @@ def test_solver_errors_and_reported_infeasibility_in_the_notes(monkeypatch):
     real_run, real_farkas = engine._run, engine.farkas
     monkeypatch.setattr(engine, "_run", lambda *a: calls.append("run") or real_run(*a))
     monkeypatch.setattr(engine, "farkas", lambda *a: calls.append("farkas") or real_farkas(*a))
-    with pytest.raises(Infeasible):
-        engine.solve_one(_one_d([1.0, -1.0], [1.0, 1.0]), 1.5, SolveConfig())
+    with pytest.raises(Infeasible):  # rows of norm 2: a raw and a rescaled copy to try
+        engine.solve_one(_one_d([2.0, -2.0], [1.0, 1.0]), 1.5, SolveConfig())
     assert calls == ["run", "farkas"]
 
 
@@ -372,3 +373,45 @@ def test_row_scale_without_rows():
     assert engine._row_scale(Rows(np.zeros((0, 2)), np.zeros(0), None, None, (2,))) == 1.0
     assert engine._row_scale(Rows(np.zeros((0, 2)), np.zeros(0), np.zeros((0, 2)),
                                   np.zeros(0), (2,))) == 1.0
+
+
+def test_solver_verdicts_without_certificates(monkeypatch):
+    # a solver that always says "infeasible" for a feasible instance: one Farkas check (its
+    # verdict is kept), no answer, an UncertifiedError naming the instance
+    calls = []
+    real_farkas = engine.farkas
+    monkeypatch.setattr(engine, "farkas", lambda *a: calls.append("farkas") or real_farkas(*a))
+    monkeypatch.setattr(engine, "_run", lambda *a: ("infeasible", None))
+    with pytest.raises(engine.UncertifiedError, match="reported infeasible, but no Farkas") as e:
+        engine.solve_one(_one_d([2.0, -2.0], [1.0, -3.0]), 1.5, SolveConfig(), index=6)
+    assert calls == ["farkas"] and e.value.index == 6
+    # a solver that always fails on an infeasible instance: Farkas decides at the end
+    monkeypatch.setattr(engine, "_run", lambda *a: ("failed", "status 'user_limit'"))
+    with pytest.raises(Infeasible) as e:
+        engine.solve_one(_one_d([2.0, -2.0], [1.0, 1.0]), 1.5, SolveConfig(), index=5)
+    assert e.value.index == 5
+
+
+def test_an_answer_the_certificate_rejects_is_never_returned(monkeypatch):
+    # every answer fails its certificate: the notes give its three numbers
+    monkeypatch.setattr(engine, "certify",
+                        lambda *a: engine.Certificate(False, 1.0, 2.0, 3.0))
+    with pytest.raises(engine.UncertifiedError) as e:
+        engine.solve_one(_one_d([1.0, -0.5], [1.0, -1.0]), 1.5, SolveConfig())
+    assert "CLARABEL: margin violation 1.0e+00, duality gap 2.0e+00, dual violation 3.0e+00" \
+        in str(e.value)
+
+
+def test_certify_gap_and_dual_by_hand():
+    # min ||w|| s.t. 2 w1 >= 4: w = (2, 0); lam = 0.5 gives b'lam = 2 < ||w||^2 = 4
+    r = Rows(np.array([[2.0, 0.0]]), np.array([4.0]), None, None, (2,))
+    c = certify(r, np.array([2.0, 0.0]), np.full(1, 0.5), np.zeros(0), "fro", 1e-6)
+    assert c.gap == pytest.approx(2.0 / 4.0)  # relative to the larger of the two
+    # small numbers: 0.2 w1 >= 0.04, w = (0.2, 0), lam = 1.5: gap 0.02 / 0.06, not / 1
+    s = Rows(np.array([[0.2, 0.0]]), np.array([0.04]), None, None, (2,))
+    c = certify(s, np.array([0.2, 0.0]), np.full(1, 1.5), np.zeros(0), "fro", 1e-6)
+    assert c.gap == pytest.approx(0.02 / 0.06)
+    # a negative multiplier relative to the largest one (2): 0.1 / 2
+    rr = Rows(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([4.0, -1.0]), None, None, (2,))
+    neg = certify(rr, np.array([4.0, -0.1]), np.array([2.0, -0.1]), np.zeros(0), "fro", 1e-6)
+    assert neg.dual == pytest.approx(0.1 / 2.0)  # w = A'lam exactly: only the sign counts
