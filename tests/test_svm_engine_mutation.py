@@ -415,3 +415,19 @@ def test_certify_gap_and_dual_by_hand():
     rr = Rows(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([4.0, -1.0]), None, None, (2,))
     neg = certify(rr, np.array([4.0, -0.1]), np.array([2.0, -0.1]), np.zeros(0), "fro", 1e-6)
     assert neg.dual == pytest.approx(0.1 / 2.0)  # w = A'lam exactly: only the sign counts
+
+
+def test_certify_exact_answers_at_tol_zero_and_lp_gap_at_any_scale():
+    # an exactly representable answer passes even at tol = 0 (every check is "<= tol")
+    r = Rows(np.array([[2.0, 0.0]]), np.array([4.0]), None, None, (2,))
+    assert certify(r, np.array([2.0, 0.0]), np.ones(1), np.zeros(0), "fro", 0.0).ok is True
+    # lp: the relative gap of a wrong multiplier is the same at every scale of the instance
+    # (w -> k w, mu -> k^(p-1) mu): min sum |w|^3 s.t. w1 + w2 = 2k, w = (k, k), mu = 3k^2
+    gaps = []
+    for k in (1.0, 0.1, 0.01):
+        rp = Rows(np.zeros((0, 2)), np.zeros(0), np.array([[1.0, 1.0]]), np.array([2.0 * k]),
+                  (2,))
+        assert certify(rp, np.full(2, k), np.zeros(0), np.full(1, 3.0 * k * k), 3.0, 1e-9).ok
+        gaps.append(certify(rp, np.full(2, k), np.zeros(0), np.full(1, 3.3 * k * k), 3.0,
+                            1e-9).gap)
+    assert gaps[0] > 1e-3 and gaps[1] == pytest.approx(gaps[0]) == gaps[2]
