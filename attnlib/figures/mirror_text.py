@@ -217,7 +217,7 @@ def text_summary(res) -> str:
         f"query's (gradient descent {_pct(n['gd_rating_share'], 1)}, Adam "
         f"{_pct(n['adam_rating_share'], 2)}). That one entry can select, because the query "
         f"$z_i$ is the mean token and with three opposite distractors the mean rating has the "
-        f"sign *opposite* to the label in most sentences (exercise {{ref}}`ch10-ex-shortcut`): "
+        f"sign *opposite* to the label in most sentences (the last exercise shows it): "
         f"the logit $W_{{11}}\\,\\text{{rating}}_t\\,\\bar{{\\text{{rating}}}}_i$ with "
         f"$W_{{11}} < 0$ then ranks the planted word first. A one-entry selector is as sparse "
         f"as a selector can be, and sparse directions are what the $\\ell_p$ geometry favours "
