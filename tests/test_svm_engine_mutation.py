@@ -431,3 +431,33 @@ def test_certify_exact_answers_at_tol_zero_and_lp_gap_at_any_scale():
         gaps.append(certify(rp, np.full(2, k), np.zeros(0), np.full(1, 3.3 * k * k), 3.0,
                             1e-9).gap)
     assert gaps[0] > 1e-3 and gaps[1] == pytest.approx(gaps[0]) == gaps[2]
+
+
+def test_frobenius_chunks_of_eight_on_the_conic_path(monkeypatch):
+    # CHUNK Frobenius instances of one shape are solved as ONE problem of 8 pieces by the
+    # first solver; the rest, and every nuclear instance, one by one (the answers are the
+    # same either way: this pins the work done, against the documented batching)
+    seen = []
+    real = engine._run
+
+    def record(comp, items, solver, opts, warm):
+        seen.append((len(comp.pieces), len(items), solver))
+        return real(comp, items, solver, opts, warm)
+
+    monkeypatch.setattr(engine, "_run", record)
+    cfg = SolveConfig(fast=False, rescale_outside=(1e-2, 1e2))
+    for s in (1e-2, 1.0, 1e2):  # row scales inside rescale_outside, boundaries included
+        rows = [_one_d([s, -s], [1.0 + j, -20.0]) for j in range(8)]  # w in [(1+j)/s, 20/s]
+        for n_items, want in ((8, [(8, 8, "CLARABEL")]),
+                              (9, [(8, 8, "CLARABEL"), (1, 1, "CLARABEL")])):
+            seen.clear()
+            items = rows + [rows[0]] * (n_items - 8)
+            outs = solve_many(items, "fro", cfg)
+            assert seen == want, (s, n_items)
+            for j, (W, _, solver) in enumerate(outs):
+                assert solver == "CLARABEL"
+                assert abs(W[0] - (1.0 + j % 8) / s) < 1e-6 / s
+    seen.clear()
+    r = Rows(np.array([[1.0, 0.0, 0.0, 0.0]]), np.ones(1), None, None, (2, 2))
+    solve_many([r] * 8, "nuc", cfg)
+    assert seen == [(1, 1, "CLARABEL")] * 8
