@@ -1,0 +1,50 @@
+"""Every exercise of every chapter has an answer place, and every chapter has one exercise in
+which the student writes the idea with an independent check (issue 14, item 6)."""
+
+import ast
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import assignments as asg  # noqa: E402
+import grader  # noqa: E402
+
+CHAPTERS = asg.chapters(ROOT / "book")
+# the checks that compare with an independent computation (not the library call the chapter
+# teaches): finite differences, KKT conditions, a definition evaluated query by query, a mirror
+# step written out, Bregman divergences to two SVMs
+INDEPENDENT = {"check_gd_step", "check_kq_step", "check_att_svm", "check_causal_attention",
+               "check_md_step", "check_md_direction"}
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_exercise_has_an_answer_place(path):
+    nb = nbformat.read(path, as_version=4)
+    labels = [lab for c in nb.cells if c.cell_type == "markdown"
+              for lab in asg._exercise_labels(c.source)]
+    graded = {e.label.split("#")[0] for e in grader.exercises(nb)}
+    written = {w.label.removesuffix(" (written)") for w in grader.written(nb)}
+    missing = [lab for lab in labels if lab not in graded | written]
+    assert labels and not missing, f"{path.name}: exercises without an answer place: {missing}"
+    for w in grader.written(nb):  # a written place is hidden on the site, shown in notebooks
+        cell = nb.cells[w.cell]
+        assert {"written", "remove-cell"} <= set(cell.metadata.get("tags", [])), w.label
+
+
+CHAPTERS_WITH_IMPLEMENT = ["01_token_selection", "02_att_svm", "05_w_vs_kq",
+                           "08_sequences_causal", "09_mirror_descent"]
+
+
+@pytest.mark.parametrize("stem", CHAPTERS_WITH_IMPLEMENT)
+def test_chapter_has_a_write_it_yourself_exercise(stem):
+    nb = nbformat.read(ROOT / "book" / f"{stem}.ipynb", as_version=4)
+    used = set()
+    for c in nb.cells:
+        if c.cell_type == "code" and "check" in c.metadata.get("tags", []):
+            used |= {n.func.attr for n in ast.walk(ast.parse(c.source))
+                     if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    assert used & INDEPENDENT, f"{stem}: no exercise checked against an independent oracle"
