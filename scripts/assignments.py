@@ -437,8 +437,10 @@ def build(book: Path, out: Path, names=None) -> list[Path]:
             nbformat.write(ed, out / kind / path.name)
         zpath = out / f"{path.stem}.zip"  # the student's: hand this out
         assets = local_assets(nb, book)
+        plain = plain_student(path.stem, editions["student"])
         with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
             _add(z, f"{path.stem}/{path.name}", nbformat.writes(editions["student"]))
+            _add(z, f"{path.stem}/{path.stem}-colab.ipynb", plain)
             for rel in assets:
                 _add(z, f"{path.stem}/{rel.as_posix()}", (book / rel).read_bytes())
             _add(z, f"{path.stem}/README.txt", _readme(path.stem))
@@ -459,6 +461,27 @@ def build(book: Path, out: Path, names=None) -> list[Path]:
     return zips
 
 
+def plain_student(stem: str, student) -> str:
+    """The student edition as plain Jupyter Markdown (scripts/export_plain.py: no MyST, the
+    install cell pinned to the release): the copy to open in Colab or classic Jupyter."""
+    import json
+
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:  # export_plain.py sits beside this script
+        sys.path.insert(0, here)
+    import export_plain as xp
+
+    if "index" not in _PLAIN:  # the book's titles, labels and citations: read once
+        index = xp.Index(xp.toc_docs(), ROOT / "references.bib")
+        index.ref, index.repo = xp.git_ref(), xp.repo_url()
+        _PLAIN["index"] = index
+    plain = xp.export(f"book/{stem}", _PLAIN["index"], nb=json.loads(nbformat.writes(student)))
+    return json.dumps(plain, indent=1, ensure_ascii=False) + "\n"
+
+
+_PLAIN: dict = {}
+
+
 def _add(z, name, data):
     info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))  # reproducible zips
     info.compress_type = zipfile.ZIP_DEFLATED
@@ -468,9 +491,12 @@ def _add(z, name, data):
 def _readme(stem: str) -> str:
     return (f"{stem}: an assignment from the book 'Attention as a Support Vector Machine'.\n\n"
             f"{stem}.ipynb  exercise cells raise NotImplementedError until answered; most are\n"
-            "followed by a check cell (attnlib.check) that says whether the answer is right.\n\n"
-            "Open it in Jupyter or upload it to Colab; its first cell installs attnlib in "
-            "Colab.\nGPU optional. Hand in the notebook with your answers in place.\n")
+            "followed by a check cell (attnlib.check) that says whether the answer is right.\n"
+            "Open it in JupyterLab (with jupyterlab-myst, as `make setup` installs it).\n\n"
+            f"{stem}-colab.ipynb  the same notebook in plain Jupyter Markdown, for Colab and\n"
+            "classic Jupyter (theorems and exercises as plain headed paragraphs); its first\n"
+            "cell installs attnlib in Colab.\n\n"
+            "GPU optional. Hand in the notebook you worked in, with your answers in place.\n")
 
 
 # -- executing: verification and grading ----------------------------------------------------

@@ -401,9 +401,30 @@ class Converter:
         return "\n".join(lines)
 
 
-def export(doc: str, index: Index) -> dict:
-    """The plain notebook of ``doc`` (a notebook of the book, path without suffix)."""
-    nb = json.loads(_doc_path(doc).read_text(encoding="utf-8"))
+def student_json(nb: dict) -> dict:
+    """The student edition of a notebook (scripts/assignments.py: solution cells stubbed,
+    folded solutions removed, checks kept), as notebook JSON."""
+    import nbformat
+
+    if str(ROOT / "scripts") not in sys.path:
+        sys.path.insert(0, str(ROOT / "scripts"))
+    import assignments
+
+    ed = assignments.student_edition(nbformat.reads(json.dumps(nb), as_version=4))
+    return json.loads(nbformat.writes(ed))
+
+
+def export(doc: str, index: Index, *, student: bool = False, nb: dict | None = None) -> dict:
+    """The plain notebook of ``doc`` (a notebook of the book, path without suffix).
+
+    ``student=True`` exports the student edition (no solutions: what the site's Colab
+    button and the course kit's zips open); ``nb`` is the notebook's JSON when it is not read
+    from ``doc``'s file.
+    """
+    if nb is None:
+        nb = json.loads(_doc_path(doc).read_text(encoding="utf-8"))
+    if student:
+        nb = student_json(nb)
     conv = Converter(index, doc)
     cells = []
     installed = False
@@ -448,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("notebooks", nargs="*", help="notebooks to export (default: all in _toc.yml)")
     ap.add_argument("--out", default=str(ROOT / "_build" / "plain"), help="output folder")
     ap.add_argument("--ref", default=None, help="release to pin the install cell to")
+    ap.add_argument("--student", action="store_true",
+                    help="export the student editions (no solutions; course kit, Colab)")
     args = ap.parse_args(argv)
     docs = toc_docs()
     index = Index(docs, ROOT / "references.bib")
@@ -459,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     for doc in wanted:
         target = out / f"{doc}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(export(doc, index), indent=1, ensure_ascii=False) + "\n",
+        plain = export(doc, index, student=args.student)
+        target.write_text(json.dumps(plain, indent=1, ensure_ascii=False) + "\n",
                           encoding="utf-8")
     print(f"[export_plain] {len(wanted)} notebook(s) -> {out} (release {index.ref})")
     return 0

@@ -51,7 +51,7 @@ CONSOLE_ALLOW: dict[str, str] = {}
 
 #: Folders of the site that hold assets, not pages.
 ASSET_DIRS = {"_static", "_sources", "_images", "mathjax", "require", "widgets",
-              "_sphinx_design_static", "plain"}
+              "_sphinx_design_static", "plain", "plain-student"}
 
 
 def toc_files() -> list[str]:

@@ -153,10 +153,17 @@ def test_build_writes_editions_and_zips(tmp_path, capsys):
     assert [z.name for z in zips] == ["01_test.zip"]
     with zipfile.ZipFile(zips[0]) as z:  # the student's zip: no instructor edition
         assert sorted(z.namelist()) == [
-            "01_test/01_test.ipynb", "01_test/README.txt", "01_test/img/fig.png"]
+            "01_test/01_test-colab.ipynb", "01_test/01_test.ipynb", "01_test/README.txt",
+            "01_test/img/fig.png"]
+        colab = nbformat.reads(z.read("01_test/01_test-colab.ipynb"), as_version=4)
         st = nbformat.reads(z.read("01_test/01_test.ipynb"), as_version=4)
     assert sum("stub" in asg.tags(c) for c in st.cells) == 2
     assert st.metadata["course_kit"] == {"chapter": "01_test"}  # the grader finds the master
+    # the Colab copy: the same student cells (ids kept: the grader finds them), no MyST
+    assert [c.get("id") for c in colab.cells if c.cell_type == "code"
+            and c.get("id") != "colab-install"] == \
+        [c.get("id") for c in st.cells if c.cell_type == "code"]
+    assert not any("```{" in c.source for c in colab.cells if c.cell_type == "markdown")
     with zipfile.ZipFile(tmp_path / "out/instructor.zip") as z:
         assert sorted(z.namelist()) == ["instructor/01_test.ipynb", "instructor/img/fig.png"]
     assert (tmp_path / "out/instructor/01_test.ipynb").exists()
@@ -286,10 +293,12 @@ def test_student_zips_hold_no_solution_text(tmp_path):
             names = z.namelist()
             assert not any("instructor" in n for n in names), names
             nb = nbformat.reads(z.read(f"{path.stem}/{path.name}"), as_version=4)
+            colab = nbformat.reads(z.read(f"{path.stem}/{path.stem}-colab.ipynb"), as_version=4)
             raw = "\n".join(z.read(n).decode(errors="replace") for n in names)
-        code = {ast.unparse(n) for c in nb.cells if c.cell_type == "code"
-                for n in ast.walk(asg._tree(c.source)) if isinstance(n, ast.expr)}
-        assert not exprs & code, (path.stem, exprs & code)
+        for ed in (nb, colab):
+            code = {ast.unparse(n) for c in ed.cells if c.cell_type == "code"
+                    for n in ast.walk(asg._tree(c.source)) if isinstance(n, ast.expr)}
+            assert not exprs & code, (path.stem, exprs & code)
         text = "\n".join(c.source for c in nb.cells)
         assert not [x for x in lines if x in text], path.stem
         assert "solution-start" not in raw and "{solution}" not in raw

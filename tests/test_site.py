@@ -16,6 +16,7 @@ Runs after a build (``make test`` builds first); skipped without one (failed wit
 from __future__ import annotations
 
 import functools
+import json
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -243,15 +244,23 @@ def test_page(page, browser, served_site):  # noqa: F811 (fixtures imported abov
     if info["widget_views"] and not info["widgets_rendered"]:
         problems.append(f"{info['widget_views']} saved widget view(s) not rendered")
 
-    # pages from a .ipynb: Colab and Binder launch buttons and the .ipynb download; Colab and
-    # download open the plain export (scripts/export_plain.py), which the site ships
+    # pages from a .ipynb: Colab and Binder launch buttons and the .ipynb download; download
+    # opens the plain export of the chapter (scripts/export_plain.py), Colab the plain export
+    # of its student edition (no solutions), both shipped with the site
     if (ROOT / page.replace(".html", ".ipynb")).is_file():
         nb_path = page.replace(".html", ".ipynb")
         for host in ("colab.research.google.com", "mybinder.org"):
             if not re.search(rf'href="https://{re.escape(host)}/[^"]*{re.escape(nb_path)}', source):
                 problems.append(f"no {host} launch button for {nb_path}")
-        if not re.search(rf'href="https://colab[^"]*/plain/{re.escape(nb_path)}"', source):
-            problems.append("the Colab button does not open the plain export")
+        if not re.search(rf'href="https://colab[^"]*/plain-student/{re.escape(nb_path)}"',
+                         source):
+            problems.append("the Colab button does not open the plain student edition")
+        student = SITE / "plain-student" / nb_path
+        if not student.is_file():
+            problems.append(f"the site has no student export plain-student/{nb_path}")
+        elif any("solution" in c.get("metadata", {}).get("tags", []) for c in
+                 json.loads(student.read_text())["cells"]):
+            problems.append(f"plain-student/{nb_path} contains a solution cell")
         if f"plain/{nb_path}" not in re.sub(r'href="https://[^"]*"', "", source):
             problems.append("no download button for the plain .ipynb export")
         if not (SITE / "plain" / nb_path).is_file():

@@ -11,7 +11,9 @@
    on every page although its CSS already draws the same icons from its web fonts; the offline
    ipywidgets manager (``widgets/``, ``require/``) is removed when no page loads it.
 5. Colab and download buttons of a notebook page point at its plain-Markdown export
-   (scripts/export_plain.py, written into ``<site>/plain/`` at the end of the build).
+   (scripts/export_plain.py, written at the end of the build): the download button at the
+   whole chapter (``<site>/plain/``), the Colab button at the student edition
+   (``<site>/plain-student/``: exercise cells to fill in, no solutions; issue 14).
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: where the plain exports of the notebooks go inside the site
+#: where the plain exports of the notebooks go inside the site (the download button)
 EXPORT_DIR = "plain"
+#: the plain exports of the student editions, without solutions (the Colab button: a reader
+#: who runs a chapter as homework gets the exercise cells to fill in, as in the course kit)
+STUDENT_DIR = "plain-student"
 _FA_SCRIPT = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*">'
                         r"</script>")
 
@@ -65,6 +70,7 @@ def _page_context(app, pagename, templatename, context, doctree):
     if src is None or not str(src).endswith(".ipynb"):
         return
     export = f"{EXPORT_DIR}/{Path(src).as_posix()}"
+    student = f"{STUDENT_DIR}/{Path(src).as_posix()}"
     branch = app.config.book_export_branch
 
     def fix(buttons):
@@ -73,7 +79,7 @@ def _page_context(app, pagename, templatename, context, doctree):
                 fix(b["buttons"])
             url = b.get("url", "")
             if "colab.research.google.com" in url:
-                b["url"] = re.sub(r"/blob/[^/]+/.*$", f"/blob/{branch}/{export}", url)
+                b["url"] = re.sub(r"/blob/[^/]+/.*$", f"/blob/{branch}/{student}", url)
             elif b.get("label", "").startswith("download-") and url.endswith(".ipynb"):
                 b["url"] = f"{context['pathto']('', 1).rstrip('/')}/{export}"
                 b["tooltip"] = "Download notebook (plain Jupyter Markdown)"
@@ -106,6 +112,9 @@ def _finish(app, exception):
     root = Path(app.confdir)
     cmd = [sys.executable, str(root / "scripts" / "export_plain.py"), "--out",
            str(out / EXPORT_DIR)]
+    subprocess.run(cmd, check=True, cwd=root)
+    cmd = [sys.executable, str(root / "scripts" / "export_plain.py"), "--student", "--out",
+           str(out / STUDENT_DIR)]
     subprocess.run(cmd, check=True, cwd=root)
 
 
