@@ -363,6 +363,8 @@ def test_certify_measures_each_row_against_its_own_norm():
                1.0 / max(0.0, 4.0 * wn))  # equality 1, ||C_1|| = 4
     assert c.margin == pytest.approx(want, rel=1e-12)
     assert c.ok is False
+    ineq = certify(r._replace(C=None, c=None), w, np.zeros(2), np.zeros(0), "fro", 1e-6)
+    assert ineq.margin == pytest.approx(0.5 / wn, rel=1e-12)  # ||A_0|| = 1, not ||A||
     assert certify(r, np.array([np.nan, 0.0]), np.zeros(2), np.zeros(2), "fro", 1e-6).ok \
         is False
     ok = Rows(np.array([[2.0, 0.0]]), np.array([4.0]), None, None, (2,))
