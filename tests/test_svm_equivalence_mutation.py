@@ -166,3 +166,29 @@ def test_infeasible_parts_are_named():
                        r"log-ratios inside the selected sets are inconsistent for these "
                        r"tokens$"):
         svm.svm_equivalence(X, O[0], s[0], norm="nuc", z=z[0])
+
+
+def test_fit_with_the_nuclear_parts_and_lists():
+    # the nuclear W_fin is not orthogonal to W_dir (the Frobenius one is: it lies in the row
+    # space of the equality rows, W_dir in their null space), so fit must subtract W_fin
+    X, z, O, s = _batch()
+    eq = svm.svm_equivalence(X, O, s, norm="nuc", z=z)
+    assert ((eq.W_fin * eq.W_dir).sum((-2, -1)).abs() > 1e-3).any()
+    R = torch.tensor([2.5, -1.5], **F64).view(2, 1, 1)
+    W = eq.W_fin + R * eq.W_dir
+    assert torch.allclose(eq.fit(W), W, atol=1e-12)
+    assert torch.allclose(eq.fit(W.tolist()), W, atol=1e-12)  # read in float64, not float32
+
+
+def test_finite_part_quietly_and_named(capsys, monkeypatch):
+    X, z, O, s = _batch()
+    svm.svm_equivalence(X, O, s, norm="nuc", z=z)  # no progress bar for the finite part
+    assert capsys.readouterr().err == ""
+
+    def uncertified(*args, **kw):
+        raise svm.UncertifiedError("no certified answer")
+
+    monkeypatch.setattr("attnlib.svm.problems.solve_all", uncertified)
+    with pytest.raises(svm.UncertifiedError, match=r"^SVM equivalence \(finite part\): no "
+                                                   r"certified answer$"):
+        svm.svm_equivalence(X, O, s, norm="nuc", z=z)
