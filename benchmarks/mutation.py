@@ -3,12 +3,17 @@
 mutmut 3 plants one small bug at a time (an operator flipped, a constant changed, an argument
 dropped) in a copy of the package and runs that module's tests; a mutant is *killed* when a test
 fails. The score per module is killed / (killed + survived); the surviving mutants are listed so
-that each is either killed by a new test or argued equivalent in ``benchmarks/RESULTS.md``.
+that each is either killed by a new test or argued equivalent in ``benchmarks/MUTATION.md``.
 
     (mutmut==3.8.1 is pinned in requirements.txt)
     .venv/bin/python benchmarks/mutation.py            # every module of MODULES
     .venv/bin/python benchmarks/mutation.py svm train  # some of them
     .venv/bin/python benchmarks/mutation.py --jobs 2
+    .venv/bin/python benchmarks/mutation.py svm --only 'attnlib.svm.engine.x_certify*'
+
+To re-check survivors after adding a test: copy the test file into ``_build/mutation/NAME/``
+and ``_build/mutation/NAME/mutants/tests/`` and run ``mutmut run NAME...`` there (mutmut
+collects the new tests' coverage itself).
 
 Each module is mutated in its own scratch copy (under ``_build/mutation/``), with only the test
 files that exercise it, so a run takes minutes, not hours. Writes ``_build/mutation/NAME.json``
