@@ -52,7 +52,8 @@ MODULES = {
     # tests each, paid by every surviving mutant) stay out of the engine's loop
     "svm": (["attnlib/svm/engine.py"],
             ["tests/test_svm_engine.py", "tests/test_svm_engine_mutation.py"]),
-    "svm-primal": (["attnlib/svm/primal.py"], ["tests/test_svm_engine.py"]),
+    "svm-primal": (["attnlib/svm/primal.py"],
+                   ["tests/test_svm_engine.py", "tests/test_svm_engine_mutation.py"]),
     "svm-problems": (["attnlib/svm/problems.py"],
                      ["tests/test_svm_engine.py", "tests/test_svm_problems_mutation.py"]),
     "svm-equivalence": (["attnlib/svm/equivalence.py"],

@@ -463,3 +463,17 @@ def test_frobenius_chunks_of_eight_on_the_conic_path(monkeypatch):
     r = Rows(np.array([[1.0, 0.0, 0.0, 0.0]]), np.ones(1), None, None, (2, 2))
     solve_many([r] * 8, "nuc", cfg)
     assert seen == [(1, 1, "CLARABEL")] * 8
+
+
+def test_primal_oracles_default_to_the_euclidean_norm():
+    # one constraint e1' W e2 >= 1 (x_0 = e1, x_1 = 0, z = e2): W = e1 e2', ||W|| = 1; the
+    # v-SVM v' e1 >= 1: v = e1
+    from attnlib.svm.primal import att_svm_primal, head_svm_primal
+
+    X = np.array([[[1.0, 0.0], [0.0, 0.0]]])
+    val, W = att_svm_primal(X, np.array([[0.0, 1.0]]), [0])
+    assert val == pytest.approx(1.0, abs=1e-8)
+    np.testing.assert_allclose(W, [[0.0, 1.0], [0.0, 0.0]], atol=1e-8)
+    val, v = head_svm_primal(X, np.array([1.0]), [0])
+    assert val == pytest.approx(1.0, abs=1e-8)
+    np.testing.assert_allclose(v, [1.0, 0.0], atol=1e-8)
