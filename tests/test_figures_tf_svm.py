@@ -49,8 +49,8 @@ def test_lambda_bars_and_causal_panels():
     s_opt, s_fin = np.array([0.7, 0.3, 0.0, 0.0]), np.array([0.69, 0.31, 0.0, 0.0])
     c = np.linspace(0.5, 0.99, 5)
     fig = F.plot_lambda(_res(steps=np.arange(5), corr_eq=c, corr_dir=c, corr_one=c,
-                             s_opt=s_opt, s_final=s_fin))
-    heights = [p.get_height() for p in fig.axes[1].patches]
+                             fin_gap=1 - c, perp_err=1 - c, s_opt=s_opt, s_final=s_fin))
+    heights = [p.get_height() for p in fig.axes[2].patches]
     np.testing.assert_allclose(heights, np.concatenate([s_opt, s_fin]))
     C = np.tile(c, (2, 1))
     fig = F.plot_causal(_res(steps=np.arange(5), corr_causal=C, corr_causal_vs_full=C,

@@ -19,6 +19,7 @@ from ..plots import (
     sweep_curves,
     token_plane,
 )
+from .tf_svm_heads import plot_lambda, plot_multi  # chapter 7's figures live there
 
 __all__ = ["plot_visualization", "plot_local", "plot_spectra", "mid_margin_line", "plot_rank",
            "plot_feasibility", "plot_global", "plot_multi", "plot_lambda", "plot_causal"]
@@ -156,45 +157,6 @@ def plot_global(res):
     ax.set_xlabel("d")
     ax.set_ylabel("share of GD runs")
     ax.legend(fontsize=8, loc="lower right")
-    return fig
-
-
-def plot_multi(res):
-    """E4 (chapter 7): per d, 1 − corr of W(k) with the SVM equivalence, W^dir and the
-    1-token SVM (top), and the final error against the largest masked probability (bottom)."""
-    A = res.arrays
-    ds = A["ds"]
-    fig, axes = new_figure(2, len(ds), figsize=(3.3 * len(ds), 6.4))
-    axes = np.atleast_2d(axes).reshape(2, len(ds))
-    for j, d in enumerate(ds):
-        k = A["run_d"] == d
-        correlation_curves(A["steps"], {"SVM-eq": A["corr_eq"][k], "W^dir": A["corr_dir"][k],
-                                        "1-token SVM": A["corr_one"][k]},
-                           ax=axes[0, j], one_minus=True, title=f"d = {d}",
-                           legend="lower left" if j == 0 else None)
-        ax = axes[1, j]
-        ax.loglog(np.maximum(A["max_masked"][k], 1e-300), 1 - A["corr_eq"][k][:, -1], ".",
-                  ms=3, alpha=0.6)
-        ax.set_xlabel("largest masked probability")
-        ax.set_ylabel("1 − corr(W, SVM-eq)")
-        ax.grid(alpha=0.3)
-    return fig
-
-
-def plot_lambda(res):
-    """Chapter 7, λ head: 1 − corr of W(k) with the SVM equivalence, W^dir and the 1-token
-    SVM (left); GD's final attention beside the best attention (right)."""
-    A = res.arrays
-    fig, axes = new_figure(1, 2, figsize=(9.6, 3.4))
-    correlation_curves(A["steps"], {"SVM-eq": A["corr_eq"], "W^dir": A["corr_dir"],
-                                    "1-token SVM": A["corr_one"]}, ax=axes[0], one_minus=True,
-                       legend="lower left")
-    x = np.arange(len(A["s_opt"]))
-    axes[1].bar(x - 0.2, A["s_opt"], 0.4, label="best attention (sparsemax-like)")
-    axes[1].bar(x + 0.2, A["s_final"], 0.4, label="GD's final softmax")
-    axes[1].set_xlabel("token t")
-    axes[1].set_ylabel("attention s_t")
-    axes[1].legend(fontsize=8)
     return fig
 
 
