@@ -459,6 +459,6 @@ def e3_joint(steps: int = 1000, lr: float = 0.1, eps: float = 1e-19,
 from .max_margin_loss import e4_loss  # noqa: E402,F401
 
 # the book's own checks register after the paper's four figures
-from . import max_margin_gd  # noqa: E402,F401  (the GD theorem's checks, chapter 2)
+import attnlib.experiments.max_margin_gd  # noqa: E402,F401  (the GD theorem's checks, ch. 2)
 from .max_margin_checks import plot_certificate, plot_regpath, ray_losses  # noqa: E402
 # isort: on
