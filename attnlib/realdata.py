@@ -36,14 +36,35 @@ from .metrics import sparsity
 from .train import LpMirrorDescent
 from .train.mirror import normalized_step
 
-__all__ = ["DigitSplits", "digits_tokens", "split_indices", "AttentionClassifier", "fit",
+__all__ = ["SplitViews", "DigitSplits", "digits_tokens", "split_indices", "AttentionClassifier",
+           "fit",
            "select", "compare", "attention_entropy", "weight_sparsity", "OPTIMIZERS"]
 
 OPTIMIZERS = ("md", "gd", "adam")
 
 
+class SplitViews:
+    """What every split data set of real data shares (digits, sentences): ``T`` and ``d``
+    of ``X`` (n, T, d), and ``part``, the ``(X, Y, z)`` of one split named in ``index``."""
+
+    @property
+    def T(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[2]
+
+    def part(self, name: str):
+        """``(X, Y, z)`` of one split: ``"train"``, ``"val"`` or ``"test"``."""
+        if name not in self.index:
+            raise ValueError(f"name must be one of {sorted(self.index)}, got {name!r}")
+        i = self.index[name]
+        return self.X[i], self.Y[i], self.z[i]
+
+
 @dataclass(frozen=True)
-class DigitSplits:
+class DigitSplits(SplitViews):
     """Digits as token sequences, with a train/validation/test split.
 
     Attributes
@@ -65,21 +86,6 @@ class DigitSplits:
     z: torch.Tensor
     digit: torch.Tensor
     index: dict = field(default_factory=dict)
-
-    @property
-    def T(self) -> int:
-        return self.X.shape[1]
-
-    @property
-    def d(self) -> int:
-        return self.X.shape[2]
-
-    def part(self, name: str):
-        """``(X, Y, z)`` of one split: ``"train"``, ``"val"`` or ``"test"``."""
-        if name not in self.index:
-            raise ValueError(f"name must be one of {sorted(self.index)}, got {name!r}")
-        i = self.index[name]
-        return self.X[i], self.Y[i], self.z[i]
 
 
 def split_indices(labels, fractions=(0.5, 0.25, 0.25), seed=0) -> dict:

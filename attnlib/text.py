@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ._validate import choice, number
-from .realdata import split_indices
+from .realdata import SplitViews, split_indices
 
 __all__ = ["FUNCTION_WORDS", "lexicon", "word_pools", "TextSplits", "sentiment_sentences",
            "attention", "relevant_attention", "outputs", "english_words"]
@@ -148,7 +148,7 @@ def word_pools(n_strong: int = 40, n_weak: int = 40, n_neutral: int = 60,
 
 
 @dataclass(frozen=True)
-class TextSplits:
+class TextSplits(SplitViews):
     """Sentences as token sequences, with a train/validation/test split.
 
     The same interface as :class:`attnlib.realdata.DigitSplits` (``X``, ``Y``, ``z``,
@@ -186,21 +186,6 @@ class TextSplits:
     vocab: tuple
     valence: torch.Tensor
     index: dict = field(default_factory=dict)
-
-    @property
-    def T(self) -> int:
-        return self.X.shape[1]
-
-    @property
-    def d(self) -> int:
-        return self.X.shape[2]
-
-    def part(self, name: str):
-        """``(X, Y, z)`` of one split: ``"train"``, ``"val"`` or ``"test"``."""
-        if name not in self.index:
-            raise ValueError(f"name must be one of {sorted(self.index)}, got {name!r}")
-        i = self.index[name]
-        return self.X[i], self.Y[i], self.z[i]
 
     def sentence(self, i: int) -> list:
         """The words of sentence ``i`` (``"[CLS]"`` for the query token)."""
