@@ -123,26 +123,33 @@ def _chapter(doc: str) -> str | None:
     return str(int(m.group(1))) if m else None
 
 
+def _directive_at(lines: list[str], i: int):
+    """The fenced directive opening at ``lines[i]`` (a ``FENCE`` match): ``(name, arg,
+    options, body, end)``, ``end`` the index of its closing fence (or ``len(lines)``)."""
+    m = FENCE.match(lines[i])
+    fence = m.group("fence")
+    j = i + 1
+    opts = {}
+    while j < len(lines) and re.match(r"^:[\w-]+:", lines[j]):
+        k, _, v = lines[j][1:].partition(":")
+        opts[k.strip()] = v.strip()
+        j += 1
+    end = j
+    while end < len(lines) and lines[end].rstrip() != fence:
+        end += 1
+    return m.group("name"), m.group("arg").strip(), opts, "\n".join(lines[j:end]), end
+
+
 def _walk_blocks(text: str):
     """Yield (name, arg, options, body) for each top-level fenced directive, in order."""
     lines = text.split("\n")
     i = 0
     while i < len(lines):
-        m = FENCE.match(lines[i])
-        if not m:
+        if not FENCE.match(lines[i]):
             i += 1
             continue
-        fence = m.group("fence")
-        j = i + 1
-        opts = {}
-        while j < len(lines) and re.match(r"^:[\w-]+:", lines[j]):
-            k, _, v = lines[j][1:].partition(":")
-            opts[k.strip()] = v.strip()
-            j += 1
-        end = j
-        while end < len(lines) and lines[end].rstrip() != fence:
-            end += 1
-        yield m.group("name"), m.group("arg").strip(), opts, "\n".join(lines[j:end])
+        *block, end = _directive_at(lines, i)
+        yield tuple(block)
         i = end + 1
 
 
@@ -316,20 +323,9 @@ class Converter:
                     in_code = None
                 i += 1
                 continue
-            m = FENCE.match(line)
-            if m:
-                fence = m.group("fence")
-                j = i + 1
-                opts = {}
-                while j < len(lines) and re.match(r"^:[\w-]+:", lines[j]):
-                    k, _, v = lines[j][1:].partition(":")
-                    opts[k.strip()] = v.strip()
-                    j += 1
-                end = j
-                while end < len(lines) and lines[end].rstrip() != fence:
-                    end += 1
-                body = "\n".join(lines[j:end])
-                out.append(self.directive(m.group("name"), m.group("arg").strip(), opts, body))
+            if FENCE.match(line):
+                name, arg, opts, body, end = _directive_at(lines, i)
+                out.append(self.directive(name, arg, opts, body))
                 i = end + 1
                 continue
             code = re.match(r"^(`{3,}|~{3,})", line)
