@@ -152,7 +152,7 @@ class TextSplits(SplitViews):
     """Sentences as token sequences, with a train/validation/test split.
 
     The same interface as :class:`attnlib.realdata.DigitSplits` (``X``, ``Y``, ``z``,
-    ``index``, :meth:`part`, ``d``), so :func:`attnlib.realdata.fit` trains on it.
+    ``index``, ``part``, ``d``), so :func:`attnlib.realdata.fit` trains on it.
 
     Attributes
     ----------
