@@ -24,7 +24,9 @@ Usage::
 
 Output: ``assignments/{student,instructor}/NN_name.ipynb``; ``assignments/NN_name.zip``, the
 student's zip (the student edition and the images it shows, nothing else); and
-``assignments/instructor.zip`` (the instructor editions: solutions). A check cell whose reference
+``assignments/instructor.zip`` (the instructor editions: solutions). The same masters give
+the same bytes (fixed cell ids, zip entries in a fixed order with a fixed time stamp), so a
+rebuilt zip can be compared with the one handed out. A check cell whose reference
 arguments compute the expected value (:func:`reveals_answer`) is replaced in the student
 edition by a note: the grader (``grade``, scripts/grader.py) still checks that exercise with
 the master's check. :func:`drift_problems` lists what is
@@ -255,7 +257,11 @@ def student_edition(nb):
     if inside:
         raise ValueError("a {solution-start} block is never closed by {solution-end}")
     first_code = next((i for i, c in enumerate(cells) if "remove-cell" not in tags(c)), 0)
-    cells.insert(first_code, nbformat.v4.new_markdown_cell(STUDENT_BANNER))
+    # a fixed id (not nbformat's random one): the same master gives the same bytes
+    ids = {c.get("id") for c in cells}
+    banner_id = next(f"student-banner{k or ''}" for k in range(len(ids) + 1)
+                     if f"student-banner{k or ''}" not in ids)
+    cells.insert(first_code, nbformat.v4.new_markdown_cell(STUDENT_BANNER, id=banner_id))
     out.cells = cells
     return out
 
@@ -451,10 +457,10 @@ def build(book: Path, out: Path, names=None) -> list[Path]:
     if instructor:
         ipath = out / "instructor.zip"  # solutions: keep it away from students
         with zipfile.ZipFile(ipath, "w", zipfile.ZIP_DEFLATED) as z:
-            for path, ed, assets in instructor:
+            for path, ed, _ in instructor:
                 _add(z, f"instructor/{path.name}", nbformat.writes(ed))
-                for rel in assets:
-                    _add(z, f"instructor/{rel.as_posix()}", (book / rel).read_bytes())
+            for rel in sorted({rel for *_, assets in instructor for rel in assets}):
+                _add(z, f"instructor/{rel.as_posix()}", (book / rel).read_bytes())  # once each
         print(f"instructor editions (solutions) -> {ipath}")
     if not todo:
         print(f"no chapter notebooks (NN_name.ipynb) in {book}")
@@ -483,8 +489,9 @@ _PLAIN: dict = {}
 
 
 def _add(z, name, data):
-    info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))  # reproducible zips
-    info.compress_type = zipfile.ZIP_DEFLATED
+    info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))  # reproducible zips:
+    info.compress_type = zipfile.ZIP_DEFLATED  # a fixed time, mode and system, whatever the
+    info.create_system, info.external_attr = 3, 0o100644 << 16  # machine or umask
     z.writestr(info, data)
 
 
