@@ -72,6 +72,8 @@ def test_visualization_local_and_multi_draw():
              corr_eq=rng.uniform(0.9, 1, size=(3, 5)), corr_dir=rng.uniform(0.9, 1, size=(3, 5)),
              corr_one=rng.uniform(0.8, 1, size=(3, 5)), max_masked=np.array([1e-9, 1e-7, 0.0]))
     fig = F.plot_multi(_res(**M))
-    assert len(fig.axes) == 4  # (curves, errors) x (d = 4, d = 6)
-    bottom_d4 = fig.axes[2]  # the runs of d = 4 only
-    np.testing.assert_allclose(bottom_d4.lines[0].get_ydata(), 1 - M["corr_eq"][:2, -1])
+    assert len(fig.axes) == 2  # the curves of d = 4 and d = 6
+    fig = F.plot_multi_errors(_res(**M))
+    assert len(fig.axes) == 2  # the errors of d = 4 and d = 6
+    errors_d4 = fig.axes[0]  # the runs of d = 4 only
+    np.testing.assert_allclose(errors_d4.lines[0].get_ydata(), 1 - M["corr_eq"][:2, -1])

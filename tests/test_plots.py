@@ -26,7 +26,11 @@ def test_token_scatter_draws_every_token_with_score_colours():
         assert np.isclose(pts, x).all(-1).any()
     first = ax.collections[0]
     np.testing.assert_allclose(first.get_array(), [1.0, 0.9, 0.0])  # colours = scores
-    assert len(fig.axes) == 2  # axes + colour bar
+    assert len(fig.axes) == 1  # three distinct scores: a discrete legend, no colour bar
+    labels = ax.get_legend_handles_labels()[1]
+    assert [lab for lab in labels if lab.startswith("γ")] == ["γ = 1", "γ = 0.9", "γ = 0"]
+    fig = plots.token_scatter(X3, [1.0, 0.9, 0.0], vmin=0.0, vmax=1.0)  # fixed scale: a bar
+    assert len(fig.axes) == 2
 
 
 def test_token_scatter_accepts_torch_and_several_inputs():
@@ -34,12 +38,15 @@ def test_token_scatter_accepts_torch_and_several_inputs():
     g = torch.rand(3, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     fig = plots.token_scatter(X, g, colorbar=False)
     ax = fig.axes[0]
-    inputs = [c for c in ax.collections if c.get_label().startswith("input")]
-    assert [c.get_label() for c in inputs] == ["input 1", "input 2", "input 3"]
+    keys = [c for c in ax.collections if c.get_label().startswith("input")]
+    assert [c.get_label() for c in keys] == ["input 1", "input 2", "input 3"]
+    inputs = [c for c in ax.collections if c.get_array() is not None]  # the drawn tokens
+    assert len(inputs) == 3
     for i, c in enumerate(inputs):  # each input's tokens, coloured by its scores
         np.testing.assert_allclose(c.get_offsets(), X[i].numpy())
         np.testing.assert_allclose(c.get_array(), g[i].numpy())
-    stars = [c.get_offsets()[0] for c in ax.collections if not c.get_label().startswith("input")]
+    stars = [c.get_offsets()[0] for c in ax.collections
+             if c.get_array() is None and len(c.get_offsets())]
     np.testing.assert_allclose(stars, X[torch.arange(3), g.argmax(-1)].numpy())  # optimal
     assert len(fig.axes) == 1 and len({c.get_paths()[0].vertices.shape for c in inputs}) >= 2
 
@@ -108,7 +115,7 @@ def test_trajectories_draw_each_path_and_highlight():
     paths = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 20]
     assert len(paths) == 3
     np.testing.assert_allclose(paths[2].get_xydata(), P[2])
-    assert paths[1].get_color() == "tab:red"
+    assert paths[1].get_color() == plots.PALETTE["target"]
     from matplotlib.quiver import Quiver
 
     heads = [c for c in ax.collections if isinstance(c, Quiver)]
@@ -130,23 +137,23 @@ def test_token_plane_combines_tokens_paths_and_rays():
     assert ray[1] @ [-0.1, 1.0] > 0 and np.allclose(ray[0], 0)
 
 
-def test_curves_mean_and_band_and_one_minus():
+def test_curves_median_and_quantile_band_and_one_minus():
     steps = np.arange(5)
     vals = np.array([[0.5, 0.6, 0.7, 0.8, 0.99], [0.7, 0.8, 0.9, 0.9, 0.99],
                      [0.6, 0.7, 0.8, 0.85, 0.5]])
     fig = plots.correlation_curves(steps, {"W": vals}, one_minus=True, mark=3)
     ax = fig.axes[0]
-    m, sd = (1 - vals).mean(0), (1 - vals).std(0)
-    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), m)
+    e = np.sort(1 - vals, axis=0)  # 3 trials: median = the middle one
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), e[1])
     assert ax.get_yscale() == "log"
     assert ax.get_ylabel() == "1 - correlation"
-    assert len(ax.collections) == 1  # the std band: mean -/+ std of 1 - corr
+    assert ax.get_legend().get_texts()[0].get_text() == "W (median, 10-90%)"
+    assert len(ax.collections) == 1  # the band: 10% and 90% quantiles of 1 - corr
     band = ax.collections[0].get_paths()[0].vertices
-    lo = np.where(m - sd > 0, m - sd, m)  # on a log axis a band below 0 starts at the mean
-    assert lo[4] == m[4]
-    for k in range(5):
+    for k in range(5):  # linear interpolation between order statistics (numpy's default)
+        lo, hi = e[0, k] + 0.2 * (e[1, k] - e[0, k]), e[1, k] + 0.8 * (e[2, k] - e[1, k])
         ys = band[np.isclose(band[:, 0], k), 1]
-        np.testing.assert_allclose([ys.min(), ys.max()], [lo[k], m[k] + sd[k]])
+        np.testing.assert_allclose([ys.min(), ys.max()], [lo, hi])
     assert ax.get_lines()[-1].get_xdata()[0] == 3  # the marked iteration
 
 

@@ -15,6 +15,8 @@ import numpy as np
 
 from attnlib import plots as _plots
 
+_C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
+
 __all__ = ["plot_e1", "plot_e2", "plot_e3", "plot_e4", "plot_regpath", "plot_certificate"]
 
 _LOSS_NAMES = {"correlation": "ℓ(u) = −u", "logistic": "logistic"}
@@ -61,9 +63,10 @@ def plot_e2(res, steps=200):
     i0 = int(res.numbers["zero_init_index"])
     s = a["steps"][:k]
     curves = {"normalised GD": a["ngd_prob"][i0, :k], "GD (constant η)": a["gd_prob"][i0, :k]}
-    _plots.probability_curves(s, curves, ax=axes[1], title="(b) optimal-token probability")
+    _plots.probability_curves(s, curves, ax=axes[1], title="(b) optimal-token probability",
+                              ylabel="softmax probability of the optimal token")
     norms = {"normalised GD": a["ngd_norm"][i0, :k], "GD (constant η)": a["gd_norm"][i0, :k]}
-    _plots.norm_curves(s, norms, ax=axes[2], title="(c) ‖p‖")
+    _plots.norm_curves(s, norms, ax=axes[2], title="(c) ‖p‖", ylabel="‖p(k)‖")
     return fig
 
 
@@ -80,9 +83,10 @@ def plot_e3(res, steps=200):
         dirs = [a["p_relax"][j], a["v_mm"][j]] + ([a["p_mm"][j]] if j == 1 else [])
         labels = [r"$p^{relax}$" if j else r"$p^{mm}$", r"$v^{mm}$"] + ([r"$p^{mm}$"] if j else [])
         _plots.token_scatter(a["X"][j], ax=ax, colorbar=False, annotate=False)
-        _plots.trajectories(a["p_path"][j, :k], ax=ax, color="tab:red", label="p")
-        _plots.trajectories(a["v_path"][j, :k], ax=ax, color="tab:blue", label="v")
-        _plots.rays(dirs, ax=ax, labels=labels, colors=["tab:red", "tab:blue", "0.5"])
+        _plots.trajectories(a["p_path"][j, :k], ax=ax, color=_C["target"], label="p")
+        _plots.trajectories(a["v_path"][j, :k], ax=ax, color=_C["other"], label="v")
+        _plots.rays(dirs, ax=ax, labels=labels, colors=[_C["target"], _C["other"],
+                                                     _C["neutral"]])
         ax.set_title(f"{name}: paths of p and v", fontsize=10)
         ax.legend(fontsize=7)
     _plots.probability_curves(a["steps"][:k], {"softmax prob. of optimal token":
@@ -103,13 +107,14 @@ def plot_e4(res, steps=200):
     fig, ax = _plots.new_figure(figsize=(5.6, 4.2))
     k = _upto(a["steps"], steps)
     C = np.asarray(a["C"])
-    for j, (loss, color) in enumerate((("correlation", "tab:red"), ("logistic", "tab:blue"))):
+    for j, (loss, color) in enumerate((("correlation", _C["target"]),
+                                         ("logistic", _C["other"]))):
         for b, c in enumerate(C):
             alpha = 0.25 + 0.75 * b / max(len(C) - 1, 1)
             ax.plot(a["paths"][j, b, :k, 0], a["paths"][j, b, :k, 1], color=color, alpha=alpha,
                     ls="--" if c >= 100 else "-", lw=1.2,
                     label=_LOSS_NAMES[loss] if b == len(C) - 1 else None)
-    ax.axhline(0, color="black", lw=0.8, ls=":", label=r"$p^{mm}$ axis")
+    ax.axhline(0, color=_C["ink"], lw=0.8, ls=":", label=r"$p^{mm}$ axis")
     ax.set_xlabel("$p_1$")
     ax.set_ylabel("$p_2$")
     ax.set_title(f"paths of p for C = {', '.join(f'{c:g}' for c in C)}", fontsize=9)
@@ -123,7 +128,7 @@ def plot_regpath(res):
     :math:`\bar p(R)/R` in the token plane. See chapter 2."""
     a = res.arrays
     fig, axes = _plots.new_figure(1, 2, figsize=(9.0, 3.8))
-    axes[0].plot(a["radii"], a["cos"], "o-", color="tab:red")
+    axes[0].plot(a["radii"], a["cos"], "o-", color=_C["target"])
     axes[0].set_xscale("log", base=2)
     axes[0].set_xlabel("radius R")
     axes[0].set_ylabel(r"cos($\bar p(R)$, $p^{mm}$)")
@@ -145,7 +150,7 @@ def plot_certificate(res):
     fig, ax = _plots.new_figure(figsize=(7.0, 3.4))
     K = len(a["locally_optimal"])
     counts = np.bincount(np.asarray(a["endpoint_index"], dtype=int), minlength=K)
-    colors = ["tab:red" if lo else "0.75" for lo in a["locally_optimal"]]
+    colors = [_C["target"] if lo else _C["neutral"] for lo in a["locally_optimal"]]
     ax.bar(np.arange(K), counts, color=colors)
     ax.set_xticks(np.arange(K))
     ax.set_xticklabels(["".join(str(int(u) + 1) for u in s) for s in a["alpha"]], rotation=90,

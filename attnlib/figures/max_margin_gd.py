@@ -13,6 +13,8 @@ import numpy as np
 
 from attnlib import plots as _plots
 
+_C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
+
 __all__ = ["plot_circle", "plot_gd_theorem"]
 
 _NAMES = {"e1": "E1 (one input, scores 1, .9, .9)", "e2": "E2 (three inputs)"}
@@ -28,7 +30,7 @@ def plot_circle(res, examples=("e1", "e2")):
     axes = np.asarray(axes).reshape(2, len(examples))
     deg = np.degrees(a["angles"])
     radii = a["radii"]
-    colors = _plots_colors(len(radii))
+    colors = _plots.sequence_colors(len(radii))
     for col, name in enumerate(examples):
         L = a[f"{name}_log_excess"] / np.log(10)  # (R, A) log10 excess
         mm = float(a[f"{name}_angle_mm"])
@@ -36,7 +38,7 @@ def plot_circle(res, examples=("e1", "e2")):
             for j, r in enumerate(radii):
                 ax.plot(deg, L[j] - L[j].min(), color=colors[j], lw=1.2, label=f"R = {r:g}")
                 ax.plot(np.degrees(a[f"{name}_best"][j]), 0.0, "o", color=colors[j], ms=4)
-            ax.axvline(mm, color="tab:red", ls="--", lw=1.2, label=r"$p^{mm}$")
+            ax.axvline(mm, color=_C["target"], ls="--", lw=1.2, label=r"$p^{mm}$")
             ax.set_ylabel(r"$\log_{10}$ (excess / its minimum)")
             ax.grid(alpha=0.3)
             if row == 0:
@@ -50,13 +52,6 @@ def plot_circle(res, examples=("e1", "e2")):
     return fig
 
 
-def _plots_colors(k):
-    import matplotlib
-
-    cmap = matplotlib.colormaps["viridis"]
-    return [cmap(0.85 - 0.85 * j / max(k - 1, 1)) for j in range(k)]
-
-
 def plot_gd_theorem(res, examples=("e1", "e2")):
     r"""Plain GD with :math:`\eta = 1/L_{\rm bound}`: (a) :math:`1-\cos(p(k), p^{mm})`,
     (b) :math:`\|p(k)\|/\|p^{mm}\|` against :math:`\log k`, (c) the normalised
@@ -65,9 +60,9 @@ def plot_gd_theorem(res, examples=("e1", "e2")):
     """
     a = res.arrays
     fig, axes = _plots.new_figure(1, 4, figsize=(15.0, 3.5))
-    styles = {"e1": ("tab:blue", "E1"), "e2": ("tab:orange", "E2")}
+    styles = {"e1": (_C["other"], "E1"), "e2": (_C["support"], "E2")}
     for name in examples:
-        color, label = styles.get(name, ("0.3", name))
+        color, label = styles.get(name, (_C["path"], name))
         k = np.asarray(a[f"{name}_steps"], dtype=float)
         keep = k > 0
         for j in range(a[f"{name}_cos"].shape[0]):
@@ -86,7 +81,7 @@ def plot_gd_theorem(res, examples=("e1", "e2")):
     hi = np.log(float(np.max(a["e1_steps"])))
     base = a["e1_norm"][0][-1] / a["e1_p_mm_norm"]
     axes[1].plot([lo, hi], [base - (hi - lo), base], "k:", lw=1, label="slope 1")
-    axes[2].axhline(0.0, color="k", lw=0.8)
+    axes[2].axhline(0.0, color=_C["ink"], lw=0.8)
     axes[2].set_xscale("log")
     axes[2].set_ylabel(r"$\cos\angle(\nabla\mathcal{L}(p(k)), p^{mm})$")
     axes[3].set_xscale("log")

@@ -6,10 +6,11 @@ matplotlib Figure out, drawn from ``result.arrays`` only (nothing is recomputed)
 
 from __future__ import annotations
 
-import matplotlib
 import numpy as np
 
 from attnlib import plots as _plots
+
+_C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
 
 __all__ = ["plot_local_cone", "plot_local_regpath", "plot_joint_regpath"]
 
@@ -34,13 +35,14 @@ def plot_local_cone(res):
     for i in range(len(mus)):
         for j in range(2):
             for k in range(len(radii)):
-                color = "tab:red" if sel[i, j, k] == 1 else "0.55"
+                color = _C["target"] if sel[i, j, k] == 1 else _C["path"]
                 ax.plot(P[i, j, k, :, 0], P[i, j, k, :, 1], color=color, lw=0.8, alpha=0.8)
                 ax.plot(*P[i, j, k, 0], "o", color=color, ms=2)
     top = max(float(np.abs(P[..., 0]).max()), 1.0)
-    ax.plot([0, top], [0, 0], "r--", lw=1, label=r"$p^{mm}(2)$")
+    ax.plot([0, top], [0, 0], "--", color=_C["target"], lw=1, label=r"$p^{mm}(2)$")
     t = np.arccos(1 - mu_star)
-    ax.plot([0, top], [0, top * np.tan(t)], "k:", lw=1, label=r"tail cone edge ($\mu_\star$)")
+    ax.plot([0, top], [0, top * np.tan(t)], ":", color=_C["ink"], lw=1,
+            label=r"tail cone edge ($\mu_\star$)")
     ax.set_xlabel("$p_1$")
     ax.set_ylabel("$p_2$")
     ax.set_title("plain GD (η = 1/L) from the cone boundaries", fontsize=9)
@@ -49,11 +51,11 @@ def plot_local_cone(res):
     for i, mu in enumerate(mus):
         for k, R in enumerate(radii):
             if sel[i, 0, k] != 1:
-                m, c = "x", "0.4"
+                m, c = "x", _C["path"]
             else:
-                m, c = ("o", "tab:red") if stay[i, 0, k] else ("^", "tab:orange")
+                m, c = ("o", _C["target"]) if stay[i, 0, k] else ("^", _C["support"])
             ax.plot(R, mu, m, color=c, ms=7)
-    ax.axhline(mu_star, color="k", ls=":", lw=1)
+    ax.axhline(mu_star, color=_C["ink"], ls=":", lw=1)
     ax.text(radii[0], mu_star * 1.1, r"$\mu_\star$", fontsize=9)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -73,13 +75,12 @@ def plot_local_regpath(res):
     a = res.arrays
     radii, phi, loss = _np(a["radii"]), np.degrees(_np(a["phi"])), _np(a["loss"])
     fig, axes = _plots.new_figure(1, 3, figsize=(13.5, 3.8))
-    cmap = matplotlib.colormaps["viridis"]
-    colors = [cmap(i / max(len(radii) - 1, 1)) for i in range(len(radii))]
+    colors = _plots.sequence_colors(len(radii))
     ax = axes[0]
     for i, R in enumerate(radii):
         ax.plot(phi, loss[i], color=colors[i], lw=1, label=f"R = {R:g}")
-    for key, color, lab in (("p_mm_1", "tab:red", r"$p^{mm}(1)$"),
-                            ("p_mm_2", "tab:blue", r"$p^{mm}(2)$")):
+    for key, color, lab in (("p_mm_1", _C["target"], r"$p^{mm}(1)$"),
+                            ("p_mm_2", _C["other"], r"$p^{mm}(2)$")):
         q = _np(a[key])
         ax.axvline(np.degrees(np.arctan2(q[1], q[0])), color=color, ls="--", lw=1, label=lab)
     ax.set_xlabel("angle of p (degrees)")
@@ -96,17 +97,17 @@ def plot_local_regpath(res):
         ax.plot(best[i], np.interp(best[i], z, y), "o", color=colors[i], ms=3)
     h, b = np.degrees(float(a["half_angle"])), np.degrees(float(a["barrier"]))
     for x, st, lab in ((h, "--", "restricting cone"), (b, ":", "tail cone")):
-        ax.axvline(x, color="k", ls=st, lw=0.8, label=lab)
-        ax.axvline(-x, color="k", ls=st, lw=0.8)
+        ax.axvline(x, color=_C["ink"], ls=st, lw=0.8, label=lab)
+        ax.axvline(-x, color=_C["ink"], ls=st, lw=0.8)
     ax.set_xlabel(r"angle of p from $p^{mm}(2)$ (degrees)")
     ax.set_ylabel(r"$(\gamma_2 - Yf)$ over its value at $\bar p_{loc}$")
     ax.set_ylim(0.3, 1e3)
     ax.set_title("(b) the local valley, minimisers dotted", fontsize=9)
     ax.legend(fontsize=7)
     ax = axes[2]
-    ax.loglog(radii, 1 - _np(a["cos_global"]) + 1e-17, "o-", color="tab:red",
+    ax.loglog(radii, 1 - _np(a["cos_global"]) + 1e-17, "o-", color=_C["target"],
               label=r"global: $p^{mm}(1)$")
-    ax.loglog(radii, 1 - _np(a["cos_local"]) + 1e-17, "s-", color="tab:blue",
+    ax.loglog(radii, 1 - _np(a["cos_local"]) + 1e-17, "s-", color=_C["other"],
               label=r"local (cone): $p^{mm}(2)$")
     ax.set_xlabel("R")
     ax.set_ylabel(r"$1-\cos(\bar p(R), p^{mm})$")

@@ -12,6 +12,8 @@ import numpy as np
 
 from attnlib import plots as _plots
 
+_C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
+
 __all__ = ["TEXT_NAMES", "plot_text", "plot_sentences", "draw_sentence", "text_table",
            "plot_digit_overlay"]
 
@@ -30,14 +32,14 @@ def plot_text(res):
     _plots.curves(a["curve_step"], {TEXT_NAMES[k]: a[f"curve_mass_{k}"].T for k in TEXT_NAMES},
                   ax=ax1, xlabel="step", ylabel="test attention on the planted word",
                   legend="upper left")
-    ax1.axhline(res.numbers["uniform"], color="0.6", ls=":", lw=1)
+    ax1.axhline(res.numbers["uniform"], color=_C["neutral"], ls=":", lw=1)
     ax1.set_ylim(0, 1)
     metrics = (("mass", "attention mass"), ("hit", "top-1 hit"), ("test_acc", "test acc."))
     width = 0.8 / len(TEXT_NAMES)
     for j, k in enumerate(TEXT_NAMES):
         x = np.arange(len(metrics)) + (j - (len(TEXT_NAMES) - 1) / 2) * width
         vals = np.stack([np.asarray(a[f"{k}_{m}"], dtype=float) for m, _ in metrics])  # (3, S)
-        ax2.bar(x, vals.mean(1), width, label=TEXT_NAMES[k], color=f"C{j}", alpha=0.75)
+        ax2.bar(x, vals.mean(1), width, label=TEXT_NAMES[k], color=_plots.color_of(j), alpha=0.75)
         for i in range(len(metrics)):
             ax2.plot(np.full(vals.shape[1], x[i]), vals[i], "k.", ms=3)
     ax2.set_xticks(np.arange(len(metrics)), [w for _, w in metrics])
@@ -56,11 +58,12 @@ def draw_sentence(ax, words, attention, relevant, distractors=(), vmax=1.0):
 
     cmap, x = mpl.colormaps["Blues"], 0.0
     for t, (w, s) in enumerate(zip(words, attention)):
-        edge = "tab:red" if t == relevant else ("tab:orange" if t in distractors else "0.8")
+        edge = _C["target"] if t == relevant else (_C["support"] if t in distractors
+                                                   else _C["neutral"])
         ax.text(x, 0.5, w, fontsize=8, va="center", ha="left",
                 color="white" if s > 0.6 * vmax else "black",
                 bbox=dict(boxstyle="round,pad=0.25", fc=cmap(min(float(s) / vmax, 1.0)),
-                          ec=edge, lw=1.6 if edge != "0.8" else 0.6))
+                          ec=edge, lw=1.6 if edge != _C["neutral"] else 0.6))
         x += 0.6 + 0.075 * len(w)
     ax.set_xlim(-0.2, max(x, 8.0))
     ax.set_ylim(0, 1)
@@ -148,7 +151,7 @@ def plot_digit_overlay(res, images: int = 4, seed: int = 0):
             ink[..., 3] = 0.8 * pix
             ax.imshow(ink, extent=(0, 8, 8, 0), interpolation="nearest")
             ys, xs = np.nonzero(blank)
-            ax.plot(2 * xs + 1, 2 * ys + 1, "o", ms=3.5, mfc="tab:red", mec="white", mew=0.6)
+            ax.plot(2 * xs + 1, 2 * ys + 1, "o", ms=3.5, mfc=_C["target"], mec="white", mew=0.6)
             ax.set_xticks([])
             ax.set_yticks([])
             if i == 0:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..plots import (
-    COLORS,
+    PALETTE,
+    color_of,
     correlation_curves,
     new_figure,
     norm_curves,
@@ -19,10 +20,15 @@ from ..plots import (
     sweep_curves,
     token_plane,
 )
-from .tf_svm_heads import plot_lambda, plot_multi  # chapter 7's figures live there
+from .tf_svm_heads import (  # chapter 7's figures live there
+    plot_lambda,
+    plot_multi,
+    plot_multi_errors,
+)
 
 __all__ = ["plot_visualization", "plot_local", "plot_spectra", "mid_margin_line", "plot_rank",
-           "plot_feasibility", "plot_global", "plot_multi", "plot_lambda", "plot_causal"]
+           "plot_feasibility", "plot_global", "plot_multi", "plot_multi_errors", "plot_lambda",
+           "plot_causal"]
 
 
 # the official zoom of each 2-D example (visualization1: x [-30, 40], y [-100, 100];
@@ -44,7 +50,9 @@ def plot_visualization(res):
     r"""E1 (chapter 5): the GD paths :math:`W(k) z_i` of W and of (K,Q) on the 2-D example,
     with the rays :math:`W^{mm} z_i` of the Frobenius (left) and :math:`W^{mm}_\star z_i` of
     the nuclear (right) Att-SVM, and each query's dotted mid-margin line, in the official
-    zoom (``ZOOM``; the paths run on beyond the frame)."""
+    zoom (``ZOOM``; the paths run on beyond the frame). As in the official figure, query
+    :math:`z_i`'s path, ray and margin line share one colour (red for :math:`z_1`, blue for
+    :math:`z_2`); the tokens are named :math:`x_{it}`."""
     A = res.arrays
     params = getattr(res, "params", {}) or {}
     example = int(params.get("example", 2))
@@ -55,14 +63,19 @@ def plot_visualization(res):
             (axes[0], "W", "fro", "W: GD path and Att-SVM", "W^mm"),
             (axes[1], "KQ", "nuc", "(K,Q): GD path and Att-SVM⋆", "W^mm_⋆")):
         paths, rays_ = A[f"path_{key}"], np.asarray(A[f"ray_{svm}"], dtype=float)  # (n, S, 2)
+        qc = [color_of(i) for i in range(len(paths))]  # one colour per query z_i
+        alpha = np.asarray(A.get(f"alpha_{key}", np.argmax(A["scores"], -1))).reshape(-1)
+        names = [[f"$x_{{{i + 1}{t + 1}}}$" if t == alpha[i] else "" for t in range(X.shape[1])]
+                 for i in range(X.shape[0])]  # the selected tokens are named
         token_plane(X, A["scores"], paths=paths, directions=rays_, ray_length=200.0,
                     direction_labels=[f"{name} z_{i + 1}" for i in range(len(paths))],
-                    ax=ax, title=title)
-        alpha = np.asarray(A.get(f"alpha_{key}", np.argmax(A["scores"], -1))).reshape(-1)
+                    ax=ax, title=title, path_colors=qc, legend=None, annotate=True,
+                    names=names)
         for i, p in enumerate(rays_):
             seg = mid_margin_line(p, X[i, alpha[i]])
-            ax.plot(seg[:, 0], seg[:, 1], ":", color=COLORS[i % len(COLORS)], lw=1.5,
-                    alpha=0.8, zorder=0)
+            ax.plot(seg[:, 0], seg[:, 1], ":", color=qc[i], lw=1.5, alpha=0.8, zorder=0,
+                    label=f"mid-margin line of z_{i + 1}")
+        ax.legend(fontsize=6, loc="lower right", framealpha=0.9)
         if example == 1:  # the official frame of visualization1 is 70 x 200: not to scale
             ax.set_aspect("auto")
         ax.set_adjustable("box")  # keep the aspect: the frame, not the zoom, adapts
@@ -77,12 +90,19 @@ def plot_local(res):
     A = res.arrays
     fig, axes = new_figure(1, 3, figsize=(13.0, 3.6))
     s = A["steps"]
-    probability_curves(s, {"W": A["prob_W"], "(K,Q)": A["prob_KQ"]}, ax=axes[0])
+    col = {"W": PALETTE["W"], "(K,Q)": PALETTE["KQ"], "W vs Frobenius": PALETTE["W"],
+           "(K,Q) vs nuclear": PALETTE["KQ"], "W vs nuclear (cross)": PALETTE["W"],
+           "(K,Q) vs Frobenius (cross)": PALETTE["KQ"], "‖W(k)‖_F": PALETTE["W"]}
+    sty = {"W vs nuclear (cross)": "--", "(K,Q) vs Frobenius (cross)": "--"}
+    probability_curves(s, {"W": A["prob_W"], "(K,Q)": A["prob_KQ"]}, ax=axes[0], colors=col)
+    axes[0].set_ylabel("largest softmax probability")
     correlation_curves(s, {"W vs Frobenius": A["corr_W_fro"],
                            "(K,Q) vs nuclear": A["corr_KQ_nuc"],
                            "W vs nuclear (cross)": A["corr_W_nuc"],
-                           "(K,Q) vs Frobenius (cross)": A["corr_KQ_fro"]}, ax=axes[1])
-    norm_curves(s, {"‖W(k)‖_F": A["norm_W"]}, ax=axes[2])
+                           "(K,Q) vs Frobenius (cross)": A["corr_KQ_fro"]}, ax=axes[1],
+                       colors=col, styles=sty)
+    norm_curves(s, {"‖W(k)‖_F": A["norm_W"]}, ax=axes[2], colors=col)
+    axes[2].set_ylabel("‖W(k)‖_F")
     return fig
 
 
@@ -93,11 +113,14 @@ def plot_spectra(res):
     A = res.arrays
     fig, ax = new_figure(1, 1, figsize=(5.6, 3.4))
     j = None
-    for key, label, style in (("W", "W(k), trained", "-o"), ("fro", "W^mm_α (Frobenius)", ":"),
-                              ("KQ", "KQᵀ(k), trained", "-s"), ("nuc", "W^mm_⋆,α (nuclear)", ":")):
+    for key, label, style, c in (
+            ("W", "W(k), trained", "-o", PALETTE["W"]),
+            ("fro", "W^mm_α (Frobenius)", ":", PALETTE["W"]),
+            ("KQ", "KQᵀ(k), trained", "-s", PALETTE["KQ"]),
+            ("nuc", "W^mm_⋆,α (nuclear)", ":", PALETTE["KQ"])):
         sv = np.asarray(A[f"sv_{key}"], dtype=float).mean(0)
         j = np.arange(1, len(sv) + 1)
-        ax.semilogy(j, np.maximum(sv, 1e-17), style, ms=4, label=label)
+        ax.semilogy(j, np.maximum(sv, 1e-17), style, ms=4, label=label, color=c)
     ax.set_xticks(j)
     ax.set_ylim(1e-17, 2.0)
     ax.set_xlabel("index j")
@@ -134,8 +157,8 @@ def plot_feasibility(res):
     fig, ax = new_figure(1, 1, figsize=(6.0, 3.4))
     labels = [f"({n},{T},{d})" for n, T, d in A["cells"]]
     x = np.arange(len(labels))
-    ax.bar(x - 0.2, A["feasible_opt"], 0.4, label="α = opt")
-    ax.bar(x + 0.2, A["feasible_random"], 0.4, label="random α")
+    ax.bar(x - 0.2, A["feasible_opt"], 0.4, label="α = opt", color=PALETTE["target"])
+    ax.bar(x + 0.2, A["feasible_random"], 0.4, label="random α", color=PALETTE["other"])
     ax.set_xticks(x, labels, rotation=30, fontsize=8)
     ax.set_ylabel("feasible share")
     ax.set_xlabel("(n, T, d)")
@@ -150,9 +173,9 @@ def plot_global(res):
     fig, ax = new_figure(1, 1, figsize=(5.6, 3.4))
     x = np.arange(len(A["ds"]))
     g, lo, o = (np.asarray(A[k]).reshape(-1) for k in ("global", "local_only", "other"))
-    ax.bar(x, g, label="global W^mm", color="tab:red")
-    ax.bar(x, lo, bottom=g, label="locally optimal W^mm_α", color="tab:blue")
-    ax.bar(x, o, bottom=g + lo, label="other", color="0.7")
+    ax.bar(x, g, label="global W^mm", color=PALETTE["target"])
+    ax.bar(x, lo, bottom=g, label="locally optimal W^mm_α", color=PALETTE["other"])
+    ax.bar(x, o, bottom=g + lo, label="other", color=PALETTE["neutral"])
     ax.set_xticks(x, [str(d) for d in A["ds"]])
     ax.set_xlabel("d")
     ax.set_ylabel("share of GD runs")
@@ -165,11 +188,13 @@ def plot_causal(res):
     causal run against the mask-free SVM), plain and as 1 − corr."""
     A = res.arrays
     fig, axes = new_figure(1, 2, figsize=(9.6, 3.6))
+    col = {"causal GD vs causal SVM": color_of(0), "full GD vs full SVM": color_of(1),
+           "causal GD vs mask-free SVM": color_of(2)}  # one colour per pair, in both panels
     correlation_curves(A["steps"], {"causal GD vs causal SVM": A["corr_causal"],
                                     "causal GD vs mask-free SVM": A["corr_causal_vs_full"],
                                     "full GD vs full SVM": A["corr_full"]},
-                       ax=axes[0], legend="lower right")
+                       ax=axes[0], legend="lower right", colors=col)
     correlation_curves(A["steps"], {"causal GD vs causal SVM": A["corr_causal"],
                                     "full GD vs full SVM": A["corr_full"]},
-                       ax=axes[1], one_minus=True, legend="upper right")
+                       ax=axes[1], one_minus=True, legend="upper right", colors=col)
     return fig

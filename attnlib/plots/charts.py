@@ -1,7 +1,8 @@
 """Charts: quantities against the iteration or a swept size, histograms, matrices.
 
 :func:`curves` (with :func:`correlation_curves`, :func:`probability_curves`,
-:func:`norm_curves`) draws a mean over trials with a band, or every trial; :func:`sweep_curves`
+:func:`norm_curves`) draws the median over trials with its 10-90% quantile band, or every
+trial; :func:`sweep_curves`
 a swept quantity against a size with the current point marked; :func:`histogram` overlaid
 distributions; :func:`matrix_image` a signed matrix.
 """
@@ -16,11 +17,23 @@ import attnlib.plots.style as style
 
 from .style import COLORS, as_array, log_y, target_axes
 
-__all__ = ["curves", "correlation_curves", "probability_curves", "norm_curves", "histogram",
-           "sweep_curves", "matrix_image"]
+__all__ = ["quantile_band", "curves", "correlation_curves", "probability_curves",
+           "norm_curves", "histogram", "sweep_curves", "matrix_image"]
 
 
-def _band(ax, x, y, label, color, one_minus, logy, band, ls="-"):
+def quantile_band(y, quantiles=None):
+    """``(lo, median, hi)`` over trials (axis 0) of ``y`` (B, S), NaNs ignored: the median
+    with the quantile band of ``BAND_QUANTILES`` (10-90%). Unlike
+    mean ± std, the band of positive values is positive, so it stays on a log axis."""
+    q_lo, q_hi = style.BAND_QUANTILES if quantiles is None else quantiles
+    y = np.atleast_2d(as_array(y, "y"))
+    with warnings.catch_warnings():  # an all-NaN column (e.g. corr of W = 0) is not an error
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, med, hi = np.nanquantile(y, [q_lo, 0.5, q_hi], axis=0)
+    return lo, med, hi
+
+
+def _band(ax, x, y, label, color, one_minus, band, ls="-"):
     y = np.atleast_2d(y)  # (B, S)
     if one_minus:
         y = 1.0 - y
@@ -28,24 +41,19 @@ def _band(ax, x, y, label, color, one_minus, logy, band, ls="-"):
         for b, yb in enumerate(y):
             ax.plot(x, yb, ls, color=color, lw=1.0, alpha=0.85, label=label if b == 0 else None)
         return
-    with warnings.catch_warnings():  # an all-NaN column (e.g. corr of W = 0) is not an error
-        warnings.simplefilter("ignore", RuntimeWarning)
-        m = np.nanmean(y, 0)
-    ax.plot(x, m, ls, color=color, label=label, lw=1.6)
-    if y.shape[0] > 1:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            s = np.nanstd(y, 0)
-        lo = m - s
-        if logy:
-            lo = np.where(lo > 0, lo, m)
-        ax.fill_between(x, lo, m + s, color=color, alpha=0.2, lw=0)
+    if y.shape[0] == 1:
+        ax.plot(x, y[0], ls, color=color, label=label, lw=1.6)
+        return
+    lo, med, hi = quantile_band(y)
+    ax.plot(x, med, ls, color=color, label=style.band_label(label) if label else None, lw=1.6)
+    ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
 
 
-def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration", logy=False, logx=False,
+def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration k", logy=False, logx=False,
            one_minus=False, mark=None, title=None, ylim=None, legend="lower right",
-           band="std", colors=None, styles=None):
-    """Curves against the iteration: mean over trials with a ±1 std band (or every trial).
+           band="quantile", colors=None, styles=None):
+    """Curves against the iteration: the median over trials with its 10-90% quantile band (or
+    every trial).
 
     Parameters
     ----------
@@ -59,8 +67,9 @@ def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration", logy=False,
         An iteration marked by a vertical line (the current frame of an explorer).
     legend : str or None
         Legend location (a fixed one: ``"best"`` costs a tenth of a second per draw).
-    band : {"std", "lines"}
-        Several trials: their mean with a ±1 std band, or every trial as a thin line.
+    band : {"quantile", "lines"}
+        Several trials: their median with the 10-90% quantile band (the legend says so; the
+        band stays positive on a log axis), or every trial as a thin line.
     colors, styles : dict[str, str], optional
         Colour and line style per label.
 
@@ -70,6 +79,8 @@ def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration", logy=False,
     """
     fig, ax = target_axes(ax, figsize=(4.6, 3.2))
     x = as_array(steps, "steps").reshape(-1)
+    if band not in ("quantile", "lines"):
+        raise ValueError(f"band must be 'quantile' or 'lines', got {band!r}")
     if not isinstance(values, dict) or not values:
         raise ValueError("values must be a non-empty dict {label: array (S,) or (B, S)}")
     for j, (label, y) in enumerate(values.items()):
@@ -77,9 +88,9 @@ def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration", logy=False,
         if y.shape[-1] != x.shape[0]:
             raise ValueError(f"values[{label!r}] has {y.shape[-1]} points, steps has {x.shape[0]}")
         _band(ax, x, y, label, (colors or {}).get(label, COLORS[j % len(COLORS)]), one_minus,
-              logy, band, (styles or {}).get(label, "-"))
+              band, (styles or {}).get(label, "-"))
     if mark is not None:
-        ax.axvline(float(mark), color="0.5", lw=0.8, ls=":")
+        ax.axvline(float(mark), color=style.PALETTE["path"], lw=0.8, ls=":")
     if logy:
         log_y(ax)
     if logx:
@@ -108,13 +119,15 @@ def correlation_curves(steps, corrs, *, ax=None, one_minus=False, **kw):
 
 def probability_curves(steps, probs, *, ax=None, **kw):
     """Softmax probability of the selected token (mean over inputs) vs iteration."""
-    return curves(steps, probs, ax=ax, ylabel="softmax probability", ylim=(0, 1.02), **kw)
+    kw.setdefault("ylabel", "softmax probability")
+    return curves(steps, probs, ax=ax, ylim=(0, 1.02), **kw)
 
 
 def norm_curves(steps, norms, *, ax=None, **kw):
     """Parameter norm :math:`\\|p(k)\\|` or :math:`\\|W(k)\\|` vs iteration."""
     kw.setdefault("legend", "upper left")
-    return curves(steps, norms, ax=ax, ylabel="norm", **kw)
+    kw.setdefault("ylabel", "norm")
+    return curves(steps, norms, ax=ax, **kw)
 
 
 def histogram(values, *, ax=None, bins=30, logy=False, xlabel="value", density=False,
@@ -186,7 +199,7 @@ def sweep_curves(x, values, *, ax=None, current=None, xlabel="d", ylabel="", tit
         ys = [as_array(values[m], "values").reshape(-1)[k] for m in marked]
         ax.scatter([xs[k]] * len(ys), ys, s=160, facecolors="none", edgecolors="black", lw=2,
                    zorder=5)
-        ax.axvline(xs[k], color="0.6", lw=0.8, ls=":")
+        ax.axvline(xs[k], color=style.PALETTE["neutral"], lw=0.8, ls=":")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:

@@ -13,14 +13,29 @@ import numpy as np
 
 import attnlib.plots.style as style
 
-from .style import COLORS, MARKERS, SCORE_CMAP, as_array, as_points, target_axes
+from .style import COLORS, MARKERS, PALETTE, SCORE_CMAP, as_array, as_points, target_axes
 
-__all__ = ["token_scatter", "rays", "trajectories", "token_plane"]
+__all__ = ["token_names", "token_scatter", "rays", "trajectories", "token_plane"]
+
+
+def _discrete(g, most=5):
+    """The distinct score values (rounded to 3 significant digits) if there are at most
+    ``most`` of them, else None (then the scores get a colour bar)."""
+    vals = np.unique(np.array([float(f"{v:.3g}") for v in g.reshape(-1)]))
+    return vals if len(vals) <= most else None
+
+
+def token_names(n, T):
+    """The book's names of the tokens: ``x_t`` for one input, ``x_it`` for several (1-based),
+    as mathtext strings, shape (n, T)."""
+    if n == 1:
+        return [[f"$x_{{{t + 1}}}$" for t in range(T)]]
+    return [[f"$x_{{{i + 1}{t + 1}}}$" for t in range(T)] for i in range(n)]
 
 
 def token_scatter(X, scores=None, *, ax=None, optimal=None, selected=None, support=None,
-                  annotate=True, vmin=None, vmax=None, colorbar=True, size=70):
-    """Tokens in the plane, coloured by score.
+                  annotate=True, vmin=None, vmax=None, colorbar=True, size=70, names=None):
+    """Tokens in the plane, coloured by score, each named beside it.
 
     Parameters
     ----------
@@ -36,7 +51,13 @@ def token_scatter(X, scores=None, *, ax=None, optimal=None, selected=None, suppo
     support : bool array (n, T), optional
         Support tokens of the selection (constraint active): a dashed ring.
     annotate : bool
-        Write the score next to each token.
+        Write each token's name (``token_names``, or ``names``) and score beside it.
+    colorbar : bool
+        Show what the colours mean: a legend entry per score when the scores take at most 5
+        values (discrete values get a discrete legend), else a colour bar.
+    names : nested list (n, T) of str, optional
+        The tokens' names (default: the book's ``x_t`` / ``x_it``); an empty name leaves that
+        token unannotated.
 
     Returns
     -------
@@ -48,6 +69,10 @@ def token_scatter(X, scores=None, *, ax=None, optimal=None, selected=None, suppo
     g = None if scores is None else as_array(scores, "scores").reshape(-1, T)
     if g is not None and g.shape[0] != n:
         raise ValueError(f"scores must have shape (n, T) = ({n}, {T}), got {g.shape}")
+    if names is None:
+        names = token_names(n, T)
+    elif np.shape(names) != (n, T):
+        raise ValueError(f"names must have shape (n, T) = ({n}, {T}), got {np.shape(names)}")
     if optimal is None and g is not None:
         optimal = g.argmax(-1)
     lo = vmin if vmin is not None else (g.min() if g is not None else 0.0)
@@ -59,16 +84,22 @@ def token_scatter(X, scores=None, *, ax=None, optimal=None, selected=None, suppo
         c = g[i] if g is not None else COLORS[i % len(COLORS)]
         sc = ax.scatter(X[i, :, 0], X[i, :, 1], c=c, cmap=SCORE_CMAP if g is not None else None,
                         vmin=lo if g is not None else None, vmax=hi if g is not None else None,
-                        marker=MARKERS[i % len(MARKERS)], s=size, edgecolors="0.2",
-                        linewidths=0.6, zorder=3, label=f"input {i + 1}" if n > 1 else None)
+                        marker=MARKERS[i % len(MARKERS)], s=size, edgecolors=PALETTE["ink"],
+                        linewidths=0.6, zorder=3)
+        if n > 1:  # the input's marker, without a score colour
+            ax.scatter([], [], marker=MARKERS[i % len(MARKERS)], s=size, c="white",
+                       edgecolors=PALETTE["ink"], linewidths=0.6, label=f"input {i + 1}")
         if optimal is not None:
             o = int(np.asarray(optimal).reshape(-1)[i])
             ax.scatter(X[i, o, 0], X[i, o, 1], marker="*", s=3.2 * size, c="none",
-                       edgecolors="tab:red", linewidths=1.2, zorder=4)
-        if annotate and g is not None:
+                       edgecolors=PALETTE["target"], linewidths=1.2, zorder=4)
+        if annotate:
             for t in range(T):
-                ax.annotate(f"{g[i, t]:.2g}", X[i, t], xytext=(4, 4), textcoords="offset points",
-                            fontsize=7, color="0.25")
+                if not names[i][t]:  # an empty name: this token is not annotated
+                    continue
+                text = names[i][t] + (f" {g[i, t]:.2g}" if g is not None else "")
+                ax.annotate(text, X[i, t], xytext=(4, 4), textcoords="offset points",
+                            fontsize=7, color=PALETTE["ink"])
     if selected is not None:
         sel = np.asarray(as_array(selected, "selected"), dtype=int).reshape(-1)
         ax.scatter(X[np.arange(n), sel, 0], X[np.arange(n), sel, 1], s=1.6 * size,
@@ -76,13 +107,24 @@ def token_scatter(X, scores=None, *, ax=None, optimal=None, selected=None, suppo
     if support is not None:
         sup = np.asarray(as_array(support, "support"), dtype=bool).reshape(n, T)
         pts = X[sup]
-        ax.scatter(pts[:, 0], pts[:, 1], s=4 * size, facecolors="none", edgecolors="tab:orange",
-                   linewidths=1.4, linestyles="--", zorder=2, label="support tokens")
+        ax.scatter(pts[:, 0], pts[:, 1], s=4 * size, facecolors="none",
+                   edgecolors=PALETTE["support"], linewidths=1.4, linestyles="--", zorder=2,
+                   label="support tokens")
     if colorbar and g is not None and sc is not None:
-        fig.colorbar(sc, ax=ax, shrink=0.8, label="score γ")
+        levels = _discrete(g) if vmin is None and vmax is None else None
+        if levels is None:
+            fig.colorbar(sc, ax=ax, shrink=0.8, label="score γ")
+        else:  # discrete values: one legend entry each (a colour bar suggests a continuum)
+            for v in levels[::-1]:
+                ax.scatter([], [], marker="o", s=size, c=[sc.cmap(sc.norm(v))],
+                           edgecolors=PALETTE["ink"], linewidths=0.6, label=f"γ = {v:g}")
+    if colorbar and g is not None and optimal is not None:
+        ax.scatter([], [], marker="*", s=2 * size, c="none", edgecolors=PALETTE["target"],
+                   linewidths=1.2, label="optimal token")
     ax.set_aspect("equal", adjustable="datalim")
-    ax.axhline(0, color="0.85", lw=0.6, zorder=0)
-    ax.axvline(0, color="0.85", lw=0.6, zorder=0)
+    ax.axhline(0, color=PALETTE["axis"], lw=0.6, zorder=0)
+    ax.axvline(0, color=PALETTE["axis"], lw=0.6, zorder=0)
+    style.plane_labels(ax)
     return fig
 
 
@@ -119,7 +161,7 @@ def rays(directions, *, ax=None, labels=None, colors=None, length=None, origin=(
     return fig
 
 
-def trajectories(P, *, ax=None, color="0.35", arrow_every=None, highlight=None, label=None,
+def trajectories(P, *, ax=None, color=None, arrow_every=None, highlight=None, label=None,
                  lw=1.0):
     """Trajectories in the plane (e.g. of :math:`p(k)` or :math:`W(k) z_i`) with arrowheads.
 
@@ -129,6 +171,9 @@ def trajectories(P, *, ax=None, color="0.35", arrow_every=None, highlight=None, 
         ``B`` trajectories of ``S`` recorded points.
     arrow_every : int, optional
         Distance in recorded points between arrowheads (default: about 6 per trajectory).
+    color : colour or list of colours, optional
+        One colour for all (default ``PALETTE["path"]``) or one per trajectory (e.g. the
+        colour of each query's ray).
     highlight : int, optional
         Index of a trajectory drawn thick and in red (the others grey).
 
@@ -141,9 +186,13 @@ def trajectories(P, *, ax=None, color="0.35", arrow_every=None, highlight=None, 
     B, S, _ = P.shape
     step = arrow_every or max(1, S // 6)
     heads = []  # (x, y, dx, dy, colour) of every arrowhead: one quiver call draws them all
+    if color is None:
+        color = PALETTE["path"]
+    per_path = isinstance(color, (list, tuple)) and len(color) == B and B > 0 and \
+        not isinstance(color[0], (int, float))
     for b in range(B):
         hl = highlight is not None and b == highlight
-        c = "tab:red" if hl else color
+        c = PALETTE["target"] if hl else (color[b] if per_path else color)
         ax.plot(P[b, :, 0], P[b, :, 1], color=c, lw=2.2 * lw if hl else lw, zorder=2 + hl,
                 label=label if b == 0 else None)
         ax.plot(P[b, 0, 0], P[b, 0, 1], "o", color=c, ms=3, zorder=2)
@@ -162,7 +211,8 @@ def trajectories(P, *, ax=None, color="0.35", arrow_every=None, highlight=None, 
 
 def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels=None,
                 support=None, selected=None, highlight=None, ax=None, title=None,
-                legend="upper left", colorbar=True, ray_length=None, annotate=None):
+                legend="upper left", colorbar=True, ray_length=None, annotate=None,
+                path_colors=None, names=None):
     """The book's main picture: tokens, max-margin rays and GD trajectories in one plane.
 
     Parameters
@@ -180,7 +230,12 @@ def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels
     highlight : int, optional
         Trajectory drawn in red.
     colorbar : bool
-        Draw a colour bar of the scores.
+        Show what the score colours mean (a discrete legend for at most 5 distinct scores,
+        else a colour bar).
+    path_colors : list of colours, optional
+        One colour per trajectory (e.g. the colour of each query's ray); default grey.
+    names : nested list (n, T) of str, optional
+        The tokens' names (default ``x_t`` / ``x_it``).
     ray_length : float, optional
         Length of the rays (default: to the data limits).
     annotate : bool, optional
@@ -192,15 +247,15 @@ def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels
     """
     fig, ax = target_axes(ax)
     if paths is not None:
-        trajectories(paths, ax=ax, highlight=highlight)
+        trajectories(paths, ax=ax, highlight=highlight, color=path_colors)
     if annotate is None:
         annotate = as_array(X, "X").size // 2 <= 8
     token_scatter(X, scores, ax=ax, support=support, selected=selected, colorbar=colorbar,
-                  annotate=annotate)
+                  annotate=annotate, names=names)
     if directions is not None:
         rays(directions, ax=ax, labels=direction_labels, length=ray_length)
     if title:
         style.title(ax, title)
-    if legend and (direction_labels is not None or support is not None):
+    if legend and ax.get_legend_handles_labels()[1]:
         ax.legend(fontsize=7, loc=legend if isinstance(legend, str) else "upper left")
     return fig

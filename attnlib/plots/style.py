@@ -14,14 +14,78 @@ from matplotlib.figure import Figure
 
 from .._validate import to_numpy
 
-__all__ = ["COLORS", "MARKERS", "SCORE_CMAP", "BookFigure", "as_array", "as_points",
-           "log_y", "new_figure", "square_view", "target_axes", "title"]
+__all__ = ["COLORS", "MARKERS", "PALETTE", "SCORE_CMAP", "SEQUENCE_CMAP", "SIGNED_CMAP",
+           "BAND_QUANTILES", "BookFigure", "as_array", "as_points", "band_label", "color_of",
+           "log_y", "new_figure", "palette_hex", "plane_labels", "sequence_colors",
+           "square_view", "target_axes", "title"]
 
-#: Colours of the book: red = the (globally) optimal / target direction, blue = the other.
-COLORS = ("tab:red", "tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:brown",
-          "tab:pink", "tab:olive", "tab:cyan", "tab:gray")
+#: The book's one colour scheme, shared by every figure and every explorer (the explorers read
+#: it from here; a browser explorer gets it as hex from ``palette_hex``). One colour per
+#: role: red = the (globally) optimal / target direction, the first query or curve; blue = the
+#: other one. The W / (K,Q) colours follow the Transformers-as-SVMs paper (W blue, (K,Q) red).
+PALETTE = {
+    "target": "#d62728",    # red: optimal token, global / target direction, query 1
+    "other": "#1f77b4",     # blue: the other direction, query 2
+    "third": "#2ca02c",     # green: a third curve
+    "support": "#ff7f0e",   # orange: support tokens, distractors, "leaves its cone"
+    "W": "#1f77b4",         # the W parameterisation
+    "KQ": "#d62728",        # the (K,Q) parameterisation
+    "path": "#595959",      # gradient-descent paths drawn in one colour
+    "neutral": "#b3b3b3",   # "other" / not reached / masked
+    "ink": "#333333",       # token edges, reference lines
+    "axis": "#d9d9d9",      # the axes through 0 in the token plane
+}
+#: The colour cycle of curves (red, blue, green, orange, purple, brown, pink, olive, cyan, grey).
+COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+          "#bcbd22", "#17becf", "#7f7f7f")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h")
-SCORE_CMAP = "viridis"
+SCORE_CMAP = "viridis"      # continuous values: scores, attention
+SEQUENCE_CMAP = "viridis"   # ordered discrete settings (radii R, widths mu): light to dark
+SIGNED_CMAP = "RdBu_r"      # signed matrices, symmetric around 0
+#: Bands over trials: the median with the 10-90% quantile band. A quantile of positive values
+#: is positive, so the band stays on a log axis (a mean - std band does not when std > mean).
+BAND_QUANTILES = (0.1, 0.9)
+
+
+def color_of(role):
+    """The colour of a role of ``PALETTE`` (``"target"``, ``"W"``, ...) or of curve ``j``."""
+    if isinstance(role, (int, np.integer)):
+        return COLORS[int(role) % len(COLORS)]
+    if role not in PALETTE:
+        raise ValueError(f"role must be one of {sorted(PALETTE)} or an int, got {role!r}")
+    return PALETTE[role]
+
+
+def palette_hex():
+    """The scheme as plain data for a browser explorer: ``{"roles": {...}, "cycle": [...],
+    "markers": [...], "score_cmap": name}`` (all colours ``#rrggbb``)."""
+    return {"roles": dict(PALETTE), "cycle": list(COLORS), "markers": list(MARKERS),
+            "score_cmap": SCORE_CMAP}
+
+
+def sequence_colors(k):
+    """``k`` colours for ordered discrete settings (e.g. radii), light (first) to dark (last)."""
+    import matplotlib
+
+    if int(k) < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    cmap = matplotlib.colormaps[SEQUENCE_CMAP]
+    return [cmap(0.85 - 0.85 * j / max(int(k) - 1, 1)) for j in range(int(k))]
+
+
+def band_label(label):
+    """A curve's legend label when it is drawn as a median with its quantile band."""
+    lo, hi = BAND_QUANTILES
+    return f"{label} (median, {100 * lo:.0f}-{100 * hi:.0f}%)"
+
+
+def plane_labels(ax, what="x"):
+    """Axis labels of the token plane: the two coordinates of the tokens ``x_it`` (and of
+    anything drawn in the same plane: p, W z_i). Existing labels are kept."""
+    if not ax.get_xlabel():
+        ax.set_xlabel(f"first coordinate of {what}")
+    if not ax.get_ylabel():
+        ax.set_ylabel(f"second coordinate of {what}")
 
 
 class BookFigure(Figure):
