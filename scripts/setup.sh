@@ -3,8 +3,9 @@
 #   1. a virtual environment in .venv (Python >= 3.11; choose the interpreter with PYTHON=...),
 #   2. torch==2.13.0 first, then every pinned package of requirements.txt, then attnlib
 #      in editable mode,
-#   3. the offline JavaScript (MathJax 3, RequireJS, the ipywidgets HTML manager) from the npm
-#      registry, copied into _static_offline/ (served at the site's root via html_extra_path).
+#   3. the offline JavaScript (MathJax 3, RequireJS, the ipywidgets HTML manager, plotly.js's
+#      basic bundle) from the npm registry, copied into _static_offline/ (served at the site's
+#      root via html_extra_path) with our own scripts of scripts/js/.
 # Each step leaves a stamp (a hash of its inputs); a step whose inputs did not change is
 # skipped, so a second run takes about a second.
 #
@@ -60,17 +61,18 @@ want_js=$(hash_of "$JS/package.json" "$JS/package-lock.json")
 stamp_js=$JS/node_modules/.attnlib-setup-stamp
 if [ "$(cat "$stamp_js" 2>/dev/null)" != "$want_js" ]; then
   command -v npm >/dev/null || die "npm is required for MathJax (Debian/Ubuntu: apt-get install nodejs npm)"
-  log "installing MathJax 3, RequireJS and @jupyter-widgets/html-manager from npm"
+  log "installing MathJax 3, RequireJS, @jupyter-widgets/html-manager and plotly.js from npm"
   (cd "$JS" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
   echo "$want_js" > "$stamp_js"
 fi
-want_off="$want_js|$(hash_of scripts/setup.sh "$JS/widgets-offline.js")"
+want_off="$want_js|$(hash_of scripts/setup.sh "$JS/widgets-offline.js" "$JS/token-drag.js")"
 stamp_off=$JS/node_modules/.attnlib-offline-stamp
 if [ "$(cat "$stamp_off" 2>/dev/null)" != "$want_off" ] || [ ! -f "$OFFLINE/mathjax/tex-mml-chtml.js" ]; then
   log "copying the offline JavaScript into $OFFLINE/"
   nm=$JS/node_modules
   rm -rf "$OFFLINE"
-  mkdir -p "$OFFLINE/mathjax/output/chtml" "$OFFLINE/require" "$OFFLINE/widgets"
+  mkdir -p "$OFFLINE/mathjax/output/chtml" "$OFFLINE/require" "$OFFLINE/widgets" \
+    "$OFFLINE/plotly" "$OFFLINE/explorers"
   # MathJax 3: the combined TeX+MathML -> CHTML component, its fonts, and the TeX extensions
   # it loads on demand (3.3 MB in all).
   cp "$nm/mathjax/es5/tex-mml-chtml.js" "$nm/mathjax/LICENSE" "$OFFLINE/mathjax/"
@@ -83,6 +85,12 @@ if [ "$(cat "$stamp_off" 2>/dev/null)" != "$want_off" ] || [ ! -f "$OFFLINE/math
   find "$nm/@jupyter-widgets/html-manager/dist" -maxdepth 1 -type f \
     \( -name '*.woff' -o -name '*.woff2' -o -name '*.ttf' -o -name '*.eot' -o -name '*.svg' \) \
     -exec cp {} "$OFFLINE/widgets/" \;
+  # plotly.js's basic bundle (scatter traces: 1.2 MB, the full bundle is 4.8 MB) and the drag
+  # explorer of chapter 2 that draws with it (ours); only that page loads them
+  # (attnlib/explorers/token_drag.py writes the relative <script> paths).
+  cp "$nm/plotly.js-basic-dist-min/plotly-basic.min.js" "$OFFLINE/plotly/"
+  cp "$nm/plotly.js-basic-dist-min/LICENSE" "$OFFLINE/plotly/LICENSE"
+  cp "$JS/token-drag.js" "$OFFLINE/explorers/"
   echo "$want_off" > "$stamp_off"
 fi
 log "ready: $("$PY" -V), torch $("$PY" -c 'import importlib.metadata as m; print(m.version("torch"))')"
