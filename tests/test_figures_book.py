@@ -75,12 +75,17 @@ def test_discrete_scores_get_a_discrete_legend_continuous_ones_a_colour_bar():
     X = np.random.default_rng(0).normal(size=(2, 5, 2))
     fig = plots.token_plane(X, np.tile([1.0, 0.5, 0.5, 0.5, 0.5], (2, 1)))
     assert len(fig.axes) == 1  # no colour bar for two values
-    labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert [lab for lab in labels if lab.startswith("γ")] == ["γ = 1", "γ = 0.5"]
-    handles = dict(zip(labels, fig.axes[0].get_legend_handles_labels()[0]))
-    tokens = fig.axes[0].collections[0]  # the entry's colour is the tokens' colour
-    np.testing.assert_allclose(handles["γ = 1"].get_facecolor()[0],
+    ax = fig.axes[0]
+    key = ax.get_legend()
+    assert key.get_gid() == "score key"
+    labels = [t.get_text() for t in key.get_texts()]
+    assert labels == ["γ = 1", "γ = 0.5", "optimal token"]
+    handles = dict(zip(labels, key.legend_handles))
+    tokens = ax.collections[0]  # the entry's colour is the tokens' colour
+    np.testing.assert_allclose(handles["γ = 1"].get_markerfacecolor(),
                                tokens.to_rgba(tokens.get_array()[0]))  # token 1: score 1
+    assert key.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1  # beside, not over, data
+    assert "input 1" in ax.get_legend_handles_labels()[1]  # the inputs stay in the axes
     fig = plots.token_plane(X, np.random.default_rng(1).normal(size=(2, 5)))
     assert len(fig.axes) == 2  # ten distinct scores: a colour bar
 
@@ -97,7 +102,7 @@ def test_band_is_a_quantile_band_positive_on_a_log_axis_where_std_exceeds_mean()
         ys = band[np.isclose(band[:, 0], k), 1]
         np.testing.assert_allclose([ys.min(), ys.max()], np.quantile(y[:, k], [0.1, 0.9]))
     np.testing.assert_allclose(ax.lines[0].get_ydata(), np.median(y, 0))
-    assert "median, 10-90%" in ax.get_legend().get_texts()[0].get_text()
+    assert ax.get_legend().get_title().get_text() == "median over runs, band 10-90%"
     lo, med, hi = plots.quantile_band(y)
     assert (lo <= med).all() and (med <= hi).all()
     with pytest.raises(ValueError, match="band"):

@@ -27,8 +27,10 @@ def test_token_scatter_draws_every_token_with_score_colours():
     first = ax.collections[0]
     np.testing.assert_allclose(first.get_array(), [1.0, 0.9, 0.0])  # colours = scores
     assert len(fig.axes) == 1  # three distinct scores: a discrete legend, no colour bar
-    labels = ax.get_legend_handles_labels()[1]
-    assert [lab for lab in labels if lab.startswith("γ")] == ["γ = 1", "γ = 0.9", "γ = 0"]
+    key = ax.get_legend()  # beside the axes
+    assert key.get_gid() == "score key"
+    labels = [t.get_text() for t in key.get_texts()]
+    assert labels == ["γ = 1", "γ = 0.9", "γ = 0", "optimal token"]
     fig = plots.token_scatter(X3, [1.0, 0.9, 0.0], vmin=0.0, vmax=1.0)  # fixed scale: a bar
     assert len(fig.axes) == 2
 
@@ -128,8 +130,10 @@ def test_token_plane_combines_tokens_paths_and_rays():
                             direction_labels=[r"$p^{mm}$"], title="E1")
     ax = fig.axes[0]
     assert ax.get_title() == "E1"
-    texts = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert r"$p^{mm}$" in texts
+    (inside,) = ax.artists  # the rays' legend in the axes; the score key is beside them
+    assert r"$p^{mm}$" in [t.get_text() for t in inside.get_texts()]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == \
+        ["γ = 1", "γ = 0.9", "optimal token"]
     (path,) = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 30]
     np.testing.assert_allclose(path.get_xydata(), P)
     ray = ax.get_lines()[-1].get_xydata()  # from 0 along the unit direction of (-0.1, 1)
@@ -147,7 +151,7 @@ def test_curves_median_and_quantile_band_and_one_minus():
     np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), e[1])
     assert ax.get_yscale() == "log"
     assert ax.get_ylabel() == "1 - correlation"
-    assert ax.get_legend().get_texts()[0].get_text() == "W (median, 10-90%)"
+    assert ax.get_legend().get_title().get_text() == "median over runs, band 10-90%"
     assert len(ax.collections) == 1  # the band: 10% and 90% quantiles of 1 - corr
     band = ax.collections[0].get_paths()[0].vertices
     for k in range(5):  # linear interpolation between order statistics (numpy's default)

@@ -27,6 +27,27 @@ def _upto(steps_recorded, steps: int) -> int:
     return int(np.searchsorted(steps_recorded, steps, side="right"))
 
 
+def _token_inset(ax, X, scores, bounds=(0.58, 0.5, 0.4, 0.38)):
+    """The tokens, named, in an inset at the upper right: the paths of p run far from them,
+    and at the paths' scale the tokens collapse into one blob. With several inputs only the
+    optimal tokens are named."""
+    ins = ax.inset_axes(list(bounds))
+    X, g = np.asarray(X, dtype=float), np.asarray(scores, dtype=float)
+    names = None
+    if X.ndim == 3 and X.shape[0] > 1:
+        full = _plots.token_names(*X.shape[:2])
+        best = g.reshape(X.shape[:2]).argmax(-1)
+        names = [[full[i][t] if t == best[i] else "" for t in range(X.shape[1])]
+                 for i in range(X.shape[0])]
+    _plots.token_scatter(X, g, ax=ins, colorbar=False, annotate=True, size=30, names=names)
+    ins.set_xlabel("")
+    ins.set_ylabel("")
+    ins.tick_params(labelsize=6, pad=1)
+    ins.set_title("tokens, zoomed", fontsize=7, pad=2)
+    ins.margins(0.25)
+    return ins
+
+
 def plot_e1(res, panels=("global", "local"), steps=200):
     r"""E1 figure: tokens, GD paths of :math:`p` (first ``steps`` iterations), SVM rays.
 
@@ -44,7 +65,8 @@ def plot_e1(res, panels=("global", "local"), steps=200):
         _plots.token_plane(a["keys"], a["scores"][j], paths=a["paths"][j][:, :k],
                            directions=a["p_mm"][:2],
                            direction_labels=[r"$p^{mm}(\alpha=1)$", r"$p^{mm}(\alpha=2)$"],
-                           ax=ax, title=f"{panel} scores γ = ({g})")
+                           ax=ax, title=f"{panel} scores γ = ({g})", annotate=False)
+        _token_inset(ax, a["keys"], a["scores"][j])
     return fig
 
 
@@ -59,7 +81,8 @@ def plot_e2(res, steps=200):
     k = _upto(a["steps"], steps)
     _plots.token_plane(a["keys"], a["scores"], paths=a["ngd_paths"][:, :k],
                        directions=a["p_mm"][None], direction_labels=[r"$p^{mm}$"], ax=axes[0],
-                       title="(a) normalised GD paths of p")
+                       title="(a) normalised GD paths of p", annotate=False)
+    _token_inset(axes[0], a["keys"], a["scores"], bounds=(0.58, 0.06, 0.4, 0.36))  # below p
     i0 = int(res.numbers["zero_init_index"])
     s = a["steps"][:k]
     curves = {"normalised GD": a["ngd_prob"][i0, :k], "GD (constant η)": a["gd_prob"][i0, :k]}

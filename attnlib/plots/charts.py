@@ -40,13 +40,14 @@ def _band(ax, x, y, label, color, one_minus, band, ls="-"):
     if band == "lines":
         for b, yb in enumerate(y):
             ax.plot(x, yb, ls, color=color, lw=1.0, alpha=0.85, label=label if b == 0 else None)
-        return
+        return False
     if y.shape[0] == 1:
         ax.plot(x, y[0], ls, color=color, label=label, lw=1.6)
-        return
+        return False
     lo, med, hi = quantile_band(y)
-    ax.plot(x, med, ls, color=color, label=style.band_label(label) if label else None, lw=1.6)
+    ax.plot(x, med, ls, color=color, label=label, lw=1.6)
     ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
+    return True
 
 
 def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration k", logy=False, logx=False,
@@ -68,8 +69,8 @@ def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration k", logy=Fals
     legend : str or None
         Legend location (a fixed one: ``"best"`` costs a tenth of a second per draw).
     band : {"quantile", "lines"}
-        Several trials: their median with the 10-90% quantile band (the legend says so; the
-        band stays positive on a log axis), or every trial as a thin line.
+        Several trials: their median with the 10-90% quantile band (the legend's title says
+        so; the band stays positive on a log axis), or every trial as a thin line.
     colors, styles : dict[str, str], optional
         Colour and line style per label.
 
@@ -83,12 +84,13 @@ def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration k", logy=Fals
         raise ValueError(f"band must be 'quantile' or 'lines', got {band!r}")
     if not isinstance(values, dict) or not values:
         raise ValueError("values must be a non-empty dict {label: array (S,) or (B, S)}")
+    banded = False
     for j, (label, y) in enumerate(values.items()):
         y = as_array(y, f"values[{label!r}]")
         if y.shape[-1] != x.shape[0]:
             raise ValueError(f"values[{label!r}] has {y.shape[-1]} points, steps has {x.shape[0]}")
-        _band(ax, x, y, label, (colors or {}).get(label, COLORS[j % len(COLORS)]), one_minus,
-              band, (styles or {}).get(label, "-"))
+        color = (colors or {}).get(label, COLORS[j % len(COLORS)])
+        banded |= _band(ax, x, y, label, color, one_minus, band, (styles or {}).get(label, "-"))
     if mark is not None:
         ax.axvline(float(mark), color=style.PALETTE["path"], lw=0.8, ls=":")
     if logy:
@@ -101,8 +103,9 @@ def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration k", logy=Fals
     ax.set_ylabel(ylabel)
     if title:
         style.title(ax, title)
-    if legend:
-        ax.legend(fontsize=8, loc=legend)
+    if legend:  # the legend's title says what the curves and bands are
+        ax.legend(fontsize=8, loc=legend, title=style.BAND_TITLE if banded else None,
+                  title_fontsize=7)
     ax.grid(alpha=0.3)
     return fig
 

@@ -25,6 +25,33 @@ def _discrete(g, most=5):
     return vals if len(vals) <= most else None
 
 
+def _score_key(ax, sc, g, star):
+    """What the token colours mean, beside the axes: a discrete legend (one entry per score,
+    a colour bar would suggest a continuum) when the scores ``g`` take at most 5 values, else
+    a colour bar; the star of the optimal token under it."""
+    from matplotlib.lines import Line2D
+
+    levels = None if g is None else _discrete(g)
+    dot = dict(ls="", markeredgecolor=PALETTE["ink"], markeredgewidth=0.6, markersize=8)
+    handles = [] if levels is None else [
+        Line2D([], [], marker="o", markerfacecolor=sc.cmap(sc.norm(v)), label=f"γ = {v:g}",
+               **dot) for v in levels[::-1]]
+    if levels is None:
+        ax.figure.colorbar(sc, ax=ax, shrink=0.8, label="score γ")
+        if star:  # in the axes' own legend (the colour bar holds the place beside it)
+            ax.scatter([], [], marker="*", s=140, c="none", edgecolors=PALETTE["target"],
+                       linewidths=1.2, label="optimal token")
+    elif star:
+        handles.append(Line2D([], [], marker="*", markerfacecolor="none", ls="",
+                              markeredgecolor=PALETTE["target"], markersize=11,
+                              label="optimal token"))
+    if handles:
+        key = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                        borderaxespad=0.0, fontsize=7, title="score" if levels is not None
+                        else None, title_fontsize=7, frameon=False)
+        key.set_gid("score key")  # the axes' legend, beside them (the layout makes room)
+
+
 def token_names(n, T):
     """The book's names of the tokens: ``x_t`` for one input, ``x_it`` for several (1-based),
     as mathtext strings, shape (n, T)."""
@@ -86,8 +113,9 @@ def token_scatter(X, scores=None, *, ax=None, optimal=None, selected=None, suppo
                         vmin=lo if g is not None else None, vmax=hi if g is not None else None,
                         marker=MARKERS[i % len(MARKERS)], s=size, edgecolors=PALETTE["ink"],
                         linewidths=0.6, zorder=3)
-        if n > 1:  # the input's marker, without a score colour
-            ax.scatter([], [], marker=MARKERS[i % len(MARKERS)], s=size, c="white",
+        if n > 1:  # the input's marker (white where the colour is the score)
+            ax.scatter([], [], marker=MARKERS[i % len(MARKERS)], s=size,
+                       c="white" if g is not None else COLORS[i % len(COLORS)],
                        edgecolors=PALETTE["ink"], linewidths=0.6, label=f"input {i + 1}")
         if optimal is not None:
             o = int(np.asarray(optimal).reshape(-1)[i])
@@ -111,16 +139,7 @@ def token_scatter(X, scores=None, *, ax=None, optimal=None, selected=None, suppo
                    edgecolors=PALETTE["support"], linewidths=1.4, linestyles="--", zorder=2,
                    label="support tokens")
     if colorbar and g is not None and sc is not None:
-        levels = _discrete(g) if vmin is None and vmax is None else None
-        if levels is None:
-            fig.colorbar(sc, ax=ax, shrink=0.8, label="score γ")
-        else:  # discrete values: one legend entry each (a colour bar suggests a continuum)
-            for v in levels[::-1]:
-                ax.scatter([], [], marker="o", s=size, c=[sc.cmap(sc.norm(v))],
-                           edgecolors=PALETTE["ink"], linewidths=0.6, label=f"γ = {v:g}")
-    if colorbar and g is not None and optimal is not None:
-        ax.scatter([], [], marker="*", s=2 * size, c="none", edgecolors=PALETTE["target"],
-                   linewidths=1.2, label="optimal token")
+        _score_key(ax, sc, g if vmin is None and vmax is None else None, optimal is not None)
     ax.set_aspect("equal", adjustable="datalim")
     ax.axhline(0, color=PALETTE["axis"], lw=0.6, zorder=0)
     ax.axvline(0, color=PALETTE["axis"], lw=0.6, zorder=0)
@@ -256,6 +275,13 @@ def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels
         rays(directions, ax=ax, labels=direction_labels, length=ray_length)
     if title:
         style.title(ax, title)
-    if legend and ax.get_legend_handles_labels()[1]:
-        ax.legend(fontsize=7, loc=legend if isinstance(legend, str) else "upper left")
+    handles, labels = ax.get_legend_handles_labels()
+    if legend and labels:
+        loc = legend if isinstance(legend, str) else "upper left"
+        if ax.get_legend() is not None:  # the score key beside the axes stays
+            from matplotlib.legend import Legend
+
+            ax.add_artist(Legend(ax, handles, labels, loc=loc, fontsize=7))
+        else:
+            ax.legend(fontsize=7, loc=loc)
     return fig

@@ -15,7 +15,8 @@ from matplotlib.figure import Figure
 from .._validate import to_numpy
 
 __all__ = ["COLORS", "MARKERS", "PALETTE", "SCORE_CMAP", "SEQUENCE_CMAP", "SIGNED_CMAP",
-           "BAND_QUANTILES", "BookFigure", "as_array", "as_points", "band_label", "color_of",
+           "BAND_QUANTILES", "BAND_TITLE", "BookFigure", "as_array", "as_points", "band_label",
+           "color_of",
            "log_y", "new_figure", "palette_hex", "plane_labels", "sequence_colors",
            "square_view", "target_axes", "title"]
 
@@ -45,6 +46,7 @@ SIGNED_CMAP = "RdBu_r"      # signed matrices, symmetric around 0
 #: Bands over trials: the median with the 10-90% quantile band. A quantile of positive values
 #: is positive, so the band stays on a log axis (a mean - std band does not when std > mean).
 BAND_QUANTILES = (0.1, 0.9)
+BAND_TITLE = "median over runs, band 10-90%"
 
 
 def color_of(role):
@@ -74,7 +76,8 @@ def sequence_colors(k):
 
 
 def band_label(label):
-    """A curve's legend label when it is drawn as a median with its quantile band."""
+    """A curve's label that says it is a median with its quantile band (for a legend entry
+    outside ``curves``, whose legend says it once, in its title: ``BAND_TITLE``)."""
     lo, hi = BAND_QUANTILES
     return f"{label} (median, {100 * lo:.0f}-{100 * hi:.0f}%)"
 
