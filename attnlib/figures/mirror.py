@@ -53,9 +53,13 @@ def plot_bias(res):
     a = res.arrays
     lps = a["lps"]
     fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.2, 3.6))
-    _plots.matrix_image(np.log10(a["ddir"]), ax=ax1, title="log10 mean D_dir(ℓq-SVM, ℓp-MD)")
+    _plots.matrix_image(np.log10(a["ddir"]), ax=ax1, title="mean D_dir(ℓq-SVM, ℓp-MD)",
+                        signed=False, values=a["ddir"], fmt="{:.1e}",
+                        label="log10 D_dir (darker: closer)")
     ax1.set_xticks(range(len(lps)), [f"q={q:g}" for q in lps])
     ax1.set_yticks(range(len(lps)), [f"p={p:g}" for p in lps])
+    ax1.set_xlabel("ℓq-AttSVM")
+    ax1.set_ylabel("ℓp-MD run")
     _plots.histogram({f"p = {p:g}": a["rel_abs"][j] for j, p in enumerate(lps)}, ax=ax2,
                      bins=40, logy=True, xlabel="|W_jk| / max|W| (final iterates)",
                      range=(0.0, 1.0))

@@ -213,18 +213,36 @@ def sweep_curves(x, values, *, ax=None, current=None, xlabel="d", ylabel="", tit
     return fig
 
 
-def matrix_image(W, *, ax=None, title=None, colorbar=True):
-    """A matrix as a signed colour image (symmetric colour scale around 0)."""
+def matrix_image(W, *, ax=None, title=None, colorbar=True, signed=True, values=None,
+                 fmt="{:.2g}", label=None):
+    """A matrix as a colour image: signed (``SIGNED_CMAP``, symmetric around 0) or, with
+    ``signed=False``, on the sequential ``SCORE_CMAP`` over its range.
+
+    ``values`` (same shape, default None) are written in the cells with ``fmt`` (e.g. the
+    numbers behind a log-scaled image); ``label`` names the colour bar.
+    """
     fig, ax = target_axes(ax, figsize=(3.6, 3.2))
     W = as_array(W, "W")
     if W.ndim != 2:
         raise ValueError(f"W must be a matrix (2 dims), got shape {W.shape}")
-    m = float(np.nanmax(np.abs(W))) or 1.0
-    im = ax.imshow(W, cmap="RdBu_r", vmin=-m, vmax=m)
+    if signed:
+        m = float(np.nanmax(np.abs(W))) or 1.0
+        im = ax.imshow(W, cmap=style.SIGNED_CMAP, vmin=-m, vmax=m)
+    else:
+        im = ax.imshow(W, cmap=style.SCORE_CMAP)
     ax.set_xticks([])
     ax.set_yticks([])
+    if values is not None:
+        V = as_array(values, "values")
+        if V.shape != W.shape:
+            raise ValueError(f"values must have the shape of W {W.shape}, got {V.shape}")
+        lo, hi = im.get_clim()
+        for (r, c), v in np.ndenumerate(V):
+            dark = (W[r, c] - lo) < 0.5 * (hi - lo) if not signed else abs(W[r, c]) > 0.5 * hi
+            ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
     if title:
         style.title(ax, title)
     if colorbar:
-        fig.colorbar(im, ax=ax, shrink=0.8)
+        fig.colorbar(im, ax=ax, shrink=0.8, label=label)
     return fig
