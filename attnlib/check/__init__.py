@@ -42,8 +42,10 @@ from attnlib.check.svm_answers import (
     check_selection,
     check_svm_direction,
 )
+from attnlib.check.text_answers import check_planted_attention
 
 __all__ = ["Feedback", "strict", "is_strict", "STRICT_ENV", "check_svm_direction",
            "check_prompt_direction", "check_selection", "check_locally_optimal", "check_rank",
            "check_md_step", "check_value", "check_gd_step", "check_kq_step", "check_att_svm",
            "check_causal_attention", "check_md_direction"]
+__all__ += ["check_planted_attention"]  # chapter 10 (text_answers)

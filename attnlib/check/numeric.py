@@ -1,14 +1,14 @@
-"""Numeric checks: a numerical rank, one mirror-descent step, any value (chapters 5, 9).
+"""Numeric checks: a numerical rank, one mirror-descent step, any value (chapters 5, 9, 10).
 
 See :mod:`attnlib.check` for how a chapter uses them.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from attnlib.check.feedback import DTYPE, Feedback, answer_tensor, fail, reference
-from attnlib.train import inverse_mirror_map, mirror_map
 
 __all__ = ["check_rank", "check_md_step", "check_value"]
 
@@ -43,7 +43,7 @@ def check_rank(r, W, rtol=1e-6) -> Feedback:
 
 
 def check_md_step(W_next, W, grad, lr, lp) -> Feedback:
-    r"""Check one :math:`\ell_p` mirror-descent step (chapter 9).
+    r"""Check one :math:`\ell_p` mirror-descent step (chapters 9, 10).
 
     With the potential :math:`\psi(W) = \frac1p \|W\|_p^p` (entrywise), whose mirror map is
     :math:`\nabla\psi(W) = \mathrm{sign}(W)\,|W|^{p-1}`, one step is
@@ -51,6 +51,11 @@ def check_md_step(W_next, W, grad, lr, lp) -> Feedback:
     .. math::
         \nabla\psi(W^+) = \nabla\psi(W) - \eta\, G, \qquad
         W^+ = \mathrm{sign}(\cdot)\,|\cdot|^{1/(p-1)} \text{ of the right-hand side.}
+
+    The reference is computed here in NumPy float64 from this formula, independently of
+    ``attnlib.train``'s mirror maps and of ``al.LpMirrorDescent`` (which a learner may be
+    checking). Wrong answers get a diagnosis (a plain gradient step, stopping in the dual,
+    the exponents swapped, the sign of the step), never the expected value.
 
     Parameters
     ----------
@@ -72,8 +77,9 @@ def check_md_step(W_next, W, grad, lr, lp) -> Feedback:
     W, G = reference(W, "W"), reference(grad, "grad")
     if W.shape != G.shape:
         raise ValueError(f"grad must have W's shape {tuple(W.shape)}, got {tuple(G.shape)}")
-    theta = mirror_map(W, lp) - lr * G  # dual step: grad psi(W) - lr * G
-    ref = inverse_mirror_map(theta, lp)  # back to the primal
+    w, g = W.numpy(), G.numpy()
+    theta = _power(w, lp - 1) - lr * g  # dual step: grad psi(W) - lr * G
+    ref = torch.from_numpy(_power(theta, 1 / (lp - 1)))  # back to the primal
     Wn, err = answer_tensor(W_next, "W_next")
     if err:
         return fail(title, err)
@@ -88,13 +94,17 @@ def check_md_step(W_next, W, grad, lr, lp) -> Feedback:
                         dict(max_error=float(err_.max())))
     k = int(err_.argmax())
     pos = tuple(int(u) for u in torch.unravel_index(torch.tensor(k), W.shape))
+    near = lambda x: torch.allclose(Wn, torch.as_tensor(x, dtype=DTYPE), rtol=1e-8, atol=tol)
     hint = ""
-    if torch.allclose(Wn, W - lr * G, rtol=1e-8, atol=tol) and lp != 2:
+    if lp != 2 and near(w - lr * g):
         hint = (" This is a plain gradient step W − η∇L; mirror descent steps in the dual: map "
                 "W by sign(W)|W|^(p−1), subtract η∇L, and map back by sign(·)|·|^(1/(p−1)).")
-    elif torch.allclose(Wn, theta, rtol=1e-8, atol=tol):
+    elif lp != 2 and near(theta):
         hint = " You stopped in the dual: map back with sign(·)|·|^(1/(p−1))."
-    elif torch.allclose(Wn, _md(W, -G, lr, lp), rtol=1e-8, atol=tol):
+    elif lp != 2 and near(_power(_power(w, 1 / (lp - 1)) - lr * g, lp - 1)):
+        hint = (" The two exponents are swapped: to the dual with |·|^(p−1), back to the "
+                "primal with |·|^(1/(p−1)).")
+    elif near(_power(_power(w, lp - 1) + lr * g, 1 / (lp - 1))):
         hint = " Check the sign of the gradient term: descent subtracts η∇L."
     if not hint:
         hint = " " + (diagnose(Wn, ref, tol) or "Recompute that entry by hand: map W to the "
@@ -104,9 +114,10 @@ def check_md_step(W_next, W, grad, lr, lp) -> Feedback:
                 max_error=float(err_.max()), entry=pos)
 
 
-def _md(W, G, lr, lp):
-    """One l_p mirror step: (grad psi)^{-1}(grad psi(W) - lr G), grad psi = sign |.|^(p-1)."""
-    return inverse_mirror_map(mirror_map(W, lp) - lr * G, lp)
+def _power(x: np.ndarray, e: float) -> np.ndarray:
+    """sign(x) |x|^e entrywise (the l_p mirror maps), in NumPy float64."""
+    with np.errstate(over="ignore"):
+        return np.sign(x) * np.abs(x) ** e
 
 
 def diagnose(ans, exp, tol=1e-9) -> str:
