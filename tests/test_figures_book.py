@@ -194,3 +194,17 @@ def test_bias_matrix_is_sequential_and_shows_its_numbers():
     assert ax.get_xlabel() == "ℓq-AttSVM" and ax.get_ylabel() == "ℓp-MD run"
     with pytest.raises(ValueError, match="values"):
         plots.matrix_image(ddir, values=ddir[:2])
+
+
+def test_rank_figure_gives_each_cell_one_colour_for_both_svms():
+    A = dict(ds=np.array([1, 2, 3]), cells=np.array([[5, 5], [10, 5], [5, 10]]),
+             fro_mean=np.arange(9.0).reshape(3, 3), nuc_mean=np.arange(9.0).reshape(3, 3) / 2)
+    fig = F.plot_rank(_res(**A))
+    for ax in fig.axes[:2]:
+        col = {ln.get_label(): to_hex(ln.get_color()) for ln in ax.lines
+               if not ln.get_label().startswith("_")}
+        cells = {lab.rsplit(" ", 1)[0] for lab in col}
+        assert len(cells) == 2
+        for c in cells:  # the same colour, solid for Frobenius, dashed for nuclear
+            assert col[f"{c} Frobenius"] == col[f"{c} nuclear"]
+        assert len({col[f"{c} Frobenius"] for c in cells}) == 2

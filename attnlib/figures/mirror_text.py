@@ -31,7 +31,7 @@ def plot_text(res):
     fig, (ax1, ax2, ax3) = _plots.new_figure(1, 3, figsize=(13.0, 3.5))
     _plots.curves(a["curve_step"], {TEXT_NAMES[k]: a[f"curve_mass_{k}"].T for k in TEXT_NAMES},
                   ax=ax1, xlabel="step", ylabel="test attention on the planted word",
-                  legend="upper left")
+                  legend="lower right")
     ax1.axhline(res.numbers["uniform"], color=_C["neutral"], ls=":", lw=1)
     ax1.set_ylim(0, 1)
     metrics = (("mass", "attention mass"), ("hit", "top-1 hit"), ("test_acc", "test acc."))

@@ -9,6 +9,7 @@ here, so ``result.figure()`` calls them.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.lines import Line2D
 
 from ..plots import (
     PALETTE,
@@ -140,14 +141,21 @@ def plot_rank(res):
     panels = ((axes[0], [r for r, c in enumerate(cells) if c[1] == T0], f"vary n (T = {T0})"),
               (axes[1], [r for r, c in enumerate(cells) if c[0] == n0], f"vary T (n = {n0})"))
     for ax, rows, title in panels:
-        vals, styles = {}, {}
-        for r in rows:
+        vals, styles, colors = {}, {}, {}
+        for j, r in enumerate(rows):  # one colour per cell; solid Frobenius, dashed nuclear
             n, T = cells[r]
             vals[f"n={n},T={T} Frobenius"] = A["fro_mean"][r]
             vals[f"n={n},T={T} nuclear"] = A["nuc_mean"][r]
             styles[f"n={n},T={T} nuclear"] = "--"
-        sweep_curves(ds, vals, ax=ax, styles=styles, ylabel="mean rank (feasible only)",
-                     title=title, legend="upper left")
+            colors[f"n={n},T={T} Frobenius"] = colors[f"n={n},T={T} nuclear"] = color_of(j)
+        sweep_curves(ds, vals, ax=ax, styles=styles, colors=colors, xlabel="dimension d",
+                     ylabel="mean rank (feasible only)", title=title, legend=None)
+        key = [  # a compact key: colour = cell, line style = SVM
+               Line2D([], [], color=colors[f"n={cells[r][0]},T={cells[r][1]} nuclear"],
+                      label=f"n={cells[r][0]}, T={cells[r][1]}") for r in rows]
+        key += [Line2D([], [], color=PALETTE["ink"], ls=ls, label=lab)
+                for ls, lab in (("-", "Frobenius"), ("--", "nuclear"))]
+        ax.legend(handles=key, fontsize=7, loc="center right")
     return fig
 
 
