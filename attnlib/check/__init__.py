@@ -28,6 +28,7 @@ notebook tests) can switch it on for a whole notebook run without editing it.
 """
 
 from attnlib.check.feedback import STRICT_ENV, Feedback, is_strict, strict
+from attnlib.check.heads_answers import check_finite_part, check_unit_margins
 from attnlib.check.implement import (
     check_att_svm,
     check_causal_attention,
@@ -49,3 +50,4 @@ __all__ = ["Feedback", "strict", "is_strict", "STRICT_ENV", "check_svm_direction
            "check_md_step", "check_value", "check_gd_step", "check_kq_step", "check_att_svm",
            "check_causal_attention", "check_md_direction"]
 __all__ += ["check_planted_attention"]  # chapter 10 (text_answers)
+__all__ += ["check_unit_margins", "check_finite_part"]  # chapters 6, 7 (heads_answers)
