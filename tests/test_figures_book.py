@@ -208,3 +208,12 @@ def test_rank_figure_gives_each_cell_one_colour_for_both_svms():
         for c in cells:  # the same colour, solid for Frobenius, dashed for nuclear
             assert col[f"{c} Frobenius"] == col[f"{c} nuclear"]
         assert len({col[f"{c} Frobenius"] for c in cells}) == 2
+
+
+def test_log_iteration_axis_starts_at_the_first_step():
+    steps = np.array([5, 10, 100, 1000])
+    fig = plots.curves(steps, {"a": np.ones((3, 4))}, logx=True)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_xlim()[0] == 5  # no empty negative decades
+    fig = plots.curves(np.array([0, 10, 100]), {"a": np.ones((3, 3))}, logx=True)
+    assert fig.axes[0].get_xscale() == "symlog" and fig.axes[0].get_xlim()[0] == 0

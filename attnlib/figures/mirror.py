@@ -77,7 +77,7 @@ def plot_unnormalized(res):
     _plots.curves(a["steps"], dict(zip(lab, a["ddir"])), ax=ax1, logy=True, logx=True,
                   ylabel="D_dir(ℓp-SVM, W(k))", title="constant step η = 10", legend="lower left")
     _plots.norm_curves(a["steps"], dict(zip(lab, a["norm"])), ax=ax2, logx=True,
-                       title="‖W(k)‖_p")
+                       title="‖W(k)‖_p", ylabel="‖W(k)‖_p")
     return fig
 
 
@@ -98,6 +98,10 @@ def plot_joint(res):
             ax.plot([0, r[0]], [0, r[1]], "--", color=c, lw=1.0)
     ax1.set_title("W[0,0] vs W[0,1] (dashed: ℓp-AttSVM)", fontsize=10)
     ax2.set_title("v[0] vs v[1] (dashed: ℓp-SVM of the head)", fontsize=10)
+    ax1.set_xlabel("W[0,0](k)")
+    ax1.set_ylabel("W[0,1](k)")
+    ax2.set_xlabel("v[0](k)")
+    ax2.set_ylabel("v[1](k)")
     for ax in (ax1, ax2):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)

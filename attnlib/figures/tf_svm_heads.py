@@ -99,7 +99,9 @@ def plot_nonlinear_path(res):
     R, C = np.asarray(A["radii"]), np.asarray(A["corr"])
     fig, axes = new_figure(1, 2, figsize=(9.6, 3.4))
     ax = axes[0]
-    ax.semilogx(R, C.T, color=PALETTE["neutral"], lw=0.8)
+    for j, c in enumerate(C):  # each data set, grey
+        ax.semilogx(R, c, color=PALETTE["neutral"], lw=0.8,
+                    label="each data set" if j == 0 else None)
     ax.semilogx(R, C.mean(0), "o-", color=color_of(0), label="mean over data sets")
     ax.set_xlabel("radius R")
     ax.set_ylabel("corr(W̄(R), W^mm_α)")

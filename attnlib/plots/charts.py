@@ -95,8 +95,13 @@ def curves(steps, values, *, ax=None, ylabel="", xlabel="iteration k", logy=Fals
         ax.axvline(float(mark), color=style.PALETTE["path"], lw=0.8, ls=":")
     if logy:
         log_y(ax)
-    if logx:
-        ax.set_xscale("symlog", linthresh=1.0)
+    if logx:  # log when every step is positive, else symlog (step 0 stays on the axis)
+        if np.nanmin(x) > 0:
+            ax.set_xscale("log")
+            ax.set_xlim(np.nanmin(x), np.nanmax(x))
+        else:
+            ax.set_xscale("symlog", linthresh=1.0)
+            ax.set_xlim(np.nanmin(x), np.nanmax(x))
     if ylim is not None:
         ax.set_ylim(*ylim)
     ax.set_xlabel(xlabel)
