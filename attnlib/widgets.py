@@ -13,9 +13,10 @@ One short call per explorer, in a code cell tagged ``explorer``::
 
 In Jupyter, JupyterLab, Colab or VS Code this cell shows **live** controls (sliders, dropdowns)
 that redraw on every change. When the book is built, the build sets ``ATTNLIB_EXPLORER=static``
-and the same cell renders a **static** explorer: the figure precomputed over a declared grid of
-control settings, played by a slider with buttons (frames embedded as PNG, no kernel, no
-network); controls not on the slider become folded panels. An explicit ``mode="live"`` or
+and the same cell renders a **static** explorer: the figure precomputed for every combination
+of the declared static values, each control a slider or a row of buttons on the page with its
+value beside it, opening on the cell's settings (images embedded as PNG, no kernel, no
+network). An explicit ``mode="live"`` or
 ``mode="static"`` overrides the variable. Every explorer takes, besides its own settings,
 ``static={control: values}`` (the settings rendered on the site) and ``mode``, and returns a
 :class:`~attnlib.explore.LiveExplorer` (``.figure``, ``.update(**values)``) or a

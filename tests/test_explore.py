@@ -1,8 +1,5 @@
 """attnlib.explore: the Explorer mechanism, its controls and its two renderers (live, static)."""
 
-import base64
-import itertools
-import re
 
 import numpy as np
 import pytest
@@ -10,8 +7,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from attnlib import explore
-from attnlib.explore import Control, Explorer, LiveExplorer, StaticExplorer, png_bytes
-from attnlib.plots import BookFigure
+from attnlib.explore import Control, Explorer, LiveExplorer, StaticExplorer
 
 
 def _toy(**kw):
@@ -188,69 +184,4 @@ def test_show_progress_only_inside_a_live_redraw_in_a_kernel(monkeypatch):
     assert seen[-1] is False  # no kernel: no bar on stderr
 
 
-# -- static -----------------------------------------------------------------------------------
-def test_static_html_has_players_frames_and_panels():
-    st = _toy().static()
-    html = st.html
-    # slider = slope (4 values), panels = phase (2 static values); style stays at its default
-    assert len(st.panels) == 2 and all(p.frames == 4 for p in st.panels)
-    assert html.count('class="anim-slider"') == 2
-    assert html.count("data:image/png;base64,") == 8
-    assert html.count("<details") == 2 and html.count("<details class=\"attnlib-panel\" open>") == 1
-    assert "phase = 0.5" in html
-    assert html.count("new Array(4)") == 2  # each player holds the 4 frames of its slider
-    assert st.nbytes < 4e5
-
-
-def test_static_html_is_offline_and_deterministic():
-    st = _toy().static()
-    assert "font-awesome" not in st.html and "<link" not in st.html
-    assert "https://" not in st.html and 'class="fa' not in st.html
-    ids = set(re.findall(r"_anim_img([0-9a-f]{32})", st.html))
-    assert len(ids) == 2  # one id per player, derived from name + counter (no uuid4)
-    one = explore.sanitize('<img id="_anim_img' + "ab" * 16 + '"> anim' + "ab" * 16, "c" * 32)
-    assert one.count("c" * 32) == 2 and "ab" * 16 not in one and 'alt="explorer figure"' in one
-    assert 'alt="toy explorer, phase = 0.5"' in st.html
-
-
-def _frames(panel):
-    """The PNG bytes of a static panel's frames, in order."""
-    found = re.findall(r'frames\[(\d+)\] = "data:image/png;base64,([^"]+)"', panel.html)
-    return [base64.b64decode(f) for _, f in sorted(found, key=lambda kf: int(kf[0]))]
-
-
-def test_static_renders_every_frame_as_the_live_figure():
-    ex = _toy()
-    st = ex.static()
-    for panel in st.panels:  # oracle: the same draw at the same dpi, byte for byte
-        frames = _frames(panel)
-        assert len(frames) == 4
-        for slope, png in zip(ex.controls["slope"].values, frames):
-            fig = BookFigure(figsize=ex.figsize, dpi=st.dpi)
-            ex.draw_into(fig, {**panel.values, "slope": slope}, ["slope", "phase"])
-            assert png == png_bytes(fig)
-    assert len({f for p in st.panels for f in _frames(p)}) == 8  # every setting differs
-
-
-def test_static_ids_are_deterministic(monkeypatch):
-    monkeypatch.setattr(explore.static, "_COUNTER", itertools.count())
-    one = _toy().static().html
-    monkeypatch.setattr(explore.static, "_COUNTER", itertools.count())
-    assert _toy().static().html == one  # a rebuilt page is identical
-    assert _toy().static().html != one  # a second explorer on the page gets other ids
-
-
-def test_several_slider_controls_are_flattened_last_fastest():
-    st = _toy(slider=["phase", "slope"]).static()
-    assert len(st.panels) == 1 and st.panels[0].frames == 8
-    assert st._frames[:2] == [dict(phase=0.0, slope=0.0), dict(phase=0.0, slope=1.0)]
-
-
-def test_static_respects_size_budget_by_lowering_dpi():
-    ex = _toy()
-    ex.max_bytes = 6e4
-    st = ex.static()
-    assert st.dpi < ex.static_dpi
-    assert st.nbytes < 1.3 * ex.max_bytes
-
-
+# the static renderer: tests/test_explore_static.py

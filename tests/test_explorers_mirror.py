@@ -83,9 +83,10 @@ def test_slider_moves_redraw_from_the_cached_result(monkeypatch):
 
 def test_static_renders_one_frame_per_lp():
     st = M.mirror_descent(lp=2.0, mode="static", static={"lp": (1.5, 2.0), "seed": (1,),
-                                                         "normalized": (True,)})
-    assert "new Array(2)" in st.html
-    assert st.panels[0].frames == 2
+                                                         "normalized": (True,),
+                                                         "iterations": (1500,)})
+    assert len(st.frames) == 2 and st.values[0] == (1.5, 2.0) and st.start == (1, 0, 0, 0)
+    assert st.notes == [M.mirror_note(1.5, 1500), M.mirror_note(2.0, 1500)]
 
 
 def test_bad_static_control_is_refused():

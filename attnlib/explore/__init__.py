@@ -22,8 +22,9 @@ In Jupyter, JupyterLab, Colab or VS Code :meth:`Explorer.show` returns a **live*
 (:class:`LiveExplorer`: sliders and dropdowns that redraw on every change; ``.update(**values)``
 redraws as moving them would, ``.figure`` is the current figure). When the book is built,
 ``ATTNLIB_EXPLORER=static`` (``ENV_VAR``) makes the same call return a **static** explorer
-(:class:`StaticExplorer`: the figure precomputed over the declared static values and played by
-matplotlib's ``to_jshtml`` player; no kernel, no network; ``.html`` is the page fragment). An
+(:class:`StaticExplorer`: the figure precomputed for every combination of the declared static
+values, each control a control on the page with its value beside it, opening on the defaults;
+no kernel, no network; ``.html`` is the page fragment). An
 explicit ``mode="live"`` or ``mode="static"`` overrides the variable (:func:`explorer_mode`).
 
 Modules
@@ -34,7 +35,7 @@ Modules
   ``MODES``.
 - ``attnlib.explore.live``: :class:`LiveExplorer`, :func:`show_progress` (pass it as
   ``progress=`` to a computation run inside a redraw), :func:`png_bytes`.
-- ``attnlib.explore.static``: :class:`StaticExplorer`, :class:`Panel`, :func:`sanitize`.
+- ``attnlib.explore.static``: :class:`StaticExplorer`, :func:`frame_key`, :func:`png_panels`.
 
 Design
 ------
@@ -47,10 +48,10 @@ layout engine) and legends have fixed locations.
 from .controls import Control, format_value, same_value, with_static
 from .explorer import ENV_VAR, MODES, Explorer, explorer_mode
 from .live import LiveExplorer, png_bytes, show_progress
-from .static import Panel, StaticExplorer, sanitize
+from .static import StaticExplorer, frame_key, png_panels
 
 __all__ = [
-    "ENV_VAR", "MODES", "Control", "Explorer", "LiveExplorer", "Panel", "StaticExplorer",
-    "explorer_mode", "format_value", "png_bytes", "same_value", "sanitize", "show_progress",
-    "with_static",
+    "ENV_VAR", "MODES", "Control", "Explorer", "LiveExplorer", "StaticExplorer",
+    "explorer_mode", "format_value", "frame_key", "png_bytes", "png_panels", "same_value",
+    "show_progress", "with_static",
 ]

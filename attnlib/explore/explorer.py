@@ -48,8 +48,9 @@ class Explorer:
     name : str
         Short name (used in the static HTML ids and the page).
     slider : str or sequence of str, optional
-        Control(s) played by the static player's slider (several are flattened, the last
-        varying fastest). Default: the first control with more than one static value.
+        The control(s) whose every value is rendered on the static site unless their
+        ``static`` says otherwise (other controls: their ``static`` values, else the default).
+        Default: the first control with more than one static value.
     figsize : (float, float)
         Figure size in inches.
     dpi : float
@@ -58,18 +59,25 @@ class Explorer:
         Largest resolution of the static frames (lowered to fit ``max_bytes``).
     max_bytes : float
         Size budget of the static HTML of this explorer.
+    max_frames : int
+        Most settings the static site may precompute (the product of the static values).
     caption : str, optional
-        One sentence shown above the static player (what to move, what to watch).
+        Shown above the static explorer: what to move, what to watch. It must hold at every
+        setting; what depends on the setting goes in ``note``.
+    note : callable, optional
+        ``note(**values) -> str``: a line under the figure for this setting (numbers read
+        from the data), on the static site and in the live status line.
     fps : float
-        Frames per second of the static player's play button.
+        Kept for compatibility (the static page has no play button).
     margins : dict, optional
         ``Figure.subplots_adjust`` arguments (fixed margins; no layout engine, for speed).
     """
 
     def __init__(self, draw: Callable, controls: Sequence[Control], *, name: str = "explorer",
                  slider: str | Sequence[str] | None = None, figsize=(8.6, 3.6), dpi: float = 80,
-                 static_dpi: float = 72, max_bytes: float = 2.0e6, caption: str = "",
-                 fps: float = 4.0, margins: dict | None = None):
+                 static_dpi: float = 110, max_bytes: float = 2.5e6, max_frames: int = 160,
+                 caption: str = "", note: Callable | None = None, fps: float = 4.0,
+                 margins: dict | None = None):
         if not callable(draw):
             raise ValueError(f"draw must be callable draw(fig, **values), got {type(draw)}")
         self.draw = draw
@@ -81,7 +89,11 @@ class Explorer:
         self.dpi = dpi
         self.static_dpi = static_dpi
         self.max_bytes = max_bytes
+        self.max_frames = int(max_frames)
         self.caption = caption
+        if note is not None and not callable(note):
+            raise ValueError(f"note must be callable note(**values) -> str, got {type(note)}")
+        self.note = note
         self.fps = fps
         # fixed margins, no layout engine: constrained layout triples the redraw time
         self.margins = {**dict(left=0.07, right=0.97, bottom=0.14, top=0.87, wspace=0.3,
@@ -119,11 +131,15 @@ class Explorer:
 
     # -- drawing -------------------------------------------------------------------------
     def draw_into(self, fig, values: dict, names=None):
-        """Clear ``fig`` and draw the explorer for ``values`` (with a settings line on top)."""
+        """Clear ``fig`` and draw the explorer for ``values``, with a settings line on top
+        (``names``: the controls it lists, default those with several values; ``[]``: none,
+        as on the static site, whose controls show their values beside them)."""
         fig.clear()
         fig.subplots_adjust(**self.margins)
         self.draw(fig, **values)
-        fig.suptitle(self.label(values, names), fontsize=8.5, color="0.3")
+        label = self.label(values, names)
+        if label:
+            fig.suptitle(label, fontsize=10, color="0.2")
         return fig
 
     def figure(self, **values) -> BookFigure:

@@ -82,7 +82,9 @@ class LiveExplorer:
         self.png = png_bytes(self.figure)
         self.image.value = self.png
         self.seconds = time.perf_counter() - t0
-        self.status.value = f"<small>drawn in {self.seconds:.2f} s</small>"
+        note = self.explorer.note(**self.state) if self.explorer.note else ""
+        self.status.value = (f"{html.escape(note)} " if note else "") + \
+            f"<small>(drawn in {self.seconds:.2f} s)</small>"
         return self.figure
 
     def update(self, **values):

@@ -1,144 +1,282 @@
-"""The static renderer: every declared setting precomputed into offline HTML players.
+"""The static renderer: every declared setting precomputed, every control a page control.
 
-For the website (no kernel): the controls on the slider are played by matplotlib's
-``FuncAnimation.to_jshtml`` player (frames embedded as PNG); every combination of the other
-controls' static values becomes a folded ``<details>`` panel, the default one open. The HTML
-is made deterministic and offline by :func:`sanitize`: the player's random ids are replaced by
-ids derived from the explorer's name and a counter, the font-awesome stylesheet (a network
-request) is removed and the button icons become plain characters. The frame resolution is
-lowered until the explorer fits its ``max_bytes``.
+For the website (no kernel). Each control with more than one static value becomes a control
+on the page: a range slider over numbers, a row of buttons over strings and booleans, each
+with its current value written beside it. The figure is precomputed for every combination of
+the static values (the full product, at most ``max_frames``) and the page swaps images when a
+control moves (a few lines of inline JavaScript; no network, no library). It opens on the
+explorer's default values (the chapter's settings), shown as the initial images so the page
+is right even before the script runs.
+
+Phones: a figure of side-by-side axes is cut into one image per axes (at fixed cuts, the
+midpoints between the axes of the default frame); on a wide column the images sit side by
+side and fill it, below 640 px of screen they stack, each the screen's width, so the text of
+a 3-panel figure stays readable on a 390 px phone. The images are 64-colour PNGs, each stored
+once (a panel that does not change between settings costs nothing); the frame resolution is
+lowered until the explorer fits ``max_bytes``.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import html as _html
+import io
 import itertools
+import json
 import math
-import re
 import time
-from dataclasses import dataclass
+
+import numpy as np
 
 from ..plots import BookFigure
-from .controls import same_value
+from .controls import format_value, same_value
 
-__all__ = ["Panel", "StaticExplorer", "sanitize"]
+__all__ = ["StaticExplorer", "frame_key", "png_panels"]
 
-#: One number per static explorer made in this process: part of its players' ids.
+def _numbers(vals) -> bool:
+    """Whether a control's values are numbers (a slider), not strings or booleans (buttons)."""
+    return all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+               for v in vals)
+
+
+#: Smallest display size of the figures' text: CSS px per point (10 pt titles >= 13 px).
+_PX_PER_PT = 1.3
+
+#: One number per static explorer made in this process: part of its element id.
 _COUNTER = itertools.count()
 
-_ICONS = {"minus": "&minus;", "fast-backward": "|&#9664;&#9664;", "step-backward": "|&#9664;",
-          "play fa-flip-horizontal": "&#9664;", "pause": "||", "play": "&#9654;",
-          "step-forward": "&#9654;|", "fast-forward": "&#9654;&#9654;|", "plus": "+"}
+_CSS = """
+.attnlib-explorer{margin:0.6em 0 1.2em 0}
+.attnlib-explorer .attnlib-controls{display:flex;flex-wrap:wrap;gap:0.35em 1.4em;
+ margin:0.4em 0 0.5em 0;font-size:0.95rem}
+.attnlib-explorer .attnlib-control{display:flex;flex-wrap:wrap;align-items:center;gap:0.3em}
+.attnlib-explorer .attnlib-control-name{font-weight:600}
+.attnlib-explorer .attnlib-control input[type=range]{width:11em;max-width:60vw}
+.attnlib-explorer .attnlib-value{font-weight:700;min-width:3.5em;color:#d62728}
+.attnlib-explorer .attnlib-control button{font:inherit;padding:0.1em 0.55em;margin:0;
+ border:1px solid #999;border-radius:4px;background:#fff;color:#333;cursor:pointer}
+.attnlib-explorer .attnlib-control button[aria-pressed=true]{background:#1f77b4;color:#fff;
+ border-color:#1f77b4}
+.attnlib-explorer .attnlib-figure{display:flex;flex-wrap:wrap;justify-content:center;width:100%}
+.attnlib-explorer .attnlib-figure img{height:auto;display:block}
+.attnlib-explorer .attnlib-note{margin:0.3em 0 0 0;font-size:0.95rem}
+@media (max-width:640px){.attnlib-explorer .attnlib-figure img{width:100% !important}}
+"""
+
+# the page's script: state = one value index per control, frame = mixed-radix number
+_JS = """(function(){
+var root=document.getElementById("%(id)s");if(!root)return;
+var D=JSON.parse(root.querySelector("script.attnlib-data").textContent);
+var st=D.start.slice(),imgs=root.querySelectorAll("img.attnlib-panel"),
+note=root.querySelector(".attnlib-note"),ctl=root.querySelectorAll(".attnlib-control");
+function show(){var k=0;for(var i=0;i<D.sizes.length;i++){k=k*D.sizes[i]+st[i];}
+var f=D.frames[k];for(var j=0;j<imgs.length;j++){
+imgs[j].src="data:image/png;base64,"+D.images[f[j]];}
+if(note){note.textContent=D.notes[D.note_of[k]];}
+for(var c=0;c<ctl.length;c++){var i=+ctl[c].getAttribute("data-index");
+ctl[c].querySelector(".attnlib-value").textContent=D.labels[i][st[i]];
+var r=ctl[c].querySelector("input");if(r){r.value=st[i];}
+var b=ctl[c].querySelectorAll("button");for(var q=0;q<b.length;q++){
+b[q].setAttribute("aria-pressed",q===st[i]?"true":"false");}}
+root.setAttribute("data-frame",k);}
+for(var c=0;c<ctl.length;c++){(function(el){var i=+el.getAttribute("data-index");
+var r=el.querySelector("input");if(r){r.addEventListener("input",function(){
+st[i]=+r.value;show();});}
+var b=el.querySelectorAll("button");for(var q=0;q<b.length;q++){(function(q){
+b[q].addEventListener("click",function(){st[i]=q;show();});})(q);}})(ctl[c]);}
+})();"""
 
 
-def sanitize(html: str, uid: str, alt: str = "explorer figure") -> str:
-    """A ``to_jshtml`` player made offline and deterministic.
-
-    Removes the font-awesome link, writes the button icons as characters, replaces the
-    player's random 32-hex id by ``uid`` and gives the image an ``alt`` text.
-    """
-    html = re.sub(r"<link[^>]*font-awesome[^>]*>", "", html, flags=re.S)
-    html = re.sub(r'<i class="fa fa-([a-z -]+)"></i>', lambda m: _ICONS.get(m.group(1), "?"),
-                  html)
-    for old in set(re.findall(r'id="_anim_img([0-9a-f]{32})"', html)):  # the player's uuid4
-        html = html.replace(old, uid)
-    return html.replace('<img id="_anim_img', f'<img alt="{_html.escape(alt)}" '
-                        'style="max-width:100%" id="_anim_img')
+def frame_key(index: tuple, sizes: tuple) -> int:
+    """The frame number of one setting: value indices ``index`` read as a mixed-radix number
+    with digit sizes ``sizes`` (the first control varies slowest), as the page computes it."""
+    if len(index) != len(sizes) or any(not 0 <= i < n for i, n in zip(index, sizes)):
+        raise ValueError(f"index must give one value index per control, below {sizes}, "
+                         f"got {index}")
+    k = 0
+    for i, n in zip(index, sizes):
+        k = k * n + i
+    return k
 
 
-@dataclass
-class Panel:
-    """One setting of the non-slider controls: its label, values, player HTML, frame count."""
+def _cuts(fig, renderer) -> list[float]:
+    """Where to cut ``fig`` (figure fractions): around the axes (labels included), and between
+    side-by-side axes; one strip when the axes overlap horizontally (rows, insets)."""
+    w = fig.bbox.width
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    tight = sorted((b.x0 / w, b.x1 / w) for b in (ax.get_tightbbox(renderer) for ax in axes))
+    boxes = sorted((ax.get_position().x0, ax.get_position().x1) for ax in axes)
+    pad = 0.012
+    ends = [max(0.0, min(t[0] for t in tight) - pad), min(1.0, max(t[1] for t in tight) + pad)]
+    if len(boxes) < 2 or any(b[0] < a[1] - 1e-6 for a, b in zip(boxes, boxes[1:])):
+        return ends
+    inner = [(a[1] + b[0]) / 2 if a[1] <= b[0] else b[0] - pad / 2
+             for a, b in zip(tight, tight[1:])]
+    return [ends[0]] + inner + [ends[1]]
 
-    label: str
-    values: dict
-    html: str = ""
-    frames: int = 0
+
+def png_panels(fig, cuts=None) -> list[bytes]:
+    """Draw ``fig`` once and return one 64-colour PNG per vertical strip between ``cuts``
+    (figure fractions; default: cut between side-by-side axes)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    canvas = fig.canvas if hasattr(fig.canvas, "buffer_rgba") else FigureCanvasAgg(fig)
+    canvas.draw()
+    if cuts is None:
+        cuts = _cuts(fig, canvas.get_renderer())
+    rgb = np.asarray(canvas.buffer_rgba())[..., :3]
+    w = rgb.shape[1]
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        strip = Image.fromarray(np.ascontiguousarray(rgb[:, round(a * w):round(b * w)]))
+        buf = io.BytesIO()
+        strip.quantize(colors=64, method=Image.Quantize.FASTOCTREE).save(buf, format="PNG",
+                                                                         optimize=True)
+        out.append(buf.getvalue())
+    return out
 
 
 class StaticExplorer:
-    """The static renderer: precomputed frames in ``to_jshtml`` players (no kernel needed).
+    """The static renderer: every setting precomputed, every control a page control.
 
     Attributes
     ----------
     html : str
-        The page fragment (players, one ``<details>`` panel per non-slider setting).
-    panels : list of Panel
-        The panels, each with its settings and frame count.
-    dpi : float
-        The frame resolution used (lowered to fit ``max_bytes``).
-    nbytes : int
-        Size of ``html`` in bytes.
-    t_render : float
-        Seconds spent rendering.
+        The page fragment (controls, the default frame's images, the frames, the script).
+    names : list of str
+        The controls, in the order of ``index``; ``values`` their static values (each
+        control's default among them), ``sizes`` their counts.
+    frames : list of list of int
+        Per frame (setting number :func:`frame_key`), the index in ``images`` of each panel.
+    images : list of bytes
+        The distinct PNG images.
+    notes : list of str
+        Per frame, the explorer's note (``Explorer(note=...)``; "" without one).
+    start : tuple of int
+        The value index of each control's default: the frame the page opens on.
+    dpi, nbytes, t_render
+        The frame resolution used, the size of ``html`` in bytes, seconds spent rendering.
     """
 
     def __init__(self, explorer):
         ex = self.explorer = explorer
-        slider = ex.slider
-        frames = [dict(zip(slider, combo)) for combo in
-                  itertools.product(*(ex.controls[s].static_values(True) for s in slider))]
-        others = [k for k in ex.controls if k not in slider]
-        panel_names = [k for k in others if len(ex.controls[k].static_values(False)) > 1]
-        combos = itertools.product(*(ex.controls[k].static_values(False) for k in others))
-        self.panels = []
-        for combo in combos:
-            vals = dict(zip(others, combo))
-            self.panels.append(Panel(ex.label(vals, panel_names) if panel_names else "", vals))
-        self._frames, self._shown = frames, slider + panel_names
+        self.names = list(ex.controls)
+        self.values = [self._static(ex.controls[k], k in ex.slider) for k in self.names]
+        self.sizes = tuple(len(v) for v in self.values)
+        n = math.prod(self.sizes)
+        if n > ex.max_frames:
+            raise ValueError(f"static: {n} settings ({' x '.join(map(str, self.sizes))}) "
+                             f"exceed max_frames={ex.max_frames}; declare fewer static values")
+        default = ex.defaults()
+        self.start = tuple(next(j for j, v in enumerate(vals) if same_value(v, default[k]))
+                           for k, vals in zip(self.names, self.values))
         self._uid = next(_COUNTER)
         t0 = time.perf_counter()
         self.dpi = float(ex.static_dpi)
         self._render()
         if self.nbytes > ex.max_bytes:  # too big: once more at the resolution that fits
-            self.dpi = max(36.0, round(self.dpi * math.sqrt(ex.max_bytes / self.nbytes) * 0.92,
+            self.dpi = max(40.0, round(self.dpi * math.sqrt(ex.max_bytes / self.nbytes) * 0.9,
                                        1))
             self._render()
         self.t_render = time.perf_counter() - t0
 
+    @staticmethod
+    def _static(control, on_slider) -> tuple:
+        """A control's static values, its default among them, numbers in increasing order."""
+        vals = list(control.static_values(on_slider))
+        if not any(same_value(v, control.default) for v in vals):
+            vals.append(control.default)
+        if _numbers(vals):
+            vals.sort()
+        return tuple(vals)
+
+    def settings(self):
+        """Every setting ``{control: value}``, in frame order."""
+        for idx in itertools.product(*(range(s) for s in self.sizes)):
+            yield {k: vals[i] for k, vals, i in zip(self.names, self.values, idx)}
+
     def _render(self):
-        """Render every panel's player at ``self.dpi``; set ``html`` and ``nbytes``."""
-        from matplotlib.animation import FuncAnimation
-
         ex = self.explorer
-        for j, panel in enumerate(self.panels):
-            fig = BookFigure(figsize=ex.figsize, dpi=self.dpi)
-
-            def update(fr, panel=panel, fig=fig):
-                ex.draw_into(fig, {**panel.values, **fr}, self._shown)
-
-            anim = FuncAnimation(fig, update, frames=self._frames, interval=1000.0 / ex.fps,
-                                 repeat=False, cache_frame_data=False)
-            raw = anim.to_jshtml(default_mode="once")
-            key = f"{ex.name}|{panel.label}|{self._uid}|{j}".encode()
-            alt = f"{ex.name} explorer" + (f", {panel.label}" if panel.label else "")
-            panel.html = sanitize(raw, hashlib.sha1(key).hexdigest()[:32], alt)
-            panel.frames = len(self._frames)
+        fig = BookFigure(figsize=ex.figsize, dpi=self.dpi)
+        ex.draw_into(fig, ex.values(**dict(zip(self.names, (v[i] for v, i in
+                                                            zip(self.values, self.start))))),
+                     names=[])
+        png_panels(fig, [0.0, 1.0])  # drawn once: the axes' final positions (aspect)
+        cuts = _cuts(fig, fig.canvas.get_renderer())
+        self.images, self.frames, self.notes = [], [], []
+        seen = {}
+        for vals in self.settings():
+            ex.draw_into(fig, vals, names=[])
+            ids = []
+            for png in png_panels(fig, cuts):
+                h = hashlib.sha1(png).digest()
+                if h not in seen:
+                    seen[h] = len(self.images)
+                    self.images.append(png)
+                ids.append(seen[h])
+            self.frames.append(ids)
+            self.notes.append(ex.note(**vals) if ex.note else "")
+        self.widths = [b - a for a, b in zip(cuts, cuts[1:])]  # figure fractions
         self.html = self._assemble()
         self.nbytes = len(self.html.encode())
 
+    def _control_html(self, i: int) -> str:
+        ex, name = self.explorer, self.names[i]
+        c, vals = ex.controls[name], self.values[i]
+        label = _html.escape(c.label or name)
+        now = _html.escape(format_value(vals[self.start[i]]))
+        head = f'<span class="attnlib-control-name">{label}</span>'
+        if len(vals) == 1:  # fixed on this page: say its value
+            return (f'<div class="attnlib-fixed">{head} <span class="attnlib-value">{now}'
+                    f"</span></div>")
+        if _numbers(vals):
+            widget = (f'<input type="range" min="0" max="{len(vals) - 1}" step="1" '
+                      f'value="{self.start[i]}" aria-label="{label}">')
+        else:
+            widget = "".join(
+                f'<button type="button" aria-pressed="{"true" if j == self.start[i] else "false"}"'
+                f">{_html.escape(format_value(v))}</button>" for j, v in enumerate(vals))
+        return (f'<div class="attnlib-control" data-control="{_html.escape(name)}" '
+                f'data-index="{i}">{head} {widget} <output class="attnlib-value">{now}</output>'
+                "</div>")
+
     def _assemble(self) -> str:
         ex = self.explorer
-        names = ", ".join(ex.controls[s].label or s for s in ex.slider)
-        head = (f'<div class="attnlib-explorer" data-explorer="{_html.escape(ex.name)}">'
-                f'<p class="attnlib-explorer-caption"><b>Explorer.</b> '
-                f'{_html.escape(ex.caption)} Move the slider to change <i>{names}</i>'
-                + ("; open a panel below for another setting." if len(self.panels) > 1 else ".")
-                + "</p>")
-        if len(self.panels) == 1:
-            return head + self.panels[0].html + "</div>"
-        parts = [head]
-        default = ex.defaults()
-        for p in self.panels:
-            is_default = all(same_value(v, default[k]) for k, v in p.values.items())
-            parts.append(f'<details class="attnlib-panel"{" open" if is_default else ""}>'
-                         f"<summary>{_html.escape(p.label)}</summary>{p.html}</details>")
-        return "\n".join(parts) + "</div>"
+        uid = "attnlib-" + hashlib.sha1(f"{ex.name}|{self._uid}".encode()).hexdigest()[:12]
+        k0 = frame_key(self.start, self.sizes)
+        notes = sorted(set(self.notes))
+        data = dict(sizes=list(self.sizes), start=list(self.start),
+                    labels=[[format_value(v) for v in vals] for vals in self.values],
+                    frames=self.frames, note_of=[notes.index(t) for t in self.notes],
+                    notes=notes,
+                    images=[base64.b64encode(p).decode("ascii") for p in self.images])
+        alt = _html.escape(f"{ex.name} explorer")
+        # side by side they fill the column, but none narrower than _PX_PER_PT px per point
+        # (1 pt of text >= 1.3 px on screen): then they wrap, below 640 px each fills the width
+        total = sum(self.widths)
+        imgs = "".join(
+            f'<img class="attnlib-panel" alt="{alt}, panel {j + 1}" '
+            f'style="width:{100 * w / total:.3f}%;min-width:min(100%,'
+            f'{w * ex.figsize[0] * 72 * _PX_PER_PT:.0f}px)" src="data:image/png;base64,'
+            f'{data["images"][self.frames[k0][j]]}">' for j, w in enumerate(self.widths))
+        controls = "".join(self._control_html(i) for i in range(len(self.names)))
+        caption = (f'<p class="attnlib-explorer-caption"><b>Explorer.</b> '
+                   f"{_html.escape(ex.caption)}</p>" if ex.caption else "")
+        payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+        return (f'<div class="attnlib-explorer" id="{uid}" data-explorer="{_html.escape(ex.name)}"'
+                f' data-frame="{k0}" data-default-frame="{k0}"><style>{_CSS}</style>{caption}'
+                f'<div class="attnlib-controls">{controls}</div>'
+                f'<div class="attnlib-figure">{imgs}</div>'
+                f'<p class="attnlib-note">{_html.escape(self.notes[k0])}</p>'
+                f'<script type="application/json" class="attnlib-data">{payload}</script>'
+                f"<script>{_JS % {'id': uid}}</script></div>")
 
     def _repr_html_(self):
         return self.html
 
     def __repr__(self):
-        return (f"StaticExplorer({self.explorer.name!r}, panels={len(self.panels)}, "
-                f"frames={sum(p.frames for p in self.panels)}, {self.nbytes / 1e6:.2f} MB)")
+        return (f"StaticExplorer({self.explorer.name!r}, controls={self.names}, "
+                f"frames={len(self.frames)}, images={len(self.images)}, "
+                f"{self.nbytes / 1e6:.2f} MB)")

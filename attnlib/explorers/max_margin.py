@@ -27,14 +27,19 @@ from attnlib.experiments.max_margin_checks import SELECTION_POSITIONS, TOKEN_EXA
 from attnlib.explore import Control, Explorer, show_progress, with_static
 from attnlib.tokens import scores
 
+_C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
+
 __all__ = ["token_plane", "token_plane_data", "approached_ray", "selection", "softmax_explorer",
            "joint_explorer", "TOKEN_EXAMPLES", "SELECTION_POSITIONS"]
 
 
 # -- token plane (chapters 1-3) ---------------------------------------------------------------
 _TP_ITER = (0, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 125, 150, 175, 200, 300, 500, 1000)
-_TP_STATIC = (0, 10, 20, 40, 60, 100, 150, 200)  # 8 frames: a chapter's build budget
 _TP_RECORD = 5
+#: What the website offers of each control of :func:`token_plane` (the chapters' prose names
+#: step size, normalisation, loss and, in chapter 3, the run): 48 settings per chapter
+TP_STATIC = {"iterations": (10, 50, 200, 1000), "lr": (0.1, 1.0), "normalized": (True, False),
+             "loss": ("logistic", "exp", "correlation")}
 
 
 def approached_ray(cos) -> np.ndarray:
@@ -67,6 +72,21 @@ def token_plane_data(example: str = "e1-global", lr: float = 0.1, normalized: bo
                 support=np.asarray(a["support"]).astype(bool), cos=f("cos"),
                 target=approached_ray(a["cos"]), inits=f("inits"),
                 info=TOKEN_EXAMPLES[example][1])
+
+
+def token_plane_note(example, init, iterations, lr, normalized, loss) -> str:
+    """The line under :func:`token_plane`'s figure: this setting's numbers, read from the data."""
+    d = token_plane_data(example, float(lr), bool(normalized), loss)
+    k = int(iterations) // _TP_RECORD  # the recorded point at `iterations`
+    runs = list(range(d["P"].shape[0])) if init == "all" else [int(init) - 1]
+    gap = np.array([1.0 - d["cos"][d["target"][b], b, k] for b in runs])
+    prob = d["prob"][runs, k]
+    ends = ", ".join(f"run {b + 1} → {d['short'][d['target'][b]]}" for b in runs) \
+        if len(runs) <= 2 or len(set(d["target"][runs])) > 1 else \
+        f"every run → {d['short'][d['target'][runs[0]]]}"
+    return (f"After {int(iterations)} iterations: {ends}; 1 − cos to that ray "
+            f"{gap.min():.1e} … {gap.max():.1e}; largest softmax probability "
+            f"{prob.min():.3f} … {prob.max():.3f}.")
 
 
 def _draw_token_plane(fig, example, init, iterations, lr, normalized, loss):
@@ -122,8 +142,9 @@ def token_plane(example: str = "e1-global", *, init="all", iterations: int = 200
     lr, normalized, loss
         Step size, normalised GD or not, loss (``"logistic"``, ``"exp"``, ``"correlation"``).
     static : dict, optional
-        Values rendered on the static site per control, e.g. ``{"init": ("all", 5)}`` (each
-        combination of the non-slider controls becomes a panel).
+        Values rendered on the static site per control, e.g. ``{"init": ("all", 5)}`` (the
+        site precomputes every combination; default ``TP_STATIC``: iterations, step size,
+        normalisation and loss, the example and the run fixed at theirs).
     mode : {"live", "static"}, optional
         Default ``$ATTNLIB_EXPLORER`` or live.
 
@@ -134,16 +155,18 @@ def token_plane(example: str = "e1-global", *, init="all", iterations: int = 200
     controls = [
         Control("example", tuple(TOKEN_EXAMPLES), default=example),
         Control("init", ("all", 1, 2, 3, 4, 5, 6), default=init, label="run"),
-        Control("iterations", _TP_ITER, default=iterations, static=_TP_STATIC),
+        Control("iterations", _TP_ITER, default=iterations),
         Control("lr", (0.01, 0.03, 0.1, 0.3, 1.0), default=lr, label="step size"),
         Control("normalized", (True, False), default=normalized),
         Control("loss", ("logistic", "exp", "correlation"), default=loss),
     ]
-    ex = Explorer(_draw_token_plane, with_static(controls, static), name="token-plane",
-                  slider="iterations", figsize=(11.5, 3.6),
-                  margins=dict(left=0.05, right=0.98, wspace=0.28),
-                  caption="Gradient descent on the prompt p: watch the paths turn toward a "
-                          "max-margin ray and the attention become one-hot.")
+    ex = Explorer(_draw_token_plane, with_static(controls, {**TP_STATIC, **(static or {})}),
+                  name="token-plane", slider="iterations", figsize=(11.5, 3.6),
+                  margins=dict(left=0.05, right=0.98, wspace=0.28), note=token_plane_note,
+                  caption="Gradient descent on the prompt p from six starts. Left: the tokens, "
+                          "the paths of p and the max-margin rays; middle: 1 − cos of each run "
+                          "to the ray it ends closest to; right: the largest softmax "
+                          "probability. The line under the figure reads this setting.")
     return ex.show(mode)
 
 
@@ -169,7 +192,7 @@ def _selection_data(position: str, score: float) -> dict:
 
 def _draw_selection(fig, position, score, alpha):
     d = _selection_data(position, float(score))
-    ax0, ax1 = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(1.0, 1.25)))
+    ax0, ax1 = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(1.0, 1.2)))
     me = d["rows"][int(alpha) - 1]
     dirs, labels, colors = [], [], []
     for r in d["rows"]:
@@ -193,19 +216,19 @@ def _draw_selection(fig, position, score, alpha):
     for r in d["rows"]:
         sup = ", ".join(f"x{t + 1}" for t in np.flatnonzero(r["support"][0])) \
             if r["feasible"] else "—"
-        cells.append([f"α = {r['alpha'] + 1}", "yes" if r["feasible"] else "no",
+        cells.append([f"{r['alpha'] + 1}", "yes" if r["feasible"] else "no",
                       f"{np.linalg.norm(r['p']):.3f}" if r["feasible"] else "—", sup,
                       "yes" if r["local"] else "no", "yes" if r["globally"] else "no"])
-    table = ax1.table(cellText=cells, colLabels=["selection", "SVM feasible", "‖pᵐᵐ‖",
-                                                 "support", "locally opt.", "global"],
+    table = ax1.table(cellText=cells, colLabels=["α", "feasible", "‖pᵐᵐ‖",
+                                                 "support", "loc. opt.", "global"],
                       loc="center", cellLoc="center")
     table.auto_set_font_size(False)
-    table.set_fontsize(9)
-    table.scale(1.0, 1.6)
+    table.set_fontsize(10)
+    table.scale(1.0, 2.0)
     for j in range(6):
         table[int(alpha), j].set_facecolor("#fde9e7")
-    plots.title(ax1, "α is locally optimal when every support token scores below x_α",
-                fontsize=9)
+    plots.title(ax1, "locally optimal: every support token\nscores below the selected x_α",
+                fontsize=10)
 
 
 def selection(position: str = "(0, 0)", *, score: float = 0.0, alpha: int = 1,
@@ -230,16 +253,18 @@ def selection(position: str = "(0, 0)", *, score: float = 0.0, alpha: int = 1,
     alpha : {1, 2, 3}
         The selection whose support tokens are shown.
     static, mode
-        As in :func:`token_plane`; e.g. ``static={"position": ("(0, 0)", "(0.6, 0.6)")}``.
+        As in :func:`token_plane`; default: every position and score (the website's
+        controls), the selection fixed at ``alpha``.
     """
     controls = [
         Control("position", tuple(SELECTION_POSITIONS), default=position, label="x3 at"),
         Control("score", _SEL_SCORES, default=score, label="score of x3"),
         Control("alpha", (1, 2, 3), default=alpha, label="selection α"),
     ]
+    static = {"position": tuple(SELECTION_POSITIONS), **(static or {})}
     ex = Explorer(_draw_selection, with_static(controls, static), name="selection",
-                  slider="score", figsize=(10.5, 3.8),
-                  margins=dict(left=0.04, right=0.99, wspace=0.05, bottom=0.1),
+                  slider="score", figsize=(9.0, 3.6),
+                  margins=dict(left=0.07, right=0.99, wspace=0.05, bottom=0.14),
                   caption="Change the score of x3 and watch which selections stay locally "
                           "optimal.")
     return ex.show(mode)
@@ -257,16 +282,16 @@ def _draw_softmax(fig, angle, norm):
     ax0, ax1 = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(1.1, 1)))
     plots.token_scatter(ex.data.X[0, :, :2], gamma, ax=ax0, colorbar=False)
     p = norm * u[0, :2].numpy()
-    ax0.annotate("", xy=p, xytext=(0, 0), arrowprops=dict(arrowstyle="-|>", color="tab:red",
+    ax0.annotate("", xy=p, xytext=(0, 0), arrowprops=dict(arrowstyle="-|>", color=_C["target"],
                                                           lw=1.8))
-    ax0.text(*(p * 1.05), "p", color="tab:red", fontsize=11)
+    ax0.text(*(p * 1.05), "p", color=_C["target"], fontsize=11)
     lim = max(1.3, 1.1 * norm)
     ax0.set_xlim(-lim, lim)
     ax0.set_ylim(-lim, lim)
     ax0.set_aspect("equal", adjustable="box")
     ax0.set_title("tokens (plane) and the prompt p", fontsize=10)
     ax1.bar([f"$x_{t + 1}$\nγ={g:g}" for t, g in enumerate(gamma)], s,
-            color=["tab:red", "tab:blue", "tab:green"])
+            color=[_C["target"], _C["other"], _C["third"]])
     ax1.set_ylim(0, 1.05)
     f = float((s * gamma).sum())
     ax1.set_title(f"softmax s;  Y f = Σ s γ = {f:.3f},  loss = {float(risk[0, 0]):.3f}",
@@ -278,12 +303,13 @@ def softmax_explorer(mode=None):
     """Explorer of chapter 1: move the prompt p (angle and norm) and watch the softmax.
 
     The 3-token example with scores (1, 0.9, 0.9); the risk and the attention come from
-    :func:`attnlib.experiments.max_margin.ray_losses` (no training). The slider on the static
-    site is the norm of p. See chapter 1.
+    :func:`attnlib.experiments.max_margin.ray_losses` (no training). The static site offers
+    six angles (0°, the direction of x2, to 270°, with the optimal 96°) and every norm,
+    opening at 96° and norm 1. See chapter 1.
     """
     angles = tuple(range(0, 360, 15)) + (96,)
     controls = [Control("angle", tuple(sorted(angles)), default=96, label="angle of p (°)",
-                        static=(96, 0), continuous=True),
+                        static=(0, 45, 96, 135, 180, 270), continuous=True),
                 Control("norm", (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0), default=1.0,
                         label="‖p‖", continuous=True)]
     return Explorer(_draw_softmax, controls, name="softmax-concentrates", slider="norm",
@@ -303,11 +329,11 @@ def _draw_joint(fig, example, iterations, arrays):
     ax0, ax1 = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(1.1, 1)))
     plots.token_scatter(a["X"][j], ax=ax0, colorbar=False, annotate=False)
     if k > 1:
-        plots.trajectories(a["p_path"][j, :k], ax=ax0, color="tab:red", label="p")
-        plots.trajectories(a["v_path"][j, :k], ax=ax0, color="tab:blue", label="v")
+        plots.trajectories(a["p_path"][j, :k], ax=ax0, color=_C["target"], label="p")
+        plots.trajectories(a["v_path"][j, :k], ax=ax0, color=_C["other"], label="v")
     dirs = [a["p_relax"][j], a["v_mm"][j], a["p_mm"][j]]
     plots.rays(dirs, ax=ax0, labels=[r"$p^{relax}$", r"$v^{mm}$", r"$p^{mm}$"],
-               colors=["tab:red", "tab:blue", "0.6"], length=25)
+               colors=[_C["target"], _C["other"], "0.6"], length=25)
     ax0.set_aspect("equal", adjustable="box")
     ax0.set_xlim(-3, 25)
     ax0.set_ylim(-5, 23)
@@ -332,6 +358,17 @@ def joint_explorer(result=None, mode=None):
                         static=("tight", "non-tight")),
                 Control("iterations", _JOINT_ITER, default=200, continuous=True,
                         static=(0, 20, 50, 100, 200, 500, 1000))]
+    a = res.arrays
+
+    def note(example, iterations):
+        j = 0 if example == "tight" else 1
+        k = int(np.searchsorted(a["steps"], iterations, side="right")) - 1
+        c = {key: 1.0 - float(a[key][j][k]) for key in ("cos_v", "cos_p_relax", "cos_p_mm")}
+        return (f"{example}, iteration {int(a['steps'][k])}: 1 − cos(v, v^mm) = "
+                f"{c['cos_v']:.1e}, 1 − cos(p, p^relax) = {c['cos_p_relax']:.1e}, "
+                f"1 − cos(p, p^mm) = {c['cos_p_mm']:.1e}.")
+
     return Explorer(draw, controls, name="joint-head", slider="iterations", figsize=(9.5, 3.8),
-                    caption="Joint training: v heads for v^mm; p heads for p^relax, which equals "
-                    "p^mm only in the tight example.").show(mode)
+                    note=note, caption="Joint training of the head v and the prompt p: "
+                    "v heads for v^mm; p heads for p^relax, which equals p^mm only in the "
+                    "tight example.").show(mode)

@@ -3,7 +3,8 @@ r"""The explorer of *Optimizing Attention with Mirror Descent* (arXiv 2410.14581
 :func:`mirror_descent`: slide the exponent p of ℓp mirror descent,
 :math:`W_{k+1} = \nabla\psi^{-1}(\nabla\psi(W_k) - \eta\nabla\mathcal L(W_k))` with
 :math:`\nabla\psi(W) = \mathrm{sign}(W)|W|^{p-1}`, and watch the iterates follow the
-ℓp-AttSVM. It reads the experiment ``md_path`` (:func:`attnlib.experiments.run`, cached) and
+ℓp-AttSVM (or stall short of it: :func:`mirror_note` says which, from the data). It reads
+the experiment ``md_path`` (:func:`attnlib.experiments.run`, cached) and
 only draws. Chapters show it as ``al.widgets.mirror_descent(...)``.
 """
 
@@ -17,21 +18,26 @@ from attnlib import plots
 from attnlib.experiments import run
 from attnlib.explore import Control, Explorer, show_progress, with_static
 
-__all__ = ["mirror_descent", "mirror_data", "MD_LP", "MD_LP_STATIC", "MD_ITERATIONS",
-           "MD_CAPTION"]
+_C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
+
+__all__ = ["mirror_descent", "mirror_data", "mirror_note", "MD_LP", "MD_LP_STATIC",
+           "MD_ITERATIONS", "MD_ITERATIONS_STATIC", "MD_CAPTION", "MD_CLOSE", "MD_STALL"]
 
 MD_LP = tuple(round(1.1 + 0.1 * j, 2) for j in range(20))  # 1.1 ... 3.0
-# the values rendered on the site: the static player opens at its first frame, so it starts at
-# the chapter's lp = 1.75 and moves toward 1 (p > 2 is the chapter's md_bias figure)
-MD_LP_STATIC = (1.75, 1.5, 1.25, 1.1)
-MD_CAPTION = ("Slide the exponent lp from the chapter's 1.75 toward 1: the ℓp-AttSVM and the "
-              "iterates get sparser. With normalised steps the iterates end closer to the "
-              "ℓp-AttSVM than to the ℓ2-AttSVM at every lp ≠ 2, and end within a "
-              "divergence of 0.03 of it after 1,500 steps for lp ≥ 1.5; near 1 the softmax "
-              "saturates within a few hundred steps "
-              "and the direction then turns very slowly, so at lp = 1.1 it ends still far "
-              "from the ℓp-AttSVM.")
+#: the exponents on the website (the chapter's 1.75 among them; the page opens on it)
+MD_LP_STATIC = (1.1, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
+#: What the explorer shows at every setting (what depends on it is in ``mirror_note``).
+MD_CAPTION = ("Move the exponent lp and the number of steps. Left: the iterates W(k) on the "
+              "two largest entries of the ℓp-AttSVM, with the ℓp- and ℓ2-AttSVM rays; "
+              "middle: how sparse the iterate and the ℓp-AttSVM are; right: the divergence "
+              "of the iterates' direction from both SVMs. The line under the figure gives "
+              "this setting's numbers.")
 MD_ITERATIONS = (0, 50, 100, 200, 300, 500, 750, 1000, 1500)
+MD_ITERATIONS_STATIC = (100, 500, 1500)
+#: ``mirror_note``: a divergence below MD_CLOSE reads "within MD_CLOSE of the ℓp-AttSVM"; a
+#: drop by less than MD_STALL over the second half of the steps reads "stalled"
+MD_CLOSE = 0.02
+MD_STALL = 0.3
 _RECORD = 10  # the iterate is recorded every _RECORD steps
 
 
@@ -51,6 +57,34 @@ def mirror_data(lp: float, seed: int, normalized: bool) -> dict:
                 D_2=a["D_2"], alpha=a["alpha"].astype(int))
 
 
+def mirror_note(lp, iterations, seed=1, normalized=True) -> str:
+    """The line under :func:`mirror_descent`'s figure, from the data: the directional Bregman
+    divergences to both SVMs at this setting, and what the direction does. It has reached
+    the ℓp-AttSVM when its divergence is below ``MD_CLOSE``; otherwise, from 200 steps on, it
+    has stalled when the divergence fell by less than ``MD_STALL`` over the second half of
+    the steps, else it is still converging."""
+    d = mirror_data(float(lp), int(seed), bool(normalized))
+    k = int(iterations) // _RECORD
+    dl, d2 = float(d["D_lp"][k]), float(d["D_2"][k])
+    name = f"ℓ{float(lp):g}-AttSVM"
+    text = (f"lp = {float(lp):g}, after {int(iterations)} steps: divergence {dl:.3f} from "
+            f"the {name}, {d2:.3f} from the ℓ2-AttSVM")
+    if abs(float(lp) - 2.0) < 1e-9:
+        text += " (at lp = 2 they are the same SVM)"
+    else:
+        text += f" (closer to the {name if dl < d2 else 'ℓ2-AttSVM'})"
+    if dl < MD_CLOSE:
+        return text + f": within {MD_CLOSE:g} of the {name}."
+    if int(iterations) >= 200:
+        drop = 1.0 - dl / max(float(d["D_lp"][k // 2]), 1e-300)
+        if drop < MD_STALL:
+            return (text + f": stalled short of the {name}, the divergence fell by only "
+                    f"{100 * drop:.0f}% over the last {int(iterations) - k // 2 * _RECORD} "
+                    "steps.")
+        return text + ": still converging."
+    return text + "."
+
+
 def _draw_mirror(fig, lp, iterations, seed, normalized):
     lp = float(lp)
     d = mirror_data(lp, int(seed), bool(normalized))
@@ -64,7 +98,7 @@ def _draw_mirror(fig, lp, iterations, seed, normalized):
     rays = np.stack([d["svm_lp"][rows, cols], d["svm_2"][rows, cols]])
     full = d["H"][:, rows, cols]
     L = max(np.linalg.norm(full[-1]), 1.0)
-    plots.rays(rays, ax=ax0, length=1.2 * L, colors=["tab:red", "tab:blue"],
+    plots.rays(rays, ax=ax0, length=1.2 * L, colors=[_C["target"], _C["other"]],
                labels=[f"ℓ{lp:g}-AttSVM", "ℓ2-AttSVM"])
     unit = rays / np.maximum(np.linalg.norm(rays, axis=1, keepdims=True), 1e-300)
     plots.square_view(ax0, np.concatenate([full, np.zeros((1, 2)), unit * L]))
@@ -83,7 +117,7 @@ def _draw_mirror(fig, lp, iterations, seed, normalized):
     steps = d["steps"][:k]
     plots.curves(steps, {f"to ℓ{lp:g}-AttSVM": d["D_lp"][:k], "to ℓ2-AttSVM": d["D_2"][:k]},
                  ax=ax2, logy=True, ylabel="directional Bregman div.",
-                 colors={f"to ℓ{lp:g}-AttSVM": "tab:red", "to ℓ2-AttSVM": "tab:blue"},
+                 colors={f"to ℓ{lp:g}-AttSVM": _C["target"], "to ℓ2-AttSVM": _C["other"]},
                  title="divergence from each SVM direction", legend="lower left")
     ax2.set_xlim(0, MD_ITERATIONS[-1])
     ax2.set_ylim(1e-4, 2.5)
@@ -113,10 +147,9 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
     Parameters
     ----------
     lp : float
-        Exponent in {1.1, 1.2, ..., 3.0} (the static slider: 1.75, 1.5, 1.25, 1.1, opening
-        at the chapter's 1.75).
+        Exponent in {1.1, 1.2, ..., 3.0} (the website: ``MD_LP_STATIC``, opening at ``lp``).
     iterations : int
-        Iterations shown (live; the static site shows the last).
+        Iterations shown (the website: ``MD_ITERATIONS_STATIC``).
     seed : {1, 2, 3}
         The data set.
     normalized : bool
@@ -133,7 +166,8 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
         Control("seed", (1, 2, 3), default=seed, label="data seed"),
         Control("normalized", (True, False), default=normalized),
     ]
+    static = {"iterations": MD_ITERATIONS_STATIC, **(static or {})}
     ex = Explorer(_draw_mirror, with_static(controls, static), name="mirror-descent",
                   slider="lp", figsize=(11.5, 3.6), margins=dict(left=0.05, right=0.98),
-                  caption=MD_CAPTION)
+                  caption=MD_CAPTION, note=mirror_note)
     return ex.show(mode)

@@ -16,6 +16,8 @@ from attnlib.experiments import run
 from attnlib.explore import Control, Explorer, with_static
 from attnlib.figures.mirror_text import TEXT_NAMES, draw_sentence
 
+_C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
+
 __all__ = ["word_attention", "TEXT_SETTINGS"]
 
 #: the settings of chapter 10's live run of ``md_text`` (the explorer's default result)
@@ -35,7 +37,7 @@ def _draw_words(fig, sentence, optimizer, seed, result):
     label = "positive" if a["label"][i] > 0 else "negative"
     plots.title(ax0, f"{TEXT_NAMES[k]}, seed {int(seed)}: label {label}, planted word "
                      f"'{words[rel]}' (red), distractors (orange)", fontsize=9)
-    colors = ["tab:red" if t == rel else ("tab:orange" if t in dis else "0.6")
+    colors = [_C["target"] if t == rel else (_C["support"] if t in dis else "0.6")
               for t in range(len(words))]
     ax1.bar(np.arange(len(words)), s, color=colors)
     ax1.axhline(1.0 / len(words), color="0.4", ls=":", lw=1, label="uniform")
@@ -64,7 +66,7 @@ def word_attention(result=None, sentence: int = 0, optimizer: str = "md", *, see
         One of the kept test sentences (0-7).
     optimizer : {"md", "gd", "md3", "adam"}
     seed : int
-        Which initialisation's model is shown (live only; the static site shows seed 0).
+        Which initialisation's model is shown (live only; the website shows ``seed``).
     static : dict, optional
         ``{control: values}``: the settings rendered on the static site.
     mode : {"live", "static"}, optional

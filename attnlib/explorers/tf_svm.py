@@ -28,6 +28,8 @@ from .._validate import to_numpy
 from ..explore import Control, Explorer, with_static
 from ..metrics import correlation
 
+_C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
+
 __all__ = ["parameterisation", "sweep", "causal_explorer", "parameterisation_data",
            "causal_runs"]
 
@@ -67,13 +69,24 @@ def parameterisation_data(example: int = 2, lr: float = 0.1, normalized: bool = 
     return out
 
 
+def parameterisation_note(example, param, iterations, lr, normalized) -> str:
+    """The line under :func:`parameterisation`'s figure: 1 − corr of each shown run with
+    each SVM at this iteration, read from the data."""
+    d = parameterisation_data(int(example), float(lr), bool(normalized))
+    k = min(int(iterations) // _PM_RECORD, len(d["steps"]) - 1)
+    shown = ("W", "KQ") if param == "both" else (param,)
+    parts = [f"{'W' if n == 'W' else 'KQᵀ'}: 1 − corr {1 - d[n]['corr_fro'][k]:.1e} with the "
+             f"Frobenius SVM, {1 - d[n]['corr_nuc'][k]:.1e} with the nuclear one" for n in shown]
+    return f"Iteration {int(d['steps'][k])}: " + "; ".join(parts) + "."
+
+
 def _draw_parameterisation(fig, example, param, iterations, lr, normalized):
     d = parameterisation_data(int(example), float(lr), bool(normalized))
     k = int(iterations) // _PM_RECORD + 1
     ax0, ax1, ax2 = fig.subplots(1, 3, gridspec_kw=dict(width_ratios=(1.15, 1, 1)))
     shown = ("W", "KQ") if param == "both" else (param,)
     R = np.linalg.norm(d["X"], axis=-1).max()  # paths drawn on the tokens' scale
-    styles = {"W": ("tab:blue", "fro", "Frobenius"), "KQ": ("tab:red", "nuc", "nuclear")}
+    styles = {"W": (_C["other"], "fro", "Frobenius"), "KQ": (_C["target"], "nuc", "nuclear")}
     plots.token_scatter(d["X"], d["gamma"], ax=ax0, colorbar=False, annotate=False)
     for name in shown:
         color, key, norm_name = styles[name]
@@ -99,7 +112,7 @@ def _draw_parameterisation(fig, example, param, iterations, lr, normalized):
     ax1.set_ylim(1e-4, 2.5)
     probs = {f"{name}": d[name]["prob"][:k] for name in shown}
     plots.probability_curves(steps, probs, ax=ax2, title="largest softmax prob.",
-                             colors={"W": "tab:blue", "KQ": "tab:red"})
+                             colors={"W": _C["other"], "KQ": _C["target"]})
     for ax in (ax1, ax2):
         ax.set_xlim(0, max(200, int(iterations)))
 
@@ -128,24 +141,29 @@ def parameterisation(example: int = 2, *, param: str = "both", iterations: int =
         The paper's ``visualization.ipynb`` (1) or ``visualization2.ipynb`` (2) layout.
     param : {"both", "W", "KQ"}
     iterations : int
-        Iterations shown (the static slider).
+        Iterations shown.
     lr, normalized
         Step size, normalised GD or not.
     static, mode
+        As in :func:`attnlib.explorers.max_margin.token_plane`; default: the website offers
+        the step size, the parameterisation and 20 ... 1000 iterations.
         As in :func:`attnlib.explorers.max_margin.token_plane`.
     """
     controls = [
         Control("example", (1, 2), default=example),
         Control("param", ("both", "W", "KQ"), default=param, label="trained"),
-        Control("iterations", _PM_ITER, default=iterations,
-                static=(0, 20, 50, 100, 200, 500, 1000)),
-        Control("lr", (0.01, 0.1, 0.5), default=lr, label="step size"),
+        Control("iterations", _PM_ITER, default=iterations, static=(20, 100, 300, 1000)),
+        Control("lr", (0.01, 0.1, 0.5), default=lr, label="step size",
+                static=(0.01, 0.1, 0.5)),
         Control("normalized", (True, False), default=normalized),
     ]
+    static = {"param": ("both", "W", "KQ"), **(static or {})}
     ex = Explorer(_draw_parameterisation, with_static(controls, static),
                   name="parameterisation", slider="iterations", figsize=(11.5, 3.6),
-                  margins=dict(left=0.05, right=0.98, wspace=0.28),
-                  caption="W (blue) goes to the Frobenius SVM, (K, Q) (red) to the nuclear one.")
+                  margins=dict(left=0.05, right=0.98, wspace=0.28), note=parameterisation_note,
+                  caption="W (blue) and (K, Q) (red) trained by gradient descent: their "
+                          "directions against the Frobenius SVM (solid) and the nuclear SVM "
+                          "(dashed). The line under the figure reads this setting.")
     return ex.show(mode)
 
 
@@ -195,7 +213,7 @@ def sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell: str | 
         Draw :math:`\min(n, d)` (the bound on the rank); default: when ``curves`` has
         ``fro_mean``.
     static, mode
-        As in :func:`attnlib.explorers.max_margin.token_plane`.
+        As in :func:`attnlib.explorers.max_margin.token_plane` (default: every cell and d).
     **settings
         Settings of the experiment when ``result`` is a name. Prefer passing the Result your
         chapter computed: ``res = al.experiments.run("tf_svm_rank", trials=20)`` then
@@ -292,8 +310,8 @@ def causal_explorer(n: int = 2, T: int = 6, d: int = 16, steps: int = 2000, seed
     of the final selection), the current iteration marked. The runs are read from the
     experiment ``tf_causal`` (:func:`causal_runs`): by default one data set of the given sizes
     (computed once and cached), or trial ``trial`` of a ``tf_causal`` ``result`` (the
-    chapter's). Built on :class:`attnlib.explore.Explorer` (live in Jupyter, a slider player
-    on the website).
+    chapter's). Built on :class:`attnlib.explore.Explorer` (live in Jupyter; on the
+    website the attention, up to 4 sequences and 6 iterations, 0 ... ``steps``).
     """
     if result is not None:
         steps = int(result.params["steps"])
@@ -309,7 +327,7 @@ def causal_explorer(n: int = 2, T: int = 6, d: int = 16, steps: int = 2000, seed
         ax0, ax1 = fig.subplots(1, 2)
         ax0.imshow(s, vmin=0, vmax=1, cmap="Blues")
         q = np.arange(T)
-        ax0.plot(r["alpha"][int(sequence)], q, "o", color="tab:red", ms=5, label="final α_ik")
+        ax0.plot(r["alpha"][int(sequence)], q, "o", color=_C["target"], ms=5, label="final α_ik")
         ax0.plot(r["opt"][int(sequence)], q, "x", color="k", ms=6,
                  label="optimal visible token")
         ax0.set_xlabel("token t")
@@ -319,11 +337,12 @@ def causal_explorer(n: int = 2, T: int = 6, d: int = 16, steps: int = 2000, seed
         plots.correlation_curves(r["steps"], {f"{attention} GD vs its SVM": r["corr"]}, ax=ax1,
                                  one_minus=True, mark=int(iterations), legend="upper right")
 
+    its = tuple(range(0, steps + 1, 100))
+    shown = tuple(sorted({0, 100, 200, 500, steps // 2, steps} & set(its)))
     controls = [Control("attention", ("causal", "bidirectional"), default="causal",
                         static=("causal", "bidirectional")),
-                Control("sequence", tuple(range(n)), default=0),
-                Control("iterations", tuple(range(0, steps + 1, 100)), default=steps,
-                        continuous=True)]
+                Control("sequence", tuple(range(n)), default=0, static=tuple(range(min(n, 4)))),
+                Control("iterations", its, default=steps, continuous=True, static=shown)]
     return Explorer(draw, controls, name="causal", slider="iterations", figsize=(9.0, 3.6),
                     caption="Move the iterations: each query's attention concentrates on "
                             "its selected token, and W turns toward the sequence SVM.").show(mode)

@@ -1,0 +1,104 @@
+"""Drive a static explorer (``attnlib.explore.StaticExplorer``) in a real browser, as a reader.
+
+:func:`check_explorer` is used by tests/test_site_explorers.py (every explorer of the built
+book) and tests/test_explore_static.py (a toy page): the page must open on the explorer's
+default frame, and every control must show, for each of its values, exactly the frame
+precomputed for that setting, with the value written beside the control; at least one value
+of each control must change the figure (a control that changes nothing fails).
+"""
+
+from __future__ import annotations
+
+import json
+
+from attnlib.explore import frame_key
+
+PNG = "data:image/png;base64,"
+
+
+def _srcs(driver, imgs):
+    return [driver.execute_script("return arguments[0].getAttribute('src') || ''", i)
+            for i in imgs]
+
+
+def _set(driver, control, value: int, start: int):
+    """Move one control to the value index ``value`` as a reader would (keys or a click)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    ranges = control.find_elements(By.CSS_SELECTOR, "input[type=range]")
+    if ranges:
+        r = ranges[0]
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'}); "
+                              "arguments[0].focus()", r)
+        r.send_keys(Keys.HOME)
+        for _ in range(value):
+            r.send_keys(Keys.ARROW_RIGHT)
+        return
+    button = control.find_elements(By.TAG_NAME, "button")[value]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+    button.click()
+
+
+def check_explorer(driver, root, tag: str) -> dict:
+    """Exercise every control of the static explorer ``root`` (a ``div.attnlib-explorer``).
+
+    Asserts what the module docstring says; returns ``{control name: number of values that
+    changed the figure}``.
+    """
+    from selenium.webdriver.common.by import By
+
+    data = json.loads(driver.execute_script(
+        "return arguments[0].querySelector('script.attnlib-data').textContent", root))
+    sizes, start = tuple(data["sizes"]), tuple(data["start"])
+    imgs = root.find_elements(By.CSS_SELECTOR, "img.attnlib-panel")
+    assert imgs, f"{tag}: no figure"
+
+    def expected(idx):
+        return [PNG + data["images"][j] for j in data["frames"][frame_key(tuple(idx), sizes)]]
+
+    # it opens on the default: the frame of the declared defaults, shown before any move
+    assert root.get_attribute("data-frame") == root.get_attribute("data-default-frame") == \
+        str(frame_key(start, sizes)), f"{tag}: does not open on the default frame"
+    default = expected(start)
+    assert _srcs(driver, imgs) == default, f"{tag}: the images shown are not the default frame"
+    controls = root.find_elements(By.CSS_SELECTOR, "div.attnlib-control")
+    varying = [i for i, n in enumerate(sizes) if n > 1]
+    assert sorted(int(c.get_attribute("data-index")) for c in controls) == varying, \
+        f"{tag}: a page control for every control with several values"
+    changed = {}
+    for c in controls:
+        i, name = int(c.get_attribute("data-index")), c.get_attribute("data-control")
+        value = c.find_element(By.CSS_SELECTOR, ".attnlib-value")
+        assert value.text == data["labels"][i][start[i]], f"{tag}/{name}: default value label"
+        changed[name] = 0
+        for v in range(sizes[i]):
+            _set(driver, c, v, start[i])
+            idx = list(start)
+            idx[i] = v
+            now = _srcs(driver, imgs)
+            assert now == expected(idx), f"{tag}/{name}: value {v} shows another frame"
+            assert value.text == data["labels"][i][v], f"{tag}/{name}: label not updated"
+            changed[name] += now != default
+        assert changed[name] >= 1, f"{tag}: moving {name!r} does not change the figure"
+        _set(driver, c, start[i], start[i])
+        assert _srcs(driver, imgs) == default, f"{tag}/{name}: back to the default"
+    return changed
+
+
+def check_fits(driver, root, tag: str, width: int):
+    """At a viewport ``width`` px wide the explorer does not overflow, and below 640 px its
+    panels stack, each as wide as the figure (readable on a phone)."""
+    from selenium.webdriver.common.by import By
+
+    over = driver.execute_script(
+        "var r=arguments[0]; return [r.scrollWidth, r.clientWidth, "
+        "r.getBoundingClientRect().right, window.innerWidth]", root)
+    assert over[0] <= over[1] + 1 and over[2] <= over[3] + 1, f"{tag}: overflows {over}"
+    fig = root.find_element(By.CSS_SELECTOR, ".attnlib-figure")
+    full = fig.size["width"]
+    for img in root.find_elements(By.CSS_SELECTOR, "img.attnlib-panel"):
+        w = img.size["width"]
+        assert w <= full + 1, f"{tag}: a panel wider than the figure"
+        if width < 640:
+            assert w >= full - 2, f"{tag}: panels do not stack on a {width} px screen"
