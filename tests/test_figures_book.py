@@ -217,3 +217,17 @@ def test_log_iteration_axis_starts_at_the_first_step():
     assert ax.get_xscale() == "log" and ax.get_xlim()[0] == 5  # no empty negative decades
     fig = plots.curves(np.array([0, 10, 100]), {"a": np.ones((3, 3))}, logx=True)
     assert fig.axes[0].get_xscale() == "symlog" and fig.axes[0].get_xlim()[0] == 0
+
+
+def test_e4_key_names_the_discrete_C_values_and_draws_losses_solid():
+    from attnlib.figures import max_margin as MM
+
+    C = np.array([1.0, 5.0, 10.0, 100.0])
+    paths = np.random.default_rng(0).normal(size=(2, 4, 6, 2))
+    fig = MM.plot_e4(_res(C=C, paths=paths, steps=np.arange(6)), steps=5)
+    leg = fig.axes[0].get_legend()
+    labels = [t.get_text() for t in leg.get_texts()]
+    assert labels[:2] == ["ℓ(u) = −u", "logistic"]
+    assert "C = 1 (faint)" in labels and "C = 10 (opaque)" in labels
+    assert "C = 100 (dashed)" in labels
+    assert [h.get_linestyle() for h in leg.legend_handles[:2]] == ["-", "-"]

@@ -12,6 +12,7 @@ prompt :math:`p(k)` after :math:`k` steps, the Att-SVM direction :math:`p^{mm}`.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.lines import Line2D
 
 from attnlib import plots as _plots
 
@@ -130,18 +131,27 @@ def plot_e4(res, steps=200):
     fig, ax = _plots.new_figure(figsize=(5.6, 4.2))
     k = _upto(a["steps"], steps)
     C = np.asarray(a["C"])
-    for j, (loss, color) in enumerate((("correlation", _C["target"]),
-                                         ("logistic", _C["other"]))):
+    for j, color in enumerate((_C["target"], _C["other"])):  # correlation, logistic loss
         for b, c in enumerate(C):
             alpha = 0.25 + 0.75 * b / max(len(C) - 1, 1)
             ax.plot(a["paths"][j, b, :k, 0], a["paths"][j, b, :k, 1], color=color, alpha=alpha,
-                    ls="--" if c >= 100 else "-", lw=1.2,
-                    label=_LOSS_NAMES[loss] if b == len(C) - 1 else None)
-    ax.axhline(0, color=_C["ink"], lw=0.8, ls=":", label=r"$p^{mm}$ axis")
+                    ls="--" if c >= 100 else "-", lw=1.2)
+    ax.axhline(0, color=_C["ink"], lw=0.8, ls=":")
+    # the key of discrete values: a colour per loss, the opacity and the line style per C
+    key = [Line2D([], [], color=col, label=_LOSS_NAMES[loss])
+           for loss, col in (("correlation", _C["target"]), ("logistic", _C["other"]))]
+    solid = [c for c in C if c < 100]
+    if solid:
+        key += [Line2D([], [], color=_C["ink"], alpha=0.25, label=f"C = {solid[0]:g} (faint)"),
+                Line2D([], [], color=_C["ink"], label=f"C = {solid[-1]:g} (opaque)")]
+    if (C >= 100).any():
+        key.append(Line2D([], [], color=_C["ink"], ls="--",
+                          label=f"C = {C[C >= 100][0]:g} (dashed)"))
+    key.append(Line2D([], [], color=_C["ink"], lw=0.8, ls=":", label=r"$p^{mm}$ axis"))
     ax.set_xlabel("$p_1$")
     ax.set_ylabel("$p_2$")
     ax.set_title(f"paths of p for C = {', '.join(f'{c:g}' for c in C)}", fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(handles=key, fontsize=7, loc="lower left")
     ax.set_aspect("equal", adjustable="datalim")
     return fig
 
