@@ -35,6 +35,7 @@ from attnlib.check.implement import (
     check_gd_step,
     check_kq_step,
 )
+from attnlib.check.local_answers import check_joint_step, check_local_selections
 from attnlib.check.mirror_answers import check_md_direction
 from attnlib.check.numeric import check_md_step, check_rank, check_value
 from attnlib.check.svm_answers import (
@@ -51,3 +52,4 @@ __all__ = ["Feedback", "strict", "is_strict", "STRICT_ENV", "check_svm_direction
            "check_causal_attention", "check_md_direction"]
 __all__ += ["check_planted_attention"]  # chapter 10 (text_answers)
 __all__ += ["check_unit_margins", "check_finite_part"]  # chapters 6, 7 (heads_answers)
+__all__ += ["check_local_selections", "check_joint_step"]  # chapters 3, 4 (local_answers)
