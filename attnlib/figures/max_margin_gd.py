@@ -59,7 +59,8 @@ def plot_gd_theorem(res, examples=("e1", "e2")):
     share of the score deficit. Six runs per example. See chapter 2.
     """
     a = res.arrays
-    fig, axes = _plots.new_figure(1, 4, figsize=(15.0, 3.5))
+    fig, axes = _plots.new_figure(2, 2, figsize=(8.6, 6.2))  # 2 a row: column width
+    axes = np.asarray(axes).reshape(-1)
     styles = {"e1": (_C["other"], "E1"), "e2": (_C["support"], "E2")}
     for name in examples:
         color, label = styles.get(name, (_C["path"], name))
@@ -87,7 +88,9 @@ def plot_gd_theorem(res, examples=("e1", "e2")):
     axes[3].set_xscale("log")
     axes[3].set_ylim(0, 1.02)
     axes[3].set_ylabel("support tokens' share of the deficit")
-    for ax in axes:
+    for ax, t in zip(axes, ("(a) direction", "(b) norm", "(c) gradient against $p^{mm}$",
+                            "(d) support tokens")):
+        _plots.title(ax, t)
         ax.grid(alpha=0.3)
         if ax is not axes[1]:
             ax.set_xlabel("iteration k")
