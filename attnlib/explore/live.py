@@ -109,6 +109,12 @@ class LiveExplorer:
             self.status.value = (f"<span style='color:#b00'>{type(err).__name__}: "
                                  f"{html.escape(str(err))}</span>")
 
+    def _ipython_display_(self, **kwargs):
+        """Show the widget box (ipywidgets 7, Colab's, has no ``_repr_mimebundle_``)."""
+        from IPython.display import display
+
+        display(self.box)
+
     def _repr_mimebundle_(self, **kwargs):
         return self.box._repr_mimebundle_(**kwargs)
 
