@@ -248,7 +248,9 @@
       const d = this.data;
       this.buttons("example", "example", Object.keys(d.examples), (v) => v);
       const selBox = el("div", { class: "ad-control", "data-control": "alpha" });
-      selBox.appendChild(el("span", { class: "ad-name" }, "p\u1d50\u1d50 selects"));
+      const name = el("span", { class: "ad-name" });
+      name.innerHTML = "p<sup>mm</sup> selects";
+      selBox.appendChild(name);
       this.select = el("select", { "aria-label": "token selected by p^mm" });
       this.select.addEventListener("change", () => {
         const t = Number(this.select.value);
@@ -373,7 +375,7 @@
       if (res.feasible) {
         const u = unit(res.p_mm);
         keyTraces.push(line([[0, 0], [3 * R * u[0], 3 * R * u[1]]],
-          "p\u1d50\u1d50 direction", col.target));
+          "p<sup>mm</sup> direction", col.target));
         if (n === 1) {  // the margin: the selected token's level line and the support level
           const ka = st.keys[0][st.alpha[0]], w = [-u[1], u[0]];
           const lv = (c) => [[c[0] - 3 * R * w[0], c[1] - 3 * R * w[1]],
@@ -429,7 +431,7 @@
       if (res.feasible) {
         const u = unit(res.p_mm);
         pathTraces.push(line([[0, 0], [3 * P * u[0], 3 * P * u[1]]],
-          "p\u1d50\u1d50 direction", col.target));
+          "p<sup>mm</sup> direction", col.target));
       }
       pathTraces.push(Object.assign(line(res.path, `GD path p(k), k ≤ ${st.iterations}`,
         col.path), { mode: "lines" }));

@@ -1,0 +1,241 @@
+"""The drag explorer of chapter 2 in a real browser (headless Chromium, network off).
+
+The page computes p^mm, its support tokens and the gradient-descent path of p in JavaScript
+(scripts/js/token-drag.js, drawn with plotly.js); these tests read those numbers back and
+compare them with attnlib's own:
+
+- the answers the build exported (``attnlib.explorers.token_drag``: ``prompt_svm``,
+  ``support_tokens``, ``train``) for the chapter's default and the moved configurations;
+- a token and the start p(0) dragged with the mouse (Selenium ActionChains), against attnlib
+  computed here, in the test, for the coordinates the page then reports.
+
+Tolerances: p^mm relative 1e-6 (the solver's certificate is tighter); the GD end point
+relative 1e-5 (late normalised steps divide a gradient of the size of eps by its norm, so
+rounding moves p(200) by about 1e-7 between two correct implementations). Every control must
+change the figure. Screenshots at 1366 x 768 and 390 x 844 go to ``_build/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from site_helpers import (  # noqa: F401  (pytest fixtures)
+    SCREENSHOTS,
+    SITE,
+    browser,
+    console_errors,
+    open_page,
+    page_paths,
+    served_site,
+)
+
+pytestmark = pytest.mark.browser
+
+PAGE = "book/02_att_svm.html"
+_EX = "const m = window.attnTokenDrag; const ex = m && Object.values(m.instances)[0];"
+_WAIT = _EX + """
+const done = arguments[arguments.length - 1];
+(async () => {
+  for (let i = 0; i < 100 && !document.querySelector('.attnlib-drag[data-ready=true]'); i++) {
+    await new Promise(r => setTimeout(r, 100));
+  }
+  done(!!document.querySelector('.attnlib-drag[data-ready=true]'));
+})();
+"""
+# what the reader sees: both plots' traces, the readout and the controls' state
+_PICTURE = _EX + """
+return JSON.stringify([ex.keysDiv.data, ex.pathDiv.data, ex.readout.textContent]);
+"""
+
+
+def _open(driver, site, width=1280, height=1000):
+    driver.set_window_size(width, height)
+    entries = open_page(driver, f"{site}/{PAGE}")
+    assert driver.execute_async_script(_WAIT), "the drag explorer did not start"
+    return entries
+
+
+@pytest.fixture
+def page(browser, served_site):  # noqa: F811 (fixtures imported above)
+    if not (SITE / PAGE).is_file():
+        pytest.skip(f"{PAGE} is not built")
+    entries = _open(browser, served_site)
+    yield entries
+    browser.set_window_size(1280, 1000)
+
+
+def _data(driver) -> dict:
+    """The exported data of the page (attnlib's answers included)."""
+    return json.loads(driver.execute_script(
+        "return document.querySelector('script[id^=attnlib-drag][id$=-data]').textContent;"))
+
+
+def _numbers(driver) -> dict:
+    return driver.execute_script(_EX + "return {state: ex.state, res: ex.numbers(), "
+                                 "renders: ex.renders};")
+
+
+def _set(driver, **patch):
+    driver.execute_script(_EX + "ex.set({example: arguments[0].example}); ex.set(arguments[0]);",
+                          patch)
+
+
+def _compare(js: dict, want: dict, what: str):
+    assert js["feasible"] == want["feasible"], what
+    if want["feasible"]:
+        np.testing.assert_allclose(js["p_mm"], want["p_mm"], rtol=1e-6, atol=1e-9, err_msg=what)
+        assert js["support"] == want["support"], what
+    np.testing.assert_allclose(js["p_end"], want["p_end"], rtol=1e-5, atol=1e-8, err_msg=what)
+
+
+def test_plotly_is_loaded_by_chapter_2_only(page, browser):  # noqa: F811
+    assert not console_errors(page)
+    assert browser.execute_script("return typeof window.Plotly.react") == "function"
+    fallback = browser.find_elements("css selector", ".attnlib-drag-fallback")
+    assert not any(f.is_displayed() for f in fallback)  # replaced by the explorer
+    others = [p for p in page_paths() if p != PAGE
+              and ("plotly" in (SITE / p).read_text(encoding="utf-8")
+                   or "token-drag.js" in (SITE / p).read_text(encoding="utf-8"))]
+    assert not others, f"pages other than {PAGE} load plotly: {others}"
+    assert (SITE / "plotly" / "plotly-basic.min.js").is_file()
+    assert (SITE / "explorers" / "token-drag.js").is_file()
+
+
+def test_opens_on_the_chapters_default(page, browser):  # noqa: F811
+    got = _numbers(browser)
+    st, data = got["state"], _data(browser)
+    assert st["example"] == "e2" and st["lr"] == 0.1 and st["normalized"] is True
+    assert st["loss"] == "logistic" and st["iterations"] == 200
+    default = next(r for r in data["references"] if r["example"] == "e2")
+    _compare(got["res"], default["attnlib"], "default")
+    text = browser.find_element("css selector", ".attnlib-drag .ad-readout").text
+    assert "After 200 steps" in text and "support tokens" in text
+
+
+def test_browser_numbers_match_attnlib(page, browser):  # noqa: F811
+    """Every configuration the build exported (default of each example and the moves)."""
+    data = _data(browser)
+    assert len(data["references"]) >= 8
+    for r in data["references"]:
+        _set(browser, example=r["example"], keys=r["keys"], alpha=r["alpha"], p0=r["p0"],
+             lr=r["lr"], normalized=r["normalized"], loss=r["loss"],
+             iterations=r["iterations"])
+        got = _numbers(browser)
+        assert got["state"]["keys"] == r["keys"]
+        _compare(got["res"], r["attnlib"], json.dumps({k: r[k] for k in (
+            "example", "alpha", "p0", "lr", "normalized", "loss", "iterations")}))
+
+
+def _drag(browser, div: str, point, by):  # noqa: F811
+    """Drag with the mouse from a point of the plane (data coordinates) by ``by`` pixels."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    el = browser.execute_script(_EX + f"return ex.{div};")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", el)
+    px = browser.execute_script(_EX + f"return ex.toPixel(ex.{div}, arguments[0]);", point)
+    size = el.size
+    chain = ActionChains(browser).move_to_element_with_offset(
+        el, int(round(px[0] - size["width"] / 2)), int(round(px[1] - size["height"] / 2)))
+    chain.click_and_hold()
+    for _ in range(4):  # several moves: the picture follows the pointer, not only the drop
+        chain.move_by_offset(by[0] // 4, by[1] // 4)
+    chain.release().perform()
+
+
+def _attnlib(state, gamma):
+    from attnlib.explorers.token_drag import reference
+
+    return reference(state["keys"], gamma, state["alpha"], state["p0"], lr=state["lr"],
+                     normalized=state["normalized"], loss=state["loss"],
+                     iterations=state["iterations"], eps=state["examples"][
+                         state["example"]]["eps"])
+
+
+def test_drag_a_token_with_the_mouse(page, browser):  # noqa: F811
+    browser.find_element("css selector",
+                         '.ad-control[data-control=example] button[data-value=\'"e1-global"\']'
+                         ).click()
+    before = _numbers(browser)
+    x3 = before["state"]["keys"][0][2]
+    _drag(browser, "keysDiv", x3, (60, 48))
+    after = _numbers(browser)
+    moved = after["state"]["keys"][0][2]
+    assert moved[0] > x3[0] + 0.1 and moved[1] < x3[1] - 0.1, (x3, moved)  # right and down
+    assert after["state"]["keys"][0][:2] == before["state"]["keys"][0][:2]  # only x3
+    assert after["renders"] - before["renders"] >= 3  # live while dragging
+    gamma = after["state"]["examples"]["e1-global"]["gamma"]
+    _compare(after["res"], _attnlib(after["state"], gamma), f"x3 dragged to {moved}")
+    assert after["res"]["p_mm"] != before["res"]["p_mm"]
+
+
+def test_drag_the_start_with_the_mouse(page, browser):  # noqa: F811
+    browser.find_element("css selector",
+                         '.ad-control[data-control=example] button[data-value=\'"e1-local"\']'
+                         ).click()
+    before = _numbers(browser)
+    _drag(browser, "pathDiv", before["state"]["p0"], (0, 120))  # down the vertical axis
+    after = _numbers(browser)
+    assert after["state"]["p0"][1] < before["state"]["p0"][1] - 1, after["state"]["p0"]
+    gamma = after["state"]["examples"]["e1-local"]["gamma"]
+    _compare(after["res"], _attnlib(after["state"], gamma), f"p(0) = {after['state']['p0']}")
+    assert after["res"]["p_end"] != before["res"]["p_end"]
+
+
+def test_every_control_changes_the_picture(page, browser):  # noqa: F811
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    def picture():
+        return browser.execute_script(_PICTURE)
+
+    def changes(what, act):
+        old = picture()
+        act()
+        assert picture() != old, f"the control {what} does not change the picture"
+
+    css = ".attnlib-drag .ad-control[data-control={}] button[aria-pressed=false]"
+    for name in ("example", "lr", "normalized", "loss"):
+        n = len(browser.find_elements("css selector", css.format(name)))
+        assert n >= 1, name
+        for k in range(n):
+            button = browser.find_elements("css selector", css.format(name))[k]
+            value = button.get_attribute("data-value")
+            changes(f"{name} = {value}", button.click)
+    browser.find_element("css selector", css.format("example").replace(
+        "[aria-pressed=false]", "[data-value='\"e1-global\"']")).click()
+    select = Select(browser.find_element("css selector", ".attnlib-drag select"))
+    changes("selected token x2", lambda: select.select_by_value("1"))
+    slider = browser.find_element("css selector", ".attnlib-drag input[type=range]")
+    changes("iterations", lambda: slider.send_keys(Keys.ARROW_LEFT * 3))
+    assert _numbers(browser)["state"]["iterations"] == 170  # step 10
+    reset = browser.find_element("css selector", ".attnlib-drag button[data-control=reset]")
+    changes("reset", reset.click)
+
+
+@pytest.mark.parametrize("width, height", [(1366, 768), (390, 844)])
+def test_fits_the_screen(browser, served_site, width, height):  # noqa: F811
+    if not (SITE / PAGE).is_file():
+        pytest.skip(f"{PAGE} is not built")
+    try:
+        entries = _open(browser, served_site, width, height)
+        assert not console_errors(entries)
+        info = browser.execute_script(_EX + """
+            ex.root.scrollIntoView({block: 'start'});
+            const vw = document.documentElement.clientWidth;
+            const boxes = [ex.root, ex.keysDiv, ex.pathDiv, ex.controls].map(
+              e => e.getBoundingClientRect());
+            return {vw: vw, page: document.documentElement.scrollWidth,
+                    right: Math.max(...boxes.map(b => b.right)),
+                    left: Math.min(...boxes.map(b => b.left)),
+                    inner: ex.root.scrollWidth - ex.root.clientWidth,
+                    font: parseFloat(getComputedStyle(ex.readout).fontSize)};""")
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(SCREENSHOTS / f"drag_explorer_{width}x{height}.png"))
+    finally:
+        browser.set_window_size(1280, 1000)
+    assert info["page"] <= info["vw"] + 1, info
+    assert info["left"] >= -1 and info["right"] <= info["vw"] + 1, info
+    assert info["inner"] <= 1, info
+    assert info["font"] >= 14, info  # readable numbers
