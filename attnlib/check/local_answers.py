@@ -194,8 +194,9 @@ def check_local_selections(answer, data, W=None) -> Feedback:
     if extra:
         a = extra[0]
         why = ("its Att-SVM is infeasible" if a not in feasible else
-               "a support token scores at least as high as the selected token (check the "
-               "scores of the tokens with margin 1)")
+               "a support token scores at least as high as the selected token. If your test "
+               "saw no such token, it missed a support token: a solver's margins equal 1 only "
+               "up to round-off, so compare |margin − 1| with a tolerance")
         verb = "is" if len(extra) == 1 else "are"
         parts.append(f"{len(extra)} of your {len(given)} selections {verb} not locally "
                      f"optimal; for example {a}: {why}.")
