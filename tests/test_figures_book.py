@@ -231,3 +231,18 @@ def test_e4_key_names_the_discrete_C_values_and_draws_losses_solid():
     assert "C = 1 (faint)" in labels and "C = 10 (opaque)" in labels
     assert "C = 100 (dashed)" in labels
     assert [h.get_linestyle() for h in leg.legend_handles[:2]] == ["-", "-"]
+
+
+def test_sentence_figure_has_a_key_for_its_box_colours():
+    from attnlib.figures import mirror_text as MT
+
+    att = np.array([[[0.2, 0.7, 0.1]]])  # (seeds, sentences, T)
+    res = _res(vocab=np.array(["good", "bad", "the"]), words=np.array([[2, 0, 1]]),
+               label=np.array([1.0]), relevant=np.array([1]), distractor=np.array([[2]]),
+               **{f"attention_{k}": att for k in MT.TEXT_NAMES})
+    fig = MT.plot_sentences(res, sentences=1)
+    (key,) = fig.legends
+    labels = [t.get_text() for t in key.get_texts()]
+    assert labels[:2] == ["planted word", "distractor"]
+    edges = [to_hex(h.get_edgecolor()) for h in key.legend_handles[:2]]
+    assert edges == [plots.PALETTE["target"], plots.PALETTE["support"]]

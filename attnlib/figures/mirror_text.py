@@ -82,6 +82,8 @@ def plot_sentences(res, sentences: int = 3, seed: int = 0):
 
     ``res`` is a result of ``md_text``. See chapter 10.
     """
+    import matplotlib as mpl
+
     a = res.arrays
     rows = [(i, k) for i in range(sentences) for k in TEXT_NAMES]
     fig = _plots.BookFigure(figsize=(11.0, 0.42 * len(rows)))  # fixed margins, no layout engine
@@ -91,7 +93,16 @@ def plot_sentences(res, sentences: int = 3, seed: int = 0):
         draw_sentence(ax, words, np.asarray(a[f"attention_{k}"][seed, i]), rel, dis)
         label = "+" if a["label"][i] > 0 else "−"
         ax.text(-0.3, 0.5, f"{TEXT_NAMES[k]} ({label})", fontsize=8, ha="right", va="center")
-    fig.subplots_adjust(left=0.12, right=0.99, top=0.98, bottom=0.02, hspace=0.1)
+    from matplotlib.patches import Patch
+
+    key = [Patch(fc="white", ec=_C["target"], lw=1.6, label="planted word"),
+           Patch(fc="white", ec=_C["support"], lw=1.6, label="distractor"),
+           Patch(fc=mpl.colormaps["Blues"](0.8), ec=_C["neutral"], lw=0.6,
+                 label="fill: attention (darker = more)")]
+    fig.legend(handles=key, loc="lower center", ncol=3, fontsize=8, frameon=False,
+               bbox_to_anchor=(0.55, 1.0 - 0.1 / fig.get_figheight()))
+    fig.subplots_adjust(left=0.12, right=0.99, top=1.0 - 0.45 / fig.get_figheight(),
+                        bottom=0.02, hspace=0.1)
     return fig
 
 
