@@ -163,10 +163,10 @@ def token_plane(example: str = "e1-global", *, init="all", iterations: int = 200
     ex = Explorer(_draw_token_plane, with_static(controls, {**TP_STATIC, **(static or {})}),
                   name="token-plane", slider="iterations", figsize=(11.5, 3.6),
                   margins=dict(left=0.05, right=0.98, wspace=0.28), note=token_plane_note,
-                  caption="Gradient descent on the prompt p from six starts. Left: the tokens, "
-                          "the paths of p and the max-margin rays; middle: 1 − cos of each run "
-                          "to the ray it ends closest to; right: the largest softmax "
-                          "probability. The line under the figure reads this setting.")
+                  caption="Gradient descent on the prompt p from six starts. Panels: the "
+                          "tokens, the paths of p and the max-margin rays; 1 − cos of each run "
+                          "to the ray it ends closest to; the largest softmax probability. The "
+                          "line under the figure reads this setting.")
     return ex.show(mode)
 
 

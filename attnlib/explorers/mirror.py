@@ -27,11 +27,11 @@ MD_LP = tuple(round(1.1 + 0.1 * j, 2) for j in range(20))  # 1.1 ... 3.0
 #: the exponents on the website (the chapter's 1.75 among them; the page opens on it)
 MD_LP_STATIC = (1.1, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
 #: What the explorer shows at every setting (what depends on it is in ``mirror_note``).
-MD_CAPTION = ("Move the exponent lp and the number of steps. Left: the iterates W(k) on the "
-              "two largest entries of the ℓp-AttSVM, with the ℓp- and ℓ2-AttSVM rays; "
-              "middle: how sparse the iterate and the ℓp-AttSVM are; right: the divergence "
-              "of the iterates' direction from both SVMs. The line under the figure gives "
-              "this setting's numbers.")
+MD_CAPTION = ("Move the exponent lp and the number of steps. Panels: the iterates W(k) on the "
+              "two largest entries of the ℓp-AttSVM, with the ℓp- and ℓ2-AttSVM rays; how "
+              "sparse the iterate and the ℓp-AttSVM are; the divergence of the iterates' "
+              "direction from both SVMs. The line under the figure gives this setting's "
+              "numbers.")
 MD_ITERATIONS = (0, 50, 100, 200, 300, 500, 750, 1000, 1500)
 MD_ITERATIONS_STATIC = (100, 500, 1500)
 #: ``mirror_note``: a divergence below MD_CLOSE reads "within MD_CLOSE of the ℓp-AttSVM"; a
