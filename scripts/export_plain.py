@@ -79,7 +79,13 @@ def repo_url() -> str:
 
 
 def install_cell_source(url: str, ref: str) -> str:
-    """The one way the export installs attnlib on Colab: pinned to the release ``ref``."""
+    """The one way the export installs attnlib on Colab: pinned to the release ``ref``.
+
+    It keeps Colab's own packages: attnlib asks for ``ipywidgets>=7.7`` and Colab ships 7.7.1,
+    which its kernel imports at start (an upgrade would ask for a runtime restart) and its
+    front end renders natively, so the explorers need no ``enable_custom_widget_manager()``
+    (a third-party manager loaded from a CDN). tests/test_colab_widgets.py runs this cell
+    with ipywidgets 7.7.1 and shows an explorer."""
     return ("# Colab only: install attnlib at the book's release (elsewhere: see README.md).\n"
             "import sys\n\n"
             f'if "{INSTALL_MARK}" in sys.modules:\n'

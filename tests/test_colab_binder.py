@@ -94,6 +94,8 @@ def test_launch_buttons_open_the_repository_in_colab_and_binder():
     assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repo), repo
     buttons = cfg["launch_buttons"]
     assert buttons["binderhub_url"].rstrip("/") == "https://mybinder.org"
+    # ?urlpath=lab/tree/book/NN.ipynb: JupyterLab, where jupyterlab-myst renders the theorems
+    assert buttons["notebook_interface"] == "jupyterlab"
     assert buttons["colab_url"].rstrip("/") == "https://colab.research.google.com"
     assert not buttons.get("thebe")
     # the Colab button opens the plain student export published on this branch
