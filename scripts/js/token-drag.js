@@ -197,10 +197,7 @@
       Object.entries(patch).forEach(([k, v]) => {
         if (k !== "example") this.state[k] = clone(v);
       });
-      if (patch.p0 || patch.iterations !== undefined || patch.lr !== undefined ||
-          patch.normalized !== undefined || patch.loss !== undefined) {
-        if (!this.dragging) this.pathRange = null;
-      }
+      if (!this.dragging) this.pathRange = null;  // the view of p follows the path, not a drag
       this.syncControls();
       this.render();
     }
@@ -347,7 +344,12 @@
         if (target === "p0") this.moveStart(p[0], p[1]);
         else this.moveToken(target[0], target[1], p[0], p[1]);
       });
-      const end = () => { if (this.dragging && this.dragging.div === div) this.dragging = null; };
+      const end = () => {
+        if (!this.dragging || this.dragging.div !== div) return;
+        this.dragging = null;
+        this.pathRange = null;  // dropped: fit the view of p to the new path
+        this.render();
+      };
       div.addEventListener("pointerup", end);
       div.addEventListener("pointercancel", end);
     }
