@@ -12,11 +12,13 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import tomllib
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from site_helpers import SITE, require_site, toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
@@ -100,3 +102,26 @@ def test_launch_buttons_open_the_repository_in_colab_and_binder():
     assert not buttons.get("thebe")
     # the Colab button opens the plain student export published on this branch
     assert cfg["sphinx"]["config"]["book_export_branch"] == "gh-pages"
+
+
+@pytest.mark.browser
+def test_built_pages_launch_binder_in_jupyterlab_and_colab_on_the_student_export():
+    """On every chapter page of the built site: Binder opens the chapter in JupyterLab on the
+    configured branch, Colab the plain student export on the export branch (no browser needed:
+    the links are read from the HTML)."""
+    require_site()
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    org_repo = cfg["repository"]["url"].removeprefix("https://github.com/")
+    branch = cfg["repository"]["branch"]
+    export_branch = cfg["sphinx"]["config"]["book_export_branch"]
+    chapters = [f for f in toc_files() if (ROOT / f"{f}.ipynb").is_file()]
+    assert chapters
+    for page in chapters:
+        html = (SITE / f"{page}.html").read_text(encoding="utf-8")
+        links = re.findall(r'href="(https://(?:mybinder\.org|colab\.research\.google\.com)/'
+                           r'[^"]*)"', html)
+        assert links == [
+            f"https://mybinder.org/v2/gh/{org_repo}/{branch}?urlpath=lab/tree/{page}.ipynb",
+            f"https://colab.research.google.com/github/{org_repo}/blob/{export_branch}/"
+            f"plain-student/{page}.ipynb"], page
+        assert (SITE / "plain-student" / f"{page}.ipynb").is_file(), page
