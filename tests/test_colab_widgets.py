@@ -190,8 +190,8 @@ def test_colab_install_cell_and_explorer_with_colab_ipywidgets(tmp_path, monkeyp
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(s) for s in
                 (colab, local_install, "import attnlib as al\n" + explorer, CHECK)]
-    NotebookClient(nb, kernel_name="colab", timeout=300, allow_errors=True, resources={
-        "metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, kernel_name="colab", timeout=300, startup_timeout=180, allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
 
     def text(cell):
         return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
