@@ -162,11 +162,11 @@ def check_local_selections(answer, data, W=None) -> Feedback:
         return Feedback(True, title, f"your test finds the {len(truth)} locally optimal "
                                      f"selections among the {len(sels)}: {fmt(truth)}.",
                         dict(n_locally_optimal=len(truth)))
-    if given == {tuple(u + 1 for u in s) for s in truth} or any(
-            min(s) < 0 or max(s) >= T for s in given):
-        if all(1 <= u <= T for s in given for u in s):
-            return fail(title, f"your token indices look 1-based (some equal {T}): count "
-                               f"tokens from 0, as Python does (0..{T - 1}).")
+    one_based = given == {tuple(u + 1 for u in s) for s in truth}
+    if one_based or any(min(s) < 0 or max(s) >= T for s in given):
+        if one_based or all(1 <= u <= T for s in given for u in s):
+            return fail(title, f"your token indices look 1-based: count tokens from 0, as "
+                               f"Python does (0..{T - 1}); the prose's x_1 is token 0.")
         return fail(title, f"token indices must lie in 0..{T - 1}.")
     feasible = truth_of(support="none")
     mistakes = [
