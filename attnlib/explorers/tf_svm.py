@@ -146,13 +146,13 @@ def parameterisation(example: int = 2, *, param: str = "both", iterations: int =
         Step size, normalised GD or not.
     static, mode
         As in :func:`attnlib.explorers.max_margin.token_plane`; default: the website offers
-        the step size, the parameterisation and 20 ... 1000 iterations.
+        the step size, the parameterisation and 20, 100 or 1000 iterations.
         As in :func:`attnlib.explorers.max_margin.token_plane`.
     """
     controls = [
         Control("example", (1, 2), default=example),
         Control("param", ("both", "W", "KQ"), default=param, label="trained"),
-        Control("iterations", _PM_ITER, default=iterations, static=(20, 100, 300, 1000)),
+        Control("iterations", _PM_ITER, default=iterations, static=(20, 100, 1000)),
         Control("lr", (0.01, 0.1, 0.5), default=lr, label="step size",
                 static=(0.01, 0.1, 0.5)),
         Control("normalized", (True, False), default=normalized),
