@@ -134,7 +134,7 @@ def check_unit_margins(W, data, alpha) -> Feedback:
                        rtol=0, atol=_RTOL * scale) for i in range(n)):
         return fail(title, "your u_i are right, but W z_i ≠ u_i: W = Σ_j u_j z_jᵀ works only "
                            "for orthonormal queries. Use vectors w_j with w_jᵀ z_i = δ_ij "
-                           "(the rows of a left inverse of the query matrix).")
+                           "(the rows of a left inverse of [z_1 ⋯ z_n], as in the proof).")
     off = others & (np.abs(M - 1) > _RTOL * scale)
     i, t = np.argwhere(off)[np.abs(M - 1)[off].argmax()]
     rows = sorted({int(k) for k in np.nonzero(off.any(1))[0]})
