@@ -210,3 +210,13 @@ def test_the_check_fails_on_a_control_that_changes_nothing(chromium, tmp_path):
     root = chromium.find_element(By.CSS_SELECTOR, "div.attnlib-explorer")
     with pytest.raises(AssertionError, match="'unused' does not change the figure"):
         check_explorer(chromium, root, "dead")
+
+
+def test_value_names_are_shown_on_the_page_and_live():
+    c = Control("opt", ("md", "gd"), names={"md": "ℓ1.1-MD"}, static=("md", "gd"))
+    assert c.show("md") == "ℓ1.1-MD" and c.show("gd") == "gd"
+    st = Explorer(lambda fig, opt: fig.subplots().set_title(opt), [c], name="names",
+                  figsize=(2, 1.5), static_dpi=30).static()
+    assert 'aria-pressed="true">ℓ1.1-MD</button>' in st.html
+    assert _data(st)["labels"] == [["ℓ1.1-MD", "gd"]]
+    assert [o[0] for o in c.widget().options] == ["ℓ1.1-MD", "gd"]

@@ -61,6 +61,8 @@ class Control:
     continuous : bool
         Live mode: redraw while a slider is dragged, else on release (the default: a redraw
         takes 0.2-0.3 s, so redraws while dragging would queue up and lag).
+    names : dict, optional
+        ``{value: text}``: how values are shown to the reader (default :func:`format_value`).
     """
 
     name: str
@@ -69,6 +71,14 @@ class Control:
     label: str | None = None
     static: tuple | None = None
     continuous: bool = False
+    names: dict | None = dataclasses.field(default=None, hash=False)
+
+    def show(self, value) -> str:
+        """A value as the reader sees it: its entry in ``names``, else :func:`format_value`."""
+        for v, text in (self.names or {}).items():
+            if same_value(v, value):
+                return str(text)
+        return format_value(value)
 
     def __post_init__(self):
         vals = tuple(self.values)
@@ -114,7 +124,7 @@ class Control:
         if all(isinstance(v, bool) for v in self.values):
             return w.Checkbox(value=bool(self.default), description=desc, style=style,
                               indent=False)
-        opts = [(format_value(v), v) for v in self.values]
+        opts = [(self.show(v), v) for v in self.values]
         if all(isinstance(v, _NUMBER) for v in self.values):
             return w.SelectionSlider(options=opts, value=self.default, description=desc,
                                      continuous_update=self.continuous, style=style,

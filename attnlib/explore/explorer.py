@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 
 from ..plots import BookFigure
-from .controls import Control, format_value
+from .controls import Control
 from .live import LiveExplorer
 from .static import StaticExplorer
 
@@ -126,7 +126,7 @@ class Explorer:
         """``"name = value   ..."`` for the controls ``names`` (default: those that vary)."""
         if names is None:
             names = [k for k, c in self.controls.items() if len(c.values) > 1]
-        return "   ".join(f"{self.controls[k].label or k} = {format_value(values[k])}"
+        return "   ".join(f"{self.controls[k].label or k} = {self.controls[k].show(values[k])}"
                           for k in names)
 
     # -- drawing -------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from ..plots import BookFigure
-from .controls import format_value, same_value
+from .controls import same_value
 
 __all__ = ["StaticExplorer", "frame_key", "png_panels"]
 
@@ -226,7 +226,7 @@ class StaticExplorer:
         ex, name = self.explorer, self.names[i]
         c, vals = ex.controls[name], self.values[i]
         label = _html.escape(c.label or name)
-        now = _html.escape(format_value(vals[self.start[i]]))
+        now = _html.escape(c.show(vals[self.start[i]]))
         head = f'<span class="attnlib-control-name">{label}</span>'
         if len(vals) == 1:  # fixed on this page: say its value
             return (f'<div class="attnlib-fixed">{head} <span class="attnlib-value">{now}'
@@ -237,7 +237,7 @@ class StaticExplorer:
         else:
             widget = "".join(
                 f'<button type="button" aria-pressed="{"true" if j == self.start[i] else "false"}"'
-                f">{_html.escape(format_value(v))}</button>" for j, v in enumerate(vals))
+                f">{_html.escape(c.show(v))}</button>" for j, v in enumerate(vals))
         return (f'<div class="attnlib-control" data-control="{_html.escape(name)}" '
                 f'data-index="{i}">{head} {widget} <output class="attnlib-value">{now}</output>'
                 "</div>")
@@ -248,7 +248,8 @@ class StaticExplorer:
         k0 = frame_key(self.start, self.sizes)
         notes = sorted(set(self.notes))
         data = dict(sizes=list(self.sizes), start=list(self.start),
-                    labels=[[format_value(v) for v in vals] for vals in self.values],
+                    labels=[[ex.controls[k].show(v) for v in vals]
+                            for k, vals in zip(self.names, self.values)],
                     frames=self.frames, note_of=[notes.index(t) for t in self.notes],
                     notes=notes,
                     images=[base64.b64encode(p).decode("ascii") for p in self.images])

@@ -78,16 +78,29 @@ def word_attention(result=None, sentence: int = 0, optimizer: str = "md", *, see
     controls = [
         Control("sentence", tuple(range(shown)), default=sentence, label="test sentence"),
         Control("optimizer", tuple(TEXT_NAMES), default=optimizer,
-                static=tuple(TEXT_NAMES)),
+                static=tuple(TEXT_NAMES), names=dict(TEXT_NAMES)),
         Control("seed", tuple(range(seeds)), default=seed, label="seed"),
     ]
 
     def draw(fig, sentence, optimizer, seed):
         _draw_words(fig, sentence, optimizer, seed, result)
 
+    a = result.arrays
+
+    def note(sentence, optimizer, seed):
+        i = int(sentence)
+        s = np.asarray(a[f"attention_{optimizer}"][int(seed), i], dtype=float)
+        rel = int(a["relevant"][i])
+        dis = sorted({int(t) for t in np.atleast_1d(a["distractor"][i])})
+        word = str(a["vocab"][int(a["words"][i][rel])])
+        return (f"{TEXT_NAMES[optimizer]}, sentence {i}: {100 * s[rel]:.0f}% of the attention "
+                f"on the planted word '{word}', {100 * s[dis].sum():.0f}% on the "
+                f"{len(dis)} distractors.")
+
     ex = Explorer(draw, with_static(controls, static), name="word-attention",
-                  slider="sentence", figsize=(9.0, 4.2),
+                  slider="sentence", figsize=(9.0, 4.2), note=note,
                   margins=dict(left=0.08, right=0.98, bottom=0.2, top=0.9),
-                  caption="Pick a sentence and an optimizer: ℓ1.1 mirror descent puts most "
-                          "of its attention on the planted sentiment word.")
+                  caption="Pick a sentence and an optimizer: the attention the trained "
+                          "classifier puts on each word, the planted sentiment word in red, "
+                          "its distractors in orange.")
     return ex.show(mode)
