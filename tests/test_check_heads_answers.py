@@ -176,3 +176,41 @@ def test_chapter_exercises_pass_with_the_book_solutions():
     s = torch.tensor([[0.6, 0.4, 2e-9, 1e-12], [3e-10, 1.0, 1e-8, 4e-11],
                       [0.2, 5e-7, 0.5, 0.3]], dtype=torch.float64)
     assert al.check.check_finite_part(finite_part_oracle(ex7.X, ex7.z, s), ex7, s)
+
+
+def _ex7():
+    ex7 = al.random_data(3, 4, 4, seed=7, device="cpu")
+    s = torch.tensor([[0.6, 0.4, 2e-9, 1e-12], [3e-10, 1.0, 1e-8, 4e-11],
+                      [0.2, 5e-7, 0.5, 0.3]], dtype=torch.float64)
+    return ex7, s / s.sum(-1, keepdim=True)
+
+
+def test_finite_part_names_lower_thresholds_log10_and_lstsq_default():
+    """Review R1: masked tokens kept at a threshold between 0 and 1e-3 were diagnosed as 'not
+    of minimum norm'; a log10 answer and torch.linalg.lstsq's default (gelsy) answer got the
+    generic 'check your sets' message."""
+    ex7, s = _ex7()
+    X, z, S = ex7.X.numpy(), ex7.z.numpy(), s.numpy()
+    W = finite_part_oracle(X, z, S)
+    low = finite_part_oracle(X, z, S, threshold=1e-9)  # keeps the 2e-9 and 1e-8 tokens
+    fb = check_finite_part(low, ex7, s)
+    assert not fb and "masked tokens" in fb.message, fb.message
+    fb = check_finite_part(W / np.log(10), ex7, s)
+    assert not fb and "base 10" in fb.message, fb.message
+    never_shows(fb, W)
+    rows, logs = [], []
+    for i in range(3):
+        m = np.nonzero(S[i] > 1e-3)[0]
+        for a in range(len(m)):
+            for b in range(a + 1, len(m)):
+                rows.append(np.outer(X[i, m[b]] - X[i, m[a]], z[i]).ravel())
+                logs.append(np.log(S[i, m[b]] / S[i, m[a]]))
+    C, b = torch.tensor(np.array(rows)), torch.tensor(np.array(logs))[:, None]
+    w = torch.linalg.lstsq(C, b).solution.reshape(4, 4)
+    fb = check_finite_part(w, ex7, s)
+    if np.allclose(w.numpy(), W, atol=1e-9):  # a LAPACK whose gelsy gets it right
+        assert fb
+    else:
+        assert not fb and "gelsy" in fb.message, fb.message
+    w = torch.linalg.lstsq(C, b, driver="gelsd").solution.reshape(4, 4)
+    assert check_finite_part(w, ex7, s)
