@@ -191,3 +191,17 @@ def test_joint_step_right_and_each_mistake():
         al.check.check_joint_step(right, v0, p0, nt, 0.0)
     with pytest.raises(ValueError, match="shape"):
         al.check.check_joint_step(right, torch.zeros(3), p0, nt, lr)
+
+
+def test_joint_step_v_step_at_updated_p_and_stacked_pair():
+    """Review R1: the v step taken at the updated p (the mirror image of a recognised mistake)
+    got no diagnosis, and the pair stacked as a (2, d) tensor was refused."""
+    nt = al.examples.joint_example(tight=False).data
+    v0, p0, lr = torch.tensor([-1.0, 0.0], dtype=F64), torch.tensor([0.0, -1.0], dtype=F64), 0.1
+    right = _autograd_step(nt, v0, p0, lr)
+    p1 = right[1]
+    seq = (_autograd_step(nt, v0, p1, lr)[0], p1)  # the v step at the updated p
+    fb = al.check.check_joint_step(seq, v0, p0, nt, lr)
+    assert not fb and "updated p" in fb.message, fb.message
+    assert al.check.check_joint_step(torch.stack(right), v0, p0, nt, lr)
+    assert al.check.check_joint_step(torch.stack(right).numpy(), v0, p0, nt, lr)

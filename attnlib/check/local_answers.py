@@ -20,7 +20,8 @@ definition.
 Wrong answers get a diagnosis of the common mistakes (infeasible selections kept, margins
 compared with 1 exactly, scores without the labels, 1-based indices, comparing with every
 token instead of the support tokens; an ascent step, a missing or joint normalisation, the
-p step taken at the updated v, the softmax over samples), never the expected value.
+p step taken at the updated v (or the v step at the updated p), the softmax over samples),
+never the expected value.
 See ``attnlib.check`` for how a chapter uses a check.
 """
 
@@ -267,6 +268,9 @@ def check_joint_step(vp_next, v, p, data, lr, W=None) -> Feedback:
     if vp_next is None:
         return fail(title, "vp_next is None: you have not answered yet (replace the stub "
                            "above).")
+    if (torch.is_tensor(vp_next) or isinstance(vp_next, np.ndarray)) and \
+            tuple(vp_next.shape) == (2, d):
+        vp_next = tuple(vp_next)  # the pair stacked as rows
     if not isinstance(vp_next, (tuple, list)) or len(vp_next) != 2:
         return fail(title, "answer with the pair (v_next, p_next).")
     ans = []
@@ -285,7 +289,7 @@ def check_joint_step(vp_next, v, p, data, lr, W=None) -> Feedback:
 
     unit = lambda g: g / np.linalg.norm(g)
     gv, gp = grads(v, p)
-    v1 = v - lr * unit(gv)
+    v1, p1 = v - lr * unit(gv), p - lr * unit(gp)
     both = np.linalg.norm(np.concatenate([gv, gp]))
     pair = lambda a, b: np.stack([a, b])
     step = lambda g_v, g_p: pair(v - lr * unit(g_v), p - lr * unit(g_p))
@@ -298,6 +302,8 @@ def check_joint_step(vp_next, v, p, data, lr, W=None) -> Feedback:
         "norm, ∇_v L/‖∇_v L‖ and ∇_p L/‖∇_p L‖.": pair(v - lr * gv / both, p - lr * gp / both),
         "Your p step used the updated v: take both gradients at the current (v, p), then "
         "step.": pair(v1, p - lr * unit(grads(v1, p)[1])),
+        "Your v step used the updated p: take both gradients at the current (v, p), then "
+        "step.": pair(v - lr * unit(grads(v, p1)[0]), p1),
         "Your pair is in the order (p, v): answer (v_next, p_next).": step(gv, gp)[::-1].copy(),
         "Your risk ignores the labels: the margin of sample i is Y_i f_i.":
             step(*grads(v, p, labels=False)),
