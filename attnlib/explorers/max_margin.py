@@ -339,8 +339,8 @@ def _draw_joint(fig, example, iterations, arrays):
     ax0.set_ylim(-5, 23)
     ax0.legend(fontsize=7, loc="upper right")
     ax0.set_title(f"{example}: paths of p (red) and v (blue)", fontsize=10)
-    curves = {"cos(p, p^relax)": a["cos_p_relax"][j], "cos(p, p^mm)": a["cos_p_mm"][j],
-              "cos(v, v^mm)": a["cos_v"][j]}
+    curves = {r"cos$(p, p^{relax})$": a["cos_p_relax"][j],
+              r"cos$(p, p^{mm})$": a["cos_p_mm"][j], r"cos$(v, v^{mm})$": a["cos_v"][j]}
     plots.curves(a["steps"], curves, ax=ax1, one_minus=True, logy=True, mark=iterations,
                  ylabel="1 − cos", title="distance to the SVM directions")
     ax1.set_ylim(1e-6, 2.5)

@@ -14,7 +14,7 @@ import numpy as np
 from attnlib import plots
 from attnlib.experiments import run
 from attnlib.explore import Control, Explorer, with_static
-from attnlib.figures.mirror_text import TEXT_NAMES, draw_sentence
+from attnlib.figures.mirror_text import TEXT_NAMES
 
 _C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
 
@@ -25,6 +25,9 @@ TEXT_SETTINGS: dict = {}
 
 
 def _draw_words(fig, sentence, optimizer, seed, result):
+    """Two side-by-side panels (first and second half of the sentence, read top to bottom):
+    the attention per word as horizontal bars, the words as labels (each panel stays readable
+    as its own image on a phone)."""
     a = result.arrays
     i, k = int(sentence), str(optimizer)
     vocab = a["vocab"]
@@ -32,19 +35,30 @@ def _draw_words(fig, sentence, optimizer, seed, result):
     rel = int(a["relevant"][i])
     dis = {int(t) for t in np.atleast_1d(a["distractor"][i])}
     s = np.asarray(a[f"attention_{k}"][int(seed), i], dtype=float)  # (T,)
-    ax0, ax1 = fig.subplots(2, 1, gridspec_kw=dict(height_ratios=[1, 3]))
-    draw_sentence(ax0, words, s, rel, dis)
+    T = len(words)
+    half = (T + 1) // 2
+    axes = fig.subplots(1, 2, sharex=True)
     label = "positive" if a["label"][i] > 0 else "negative"
-    plots.title(ax0, f"{TEXT_NAMES[k]}, seed {int(seed)}: label {label}, planted word "
-                     f"'{words[rel]}' (red), distractors (orange)", fontsize=9)
-    colors = [_C["target"] if t == rel else (_C["support"] if t in dis else "0.6")
-              for t in range(len(words))]
-    ax1.bar(np.arange(len(words)), s, color=colors)
-    ax1.axhline(1.0 / len(words), color="0.4", ls=":", lw=1, label="uniform")
-    ax1.set_xticks(np.arange(len(words)), words, rotation=35, ha="right", fontsize=8)
-    ax1.set_ylim(0, 1)
-    ax1.set_ylabel("attention")
-    ax1.legend(fontsize=7, loc="upper right")
+    titles = (f"{TEXT_NAMES[k]}, seed {int(seed)}, label {label}",
+              f"planted word '{words[rel]}' (red)")
+    for ax, ts, ttl in zip(axes, (range(half), range(half, T)), titles):
+        ts = list(ts)
+        colors = [_C["target"] if t == rel else (_C["support"] if t in dis else "0.6")
+                  for t in ts]
+        ax.barh(np.arange(len(ts)), s[ts], color=colors)
+        ax.axvline(1.0 / T, color="0.4", ls=":", lw=1, label="uniform 1/T")
+        ax.set_yticks(np.arange(len(ts)), [words[t] for t in ts], fontsize=9)
+        for tick, t in zip(ax.get_yticklabels(), ts):
+            if t == rel or t in dis:
+                tick.set_color(_C["target"] if t == rel else _C["support"])
+                tick.set_fontweight("bold")
+        ax.set_ylim(half - 0.5, -0.5)  # sentence order, top to bottom; equal bar heights
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("attention")
+        ax.set_ylabel(f"words {ts[0] + 1}-{ts[-1] + 1}" if ts else "")
+        ax.yaxis.set_label_coords(-0.47, 0.5)  # fixed: the phone cuts stay right for any word
+        plots.title(ax, ttl, fontsize=9)
+    axes[1].legend(fontsize=8, loc="lower right")
 
 
 def word_attention(result=None, sentence: int = 0, optimizer: str = "md", *, seed: int = 0,
@@ -55,8 +69,8 @@ def word_attention(result=None, sentence: int = 0, optimizer: str = "md", *, see
     by ℓ1.1 mirror descent, gradient descent, ℓ3 mirror descent or Adam; learning rate and
     checkpoint chosen on validation) reads sentences of real words with one planted strong
     sentiment word (the relevant token, red) and three weaker words of the opposite polarity
-    (orange). Top: the words coloured by attention; bottom: the attention per word, against
-    the uniform 1/T. See chapter 10.
+    (orange). The attention per word as bars, the sentence read top to bottom in two panels
+    (first half left, second half right), against the uniform 1/T. See chapter 10.
 
     Parameters
     ----------
@@ -98,8 +112,8 @@ def word_attention(result=None, sentence: int = 0, optimizer: str = "md", *, see
                 f"{len(dis)} distractors.")
 
     ex = Explorer(draw, with_static(controls, static), name="word-attention",
-                  slider="sentence", figsize=(9.0, 4.2), note=note,
-                  margins=dict(left=0.08, right=0.98, bottom=0.2, top=0.9),
+                  slider="sentence", figsize=(8.0, 3.6), note=note,
+                  margins=dict(left=0.19, right=0.96, bottom=0.14, top=0.9, wspace=0.62),
                   caption="Pick a sentence and an optimizer: the attention the trained "
                           "classifier puts on each word, the planted sentiment word in red, "
                           "its distractors in orange.")

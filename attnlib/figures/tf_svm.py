@@ -61,22 +61,22 @@ def plot_visualization(res):
     fig, axes = new_figure(1, 2, figsize=(9.0, 3.8))
     X = np.asarray(A["X"], dtype=float)
     for ax, key, svm, title, name in (
-            (axes[0], "W", "fro", "W: GD path and Att-SVM", "W^mm"),
-            (axes[1], "KQ", "nuc", "(K,Q): GD path and Att-SVM⋆", "W^mm_⋆")):
+            (axes[0], "W", "fro", "W: GD path and Att-SVM", r"W^{mm}"),
+            (axes[1], "KQ", "nuc", "(K,Q): GD path and Att-SVM⋆", r"W^{mm}_\star")):
         paths, rays_ = A[f"path_{key}"], np.asarray(A[f"ray_{svm}"], dtype=float)  # (n, S, 2)
         qc = [color_of(i) for i in range(len(paths))]  # one colour per query z_i
         alpha = np.asarray(A.get(f"alpha_{key}", np.argmax(A["scores"], -1))).reshape(-1)
         names = [[f"$x_{{{i + 1}{t + 1}}}$" if t == alpha[i] else "" for t in range(X.shape[1])]
                  for i in range(X.shape[0])]  # the selected tokens are named
         token_plane(X, A["scores"], paths=paths, directions=rays_, ray_length=200.0,
-                    direction_labels=[f"{name} z_{i + 1}" for i in range(len(paths))],
+                    direction_labels=[f"${name}\\, z_{i + 1}$" for i in range(len(paths))],
                     ax=ax, title=title, path_colors=qc, legend=None, annotate=True,
                     names=names)
         for i, p in enumerate(rays_):
             seg = mid_margin_line(p, X[i, alpha[i]])
             ax.plot(seg[:, 0], seg[:, 1], ":", color=qc[i], lw=1.5, alpha=0.8, zorder=0,
-                    label=f"mid-margin line of z_{i + 1}")
-        ax.legend(fontsize=6, loc="lower right", framealpha=0.9)
+                    label=f"mid-margin line of $z_{i + 1}$")
+        ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
         if example == 1:  # the official frame of visualization1 is 70 x 200: not to scale
             ax.set_aspect("auto")
         ax.set_adjustable("box")  # keep the aspect: the frame, not the zoom, adapts
@@ -116,9 +116,9 @@ def plot_spectra(res):
     j = None
     for key, label, style, c in (
             ("W", "W(k), trained", "-o", PALETTE["W"]),
-            ("fro", "W^mm_α (Frobenius)", ":", PALETTE["W"]),
+            ("fro", r"$W^{mm}_\alpha$ (Frobenius)", ":", PALETTE["W"]),
             ("KQ", "KQᵀ(k), trained", "-s", PALETTE["KQ"]),
-            ("nuc", "W^mm_⋆,α (nuclear)", ":", PALETTE["KQ"])):
+            ("nuc", r"$W^{mm}_{\star,\alpha}$ (nuclear)", ":", PALETTE["KQ"])):
         sv = np.asarray(A[f"sv_{key}"], dtype=float).mean(0)
         j = np.arange(1, len(sv) + 1)
         ax.semilogy(j, np.maximum(sv, 1e-17), style, ms=4, label=label, color=c)
@@ -181,8 +181,8 @@ def plot_global(res):
     fig, ax = new_figure(1, 1, figsize=(5.6, 3.4))
     x = np.arange(len(A["ds"]))
     g, lo, o = (np.asarray(A[k]).reshape(-1) for k in ("global", "local_only", "other"))
-    ax.bar(x, g, label="global W^mm", color=PALETTE["target"])
-    ax.bar(x, lo, bottom=g, label="locally optimal W^mm_α", color=PALETTE["other"])
+    ax.bar(x, g, label=r"global $W^{mm}$", color=PALETTE["target"])
+    ax.bar(x, lo, bottom=g, label=r"locally optimal $W^{mm}_\alpha$", color=PALETTE["other"])
     ax.bar(x, o, bottom=g + lo, label="other", color=PALETTE["neutral"])
     ax.set_xticks(x, [str(d) for d in A["ds"]])
     ax.set_xlabel("d")

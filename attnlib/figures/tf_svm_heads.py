@@ -104,7 +104,7 @@ def plot_nonlinear_path(res):
                     label="each data set" if j == 0 else None)
     ax.semilogx(R, C.mean(0), "o-", color=color_of(0), label="mean over data sets")
     ax.set_xlabel("radius R")
-    ax.set_ylabel("corr(W̄(R), W^mm_α)")
+    ax.set_ylabel(r"corr$(\bar W(R), W^{mm}_\alpha)$")
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
     ax = axes[1]

@@ -47,8 +47,8 @@ def _score_key(ax, sc, g, star):
                               label="optimal token"))
     if handles:
         key = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                        borderaxespad=0.0, fontsize=7, title="score" if levels is not None
-                        else None, title_fontsize=7, frameon=False)
+                        borderaxespad=0.0, fontsize=8, title="score" if levels is not None
+                        else None, title_fontsize=8, frameon=False)
         key.set_gid("score key")  # the axes' legend, beside them (the layout makes room)
 
 
@@ -281,7 +281,7 @@ def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels
         if ax.get_legend() is not None:  # the score key beside the axes stays
             from matplotlib.legend import Legend
 
-            ax.add_artist(Legend(ax, handles, labels, loc=loc, fontsize=7))
+            ax.add_artist(Legend(ax, handles, labels, loc=loc, fontsize=8))
         else:
-            ax.legend(fontsize=7, loc=loc)
+            ax.legend(fontsize=8, loc=loc)
     return fig
