@@ -110,7 +110,7 @@ def _draw_mirror(fig, lp, iterations, seed, normalized):
     Wk = d["H"][k - 1]
     rel = {f"W({int(iterations)})": np.abs(Wk) / max(np.abs(Wk).max(), 1e-300),
            f"ℓ{lp:g}-AttSVM": np.abs(d["svm_lp"]) / np.abs(d["svm_lp"]).max()}
-    plots.histogram(rel, ax=ax1, bins=20, range=(0.0, 1.0), xlabel="|W_ij| / max |W|")
+    plots.histogram(rel, ax=ax1, bins=20, range=(0.0, 1.0), xlabel=r"$|W_{jk}|\,/\max|W|$")
     ax1.set_ylim(0, 100)
     plots.title(ax1, "entries: sparse for lp → 1")
     # (c) the directional Bregman divergence to the lp-SVM and to the l2-SVM

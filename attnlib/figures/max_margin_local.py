@@ -86,7 +86,7 @@ def plot_local_regpath(res):
     ax.set_xlabel("angle of p (degrees)")
     ax.set_ylabel(r"$\mathcal{L}(p)$ on $\|p\| = R$")
     ax.set_title("(a) the loss over the circle of directions", fontsize=9)
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=7, ncol=2)
     ax = axes[1]
     z, dfc = np.degrees(_np(a["phi_zoom"])), _np(a["deficit"])
     best = np.degrees(_np(a["best_local"]))

@@ -40,7 +40,7 @@ def plot_convergence(res):
     for j, (ax, lp) in enumerate(zip(np.atleast_1d(axes), lps)):
         steps = a[f"steps_{j}"]
         curves = {f"ℓ{q:g}-AttSVM": a[f"ddir_{j}"][i] for i, q in enumerate(lps)}
-        _plots.curves(steps, curves, ax=ax, ylabel="D_dir(SVM, W(k))", logy=True,
+        _plots.curves(steps, curves, ax=ax, ylabel=r"$D_{dir}$(SVM, $W(k)$)", logy=True,
                       title=f"ℓ{lp:g}-MD iterates")
     return fig
 
@@ -53,15 +53,15 @@ def plot_bias(res):
     a = res.arrays
     lps = a["lps"]
     fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.2, 3.6))
-    _plots.matrix_image(np.log10(a["ddir"]), ax=ax1, title="mean D_dir(ℓq-SVM, ℓp-MD)",
+    _plots.matrix_image(np.log10(a["ddir"]), ax=ax1, title=r"mean $D_{dir}$(ℓq-SVM, ℓp-MD)",
                         signed=False, values=a["ddir"], fmt="{:.1e}",
-                        label="log10 D_dir (darker: closer)")
+                        label=r"$\log_{10} D_{dir}$ (darker: closer)")
     ax1.set_xticks(range(len(lps)), [f"q={q:g}" for q in lps])
     ax1.set_yticks(range(len(lps)), [f"p={p:g}" for p in lps])
     ax1.set_xlabel("ℓq-AttSVM")
     ax1.set_ylabel("ℓp-MD run")
     _plots.histogram({f"p = {p:g}": a["rel_abs"][j] for j, p in enumerate(lps)}, ax=ax2,
-                     bins=40, logy=True, xlabel="|W_jk| / max|W| (final iterates)",
+                     bins=40, logy=True, xlabel=r"$|W_{jk}|\,/\max|W|$ (final iterates)",
                      range=(0.0, 1.0))
     return fig
 
@@ -75,9 +75,10 @@ def plot_unnormalized(res):
     fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.2, 3.4))
     lab = [f"p = {p:g}" for p in a["lps"]]
     _plots.curves(a["steps"], dict(zip(lab, a["ddir"])), ax=ax1, logy=True, logx=True,
-                  ylabel="D_dir(ℓp-SVM, W(k))", title="constant step η = 10", legend="lower left")
+                  ylabel=r"$D_{dir}$(ℓp-SVM, $W(k)$)", title="constant step η = 10",
+                  legend="lower left")
     _plots.norm_curves(a["steps"], dict(zip(lab, a["norm"])), ax=ax2, logx=True,
-                       title="‖W(k)‖_p", ylabel="‖W(k)‖_p")
+                       title=r"$\|W(k)\|_p$", ylabel=r"$\|W(k)\|_p$")
     return fig
 
 
@@ -116,10 +117,13 @@ def plot_digits(res):
     a = res.arrays
     fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.2, 3.4))
     names = {k: v.format(lp=res.params["lp"]) for k, v in OPTIMIZER_NAMES.items()}
+    # each optimizer in the colour it has in the text experiment (TEXT_NAMES' order)
+    col = {names[k]: _plots.color_of(j) for k, j in (("md", 0), ("gd", 1), ("adam", 3))}
     _plots.histogram({names[k]: a[f"rel_abs_{k}"] for k in names}, ax=ax1, bins=40, logy=True,
-                     xlabel="|W_jk| / max|W| (selected models)", range=(0.0, 1.0))
+                     xlabel=r"$|W_{jk}|\,/\max|W|$ (selected models)", range=(0.0, 1.0),
+                     colors=col)
     _plots.curves(a["curve_step"], {names[k]: a[f"curve_val_acc_{k}"].T for k in names}, ax=ax2,
-                  ylabel="validation accuracy", xlabel="step", legend="lower right")
+                  ylabel="validation accuracy", xlabel="step", legend="lower right", colors=col)
     return fig
 
 
@@ -219,7 +223,7 @@ def plot_lp_path(res):
         ax.loglog(R, np.asarray(a[f"ddir_2_{j}"]).mean(0), "s--", color=c,
                   label=f"p = {lp:g}: to ℓ2-AttSVM")
     ax.set_xlabel("radius R of the ℓp ball")
-    ax.set_ylabel("D_dir(SVM, W_R)")
+    ax.set_ylabel(r"$D_{dir}$(SVM, $W_R$)")
     ax.legend(fontsize=7, loc="lower left")
     _plots.title(ax, "ℓp regularisation path", fontsize=10)
     return fig

@@ -47,7 +47,7 @@ def plot_text(res):
     ax2.legend(fontsize=7, loc="lower left")
     _plots.title(ax2, "on the test sentences (selected models)")
     _plots.histogram({TEXT_NAMES[k]: a[f"rel_abs_{k}"] for k in TEXT_NAMES}, ax=ax3, bins=40,
-                     logy=True, xlabel="|W_jk| / max|W| (selected models)", range=(0.0, 1.0))
+                     logy=True, xlabel=r"$|W_{jk}|\,/\max|W|$ (selected models)", range=(0.0, 1.0))
     return fig
 
 

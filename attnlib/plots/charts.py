@@ -139,13 +139,15 @@ def norm_curves(steps, norms, *, ax=None, **kw):
 
 
 def histogram(values, *, ax=None, bins=30, logy=False, xlabel="value", density=False,
-              range=None, legend="upper right"):
+              range=None, legend="upper right", colors=None):
     """Overlaid histograms, e.g. of :math:`|W_{jk}| / \\max |W|` for several :math:`\\ell_p`.
 
     Parameters
     ----------
     values : dict[str, array] or array
         One histogram per entry (flattened).
+    colors : dict[str, color], optional
+        A colour per label (default: the book's colour cycle in order).
 
     Returns
     -------
@@ -159,7 +161,8 @@ def histogram(values, *, ax=None, bins=30, logy=False, xlabel="value", density=F
         range = (float(np.nanmin(allv)), float(np.nanmax(allv)) or 1.0)
     for j, (label, v) in enumerate(values.items()):
         ax.hist(as_array(v, "values").reshape(-1), bins=bins, range=range, alpha=0.55,
-                color=COLORS[j % len(COLORS)], label=label, density=density)
+                color=(colors or {}).get(label, COLORS[j % len(COLORS)]), label=label,
+                density=density)
     if logy:
         log_y(ax)
     ax.set_xlabel(xlabel)
