@@ -2,7 +2,7 @@ r"""The attention-over-words explorer of chapter 10 (arXiv 2410.14581, real-data
 
 :func:`word_attention`: pick a test sentence and an optimizer (ℓ1.1-MD, GD, ℓ3-MD, Adam) and
 see the attention :math:`s_t = \mathrm{softmax}_t(x_t^\top W z)` the trained classifier puts on
-each word, the planted sentiment word boxed in red and its three opposite-polarity distractors
+each word, the planted sentiment word in red and its three opposite-polarity distractors
 in orange. It reads the experiment ``md_text`` (:func:`attnlib.experiments.run`, cached) and
 only draws. Chapters show it as ``al.widgets.word_attention(res)``.
 """
