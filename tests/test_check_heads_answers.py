@@ -212,3 +212,18 @@ def test_finite_part_names_lower_thresholds_log10_and_lstsq_default():
         assert not fb and "gelsy" in fb.message, fb.message
     w = torch.linalg.lstsq(C, b, driver="gelsd").solution.reshape(4, 4)
     assert check_finite_part(w, ex7, s)
+
+
+def test_unit_margins_names_rows_of_pinv_for_duals():
+    """Review R1: at d = n (the book's instance) the rows of pinv(Z) have the length of the
+    dual vectors, so taking rows for columns runs without error; it got a generic message."""
+    ex6 = al.random_data(4, 5, 4, seed=3, device="cpu")
+    alpha = np.array([4, 0, 2, 1])
+    X, Z = ex6.X.numpy(), ex6.z.numpy()
+    W = np.zeros((4, 4))
+    for i in range(4):
+        D = X[i, alpha[i]] - X[i, np.arange(5) != alpha[i]]
+        W += np.outer(np.linalg.pinv(D) @ np.ones(4), np.linalg.pinv(Z)[i, :])
+    fb = check_unit_margins(W, ex6, alpha)
+    assert not fb and "columns" in fb.message, fb.message
+    never_shows(fb, construction(ex6, alpha))

@@ -18,8 +18,8 @@ Wrong answers get a diagnosis of the common mistakes (a transposed :math:`W`, 1-
 indices, a flipped sign, the probabilities or a base-10 logarithm in place of the natural
 logarithm of the ratio, masked tokens kept in the sets at any lower threshold,
 torch.linalg.lstsq's default CPU driver on a wide system (in the generic message), a
-solution that is not of minimum norm, the queries used in place of their dual vectors, an
-SVM solver instead of the construction), never the expected value. See
+solution that is not of minimum norm, the queries (or the rows of pinv(Z)) used in place
+of their dual vectors, an SVM solver instead of the construction), never the expected value. See
 ``attnlib.check`` for how a chapter uses a check.
 """
 
@@ -137,6 +137,13 @@ def check_unit_margins(W, data, alpha) -> Feedback:
         return fail(title, "your u_i are right, but W z_i ≠ u_i: W = Σ_j u_j z_jᵀ works only "
                            "for orthonormal queries. Use vectors w_j with w_jᵀ z_i = δ_ij "
                            "(the rows of a left inverse of [z_1 ⋯ z_n], as in the proof).")
+    if n == d:  # W = sum_j u_j (row j of pinv(Z)): rows taken where columns are meant
+        Ur = A @ np.linalg.pinv(Zp)
+        if all(np.allclose((X[i, a[i]] - X[i, np.arange(T) != a[i]]) @ Ur[:, i], 1,
+                           rtol=0, atol=_RTOL * scale) for i in range(n)):
+            return fail(title, "your u_i are right, but W z_i ≠ u_i: you took the rows of "
+                               "the right inverse pinv(Z) of the queries' matrix Z (rows "
+                               "z_iᵀ); the dual vectors w_j are its columns, Z w_j = e_j.")
     off = others & (np.abs(M - 1) > _RTOL * scale)
     i, t = np.argwhere(off)[np.abs(M - 1)[off].argmax()]
     rows = sorted({int(k) for k in np.nonzero(off.any(1))[0]})
