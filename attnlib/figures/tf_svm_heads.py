@@ -36,7 +36,7 @@ def plot_multi(res):
     fig, axes = _grid(len(ds))
     for j, d in enumerate(ds):
         k = A["run_d"] == d
-        correlation_curves(A["steps"], {"SVM-eq": A["corr_eq"][k], "W^dir": A["corr_dir"][k],
+        correlation_curves(A["steps"], {"SVM-eq": A["corr_eq"][k], r"$W^{dir}$": A["corr_dir"][k],
                                         "1-token SVM": A["corr_one"][k]},
                            ax=axes[j], one_minus=True, title=f"d = {d} ({k.sum()} runs)",
                            legend="lower left" if j == 0 else None)
@@ -74,19 +74,19 @@ def plot_lambda(res):
     diverging part's 1 − corr with W^dir(s*) (middle); the final attention (right)."""
     A = res.arrays
     fig, axes = new_figure(1, 3, figsize=(13.0, 3.4))
-    correlation_curves(A["steps"], {"SVM-eq (R fitted)": A["corr_eq"], "W^dir": A["corr_dir"],
+    correlation_curves(A["steps"], {"SVM-eq (R fitted)": A["corr_eq"], r"$W^{dir}$": A["corr_dir"],
                                     "1-token SVM": A["corr_one"]}, ax=axes[0], one_minus=True,
-                       legend="lower left", title="whole W(k)")
-    curves(A["steps"], {"finite part: gap to W^fin(s*)": A["fin_gap"],
-                        "diverging part: 1 − corr with W^dir": A["perp_err"]}, ax=axes[1],
-           logy=True, ylabel="a-priori error", legend="lower left",
-           title="the two parts, against s* (no GD input)")
+                       legend="center right", title=r"whole $W(k)$")
+    curves(A["steps"], {r"finite part: gap to $W^{fin}(s^*)$": A["fin_gap"],
+                        r"diverging part: 1 − corr with $W^{dir}$": A["perp_err"]}, ax=axes[1],
+           logy=True, ylabel="a-priori error", legend="upper right",
+           title=r"the two parts, against $s^*$ (no GD input)")
     x = np.arange(len(A["s_opt"]))
-    axes[2].bar(x - 0.2, A["s_opt"], 0.4, label="best attention s*", color=color_of(0))
+    axes[2].bar(x - 0.2, A["s_opt"], 0.4, label=r"best attention $s^*$", color=color_of(0))
     axes[2].bar(x + 0.2, A["s_final"], 0.4, label="GD's final softmax", color=color_of(1))
     axes[2].set_xticks(x, [f"$x_{{{t + 1}}}$" for t in x])
     axes[2].set_xlabel("token")
-    axes[2].set_ylabel("attention s_t")
+    axes[2].set_ylabel(r"attention $s_t$")
     axes[2].legend(fontsize=8)
     return fig
 
