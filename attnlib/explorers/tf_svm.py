@@ -87,6 +87,7 @@ def _draw_parameterisation(fig, example, param, iterations, lr, normalized):
     shown = ("W", "KQ") if param == "both" else (param,)
     R = np.linalg.norm(d["X"], axis=-1).max()  # paths drawn on the tokens' scale
     styles = {"W": (_C["other"], "fro", "Frobenius"), "KQ": (_C["target"], "nuc", "nuclear")}
+    svm_name = {"fro": r"$W^{mm} z_i$", "nuc": r"$W^{mm}_\star z_i$"}  # the book's notation
     plots.token_scatter(d["X"], d["gamma"], ax=ax0, colorbar=False, annotate=False)
     for name in shown:
         color, key, norm_name = styles[name]
@@ -94,10 +95,10 @@ def _draw_parameterisation(fig, example, param, iterations, lr, normalized):
         nrm = np.linalg.norm(H, axis=(-2, -1))[:, None, None]
         Wz = np.einsum("sij,nj->nsi", H / np.where(nrm > 0, nrm, 1.0), d["z"]) * R  # (n, k, 2)
         plots.trajectories(Wz, ax=ax0, color=color, arrow_every=max(1, k // 4),
-                           label=f"{name}: W(k) z_i / ‖W(k)‖")
+                           label=f"{name}: " + r"$W(k)\,z_i/\|W(k)\|$")
         plots.rays(d["z"] @ d[name][key].T, ax=ax0, colors=[color] * len(d["z"]), length=3 * R,
-                   labels=[f"{norm_name} SVM: Wᵐᵐ z_i"] + [None] * (len(d["z"]) - 1))
-    plots.title(ax0, "queries' directions W z_i (scaled)")
+                   labels=[f"{norm_name} SVM: {svm_name[key]}"] + [None] * (len(d["z"]) - 1))
+    plots.title(ax0, r"queries' directions $W z_i$ (scaled)")
     plots.square_view(ax0, np.concatenate([d["X"].reshape(-1, 2), np.zeros((1, 2))]), pad=0.4)
     ax0.legend(fontsize=7, loc="upper left")
     steps = d["steps"][:k]
