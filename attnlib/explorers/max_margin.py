@@ -342,7 +342,8 @@ def _draw_joint(fig, example, iterations, arrays):
     curves = {r"cos$(p, p^{relax})$": a["cos_p_relax"][j],
               r"cos$(p, p^{mm})$": a["cos_p_mm"][j], r"cos$(v, v^{mm})$": a["cos_v"][j]}
     plots.curves(a["steps"], curves, ax=ax1, one_minus=True, logy=True, mark=iterations,
-                 ylabel="1 − cos", title="distance to the SVM directions")
+                 ylabel="1 − cos", title="distance to the SVM directions",
+                 colors=dict(zip(curves, (_C["target"], "0.6", _C["other"]))))  # as the rays
     ax1.set_ylim(1e-6, 2.5)
 
 
@@ -364,11 +365,11 @@ def joint_explorer(result=None, mode=None):
         j = 0 if example == "tight" else 1
         k = int(np.searchsorted(a["steps"], iterations, side="right")) - 1
         c = {key: 1.0 - float(a[key][j][k]) for key in ("cos_v", "cos_p_relax", "cos_p_mm")}
-        return (f"{example}, iteration {int(a['steps'][k])}: 1 − cos(v, v^mm) = "
-                f"{c['cos_v']:.1e}, 1 − cos(p, p^relax) = {c['cos_p_relax']:.1e}, "
-                f"1 − cos(p, p^mm) = {c['cos_p_mm']:.1e}.")
+        return (f"{example}, iteration {int(a['steps'][k])}: 1 − cos(v, vᵐᵐ) = "
+                f"{c['cos_v']:.1e}, 1 − cos(p, pʳᵉˡᵃˣ) = {c['cos_p_relax']:.1e}, "
+                f"1 − cos(p, pᵐᵐ) = {c['cos_p_mm']:.1e}.")
 
     return Explorer(draw, controls, name="joint-head", slider="iterations", figsize=(9.5, 3.8),
                     note=note, caption="Joint training of the head v and the prompt p: "
-                    "v heads for v^mm; p heads for p^relax, which equals p^mm only in the "
+                    "v heads for vᵐᵐ; p heads for pʳᵉˡᵃˣ, which equals pᵐᵐ only in the "
                     "tight example.").show(mode)
