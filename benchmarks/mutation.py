@@ -46,7 +46,7 @@ MODULES = {
     "train-setup": (["attnlib/train/setup.py"], ["tests/test_train.py"]),
     "train-config-mirror": (["attnlib/train/config.py", "attnlib/train/mirror.py"],
                             ["tests/test_train.py", "tests/test_train_mirror*.py",
-                             "tests/test_mirror_numerics.py"]),
+                             "tests/test_mirror_numerics.py", "tests/test_train_mutation.py"]),
     # svm: the tiny-instance tests (n, T, d <= 4: a solve takes milliseconds) carry the solver
     # modules; test_svm.py and test_svm_certify.py (paper-size instances, hypothesis: ~10 s of
     # tests each, paid by every surviving mutant) stay out of the engine's loop

@@ -17,7 +17,8 @@ import torch
 
 from attnlib import svm
 from attnlib.data import AttentionData
-from attnlib.svm import InfeasibleError
+from attnlib.sequences import SequenceData
+from attnlib.svm import InfeasibleError, SolveConfig, UncertifiedError
 
 F64 = dict(dtype=torch.float64)
 
@@ -123,13 +124,16 @@ def test_att_svm_batched_with_a_shared_mask_and_its_messages():
         W_ref, L_ref = _att_oracle(X[b], z[b], alpha[b], MASK)
         _close(W[b], W_ref, 1e-6)
         _close(lam[b], L_ref, 1e-5)
-    # token 0 is visible in input 1 but hidden in input 0: selecting it there is an error
-    with pytest.raises(ValueError, match=r"^alpha: a selected token is not visible under "
-                       r"mask$"):
-        svm.att_svm(X, z=z, alpha=[[1, 0], [0, 0]], mask=MASK)
-    with pytest.raises(ValueError, match=r"^alpha: a selected token is not visible under "
-                       r"mask$"):
-        svm.prompt_svm(X, alpha=[[1, 0], [0, 0]], mask=MASK)
+    # token 0 is visible to input 0 but hidden from input 1: selecting it there is an error
+    # (checked input by input, not against input 0's visibility)
+    hide = torch.tensor([[True, True, True], [False, True, True]])
+    for a in ([[0, 0], [1, 1]], [0, 0]):
+        with pytest.raises(ValueError, match=r"^alpha: a selected token is not visible under "
+                           r"mask$"):
+            svm.att_svm(X, z=z, alpha=a, mask=hide)
+        with pytest.raises(ValueError, match=r"^alpha: a selected token is not visible under "
+                           r"mask$"):
+            svm.prompt_svm(X, alpha=a, mask=hide)
 
 
 def test_att_svm_infeasible_messages():
@@ -165,6 +169,10 @@ def test_float32_tokens_are_read_in_float64():
     # a float32 W: its keys are formed in float64 too
     p = svm.prompt_svm(X.double(), alpha=[0], W=one, dtype=torch.float64)
     assert abs(p.item() - want) < 1e-13
+    # float32 queries of a 2-d span in d = 3 (the solve works in that span): read in float64
+    X3, z3 = _rand(13, (2, 3, 3)).float(), _rand(14, (2, 3)).float()
+    W = svm.att_svm(X3, z=z3, alpha=[0, 1], dtype=torch.float64)
+    _close(W, _att_oracle(X3.double(), z3.double(), [0, 1])[0], 1e-12)
     # default dtype: that of X; an explicit one for p and its multipliers
     assert svm.att_svm(X, z=one, alpha=[0]).dtype == torch.float32
     p, lam = svm.prompt_svm(X.double(), alpha=[0], dtype=torch.float32, return_dual=True)
@@ -238,6 +246,11 @@ def test_progress_bars_name_the_problem(capsys):
              "v-SVM": lambda pr: svm.head_svm(data, alpha=[0, 1], progress=pr),
              "relaxed p-SVM": lambda pr: svm.relaxed_prompt_svm(data, alpha=[0, 1], progress=pr),
              "Att-SVM ": lambda pr: svm.sequence_svm(X, [[0, 1, 2], [2, 2, 0]], progress=pr)}
+    svm.att_svm(X, z=z, alpha=[0, 1])
+    svm.prompt_svm(X, alpha=[0, 1])
+    svm.head_svm(data, alpha=[0, 1])
+    svm.relaxed_prompt_svm(data, alpha=[0, 1])
+    assert capsys.readouterr().err == ""  # no bar by default
     for label, call in calls.items():
         call(False)
         assert capsys.readouterr().err == ""
@@ -354,3 +367,110 @@ def test_sequence_svm_default_selection_batches_and_checks():
     for bad in (-1, 3):
         with pytest.raises(ValueError, match=r"^alpha: token indices must lie in \[0, 3\)$"):
             svm.sequence_svm(X, [[0, bad, 0], [0, 0, 0]])
+
+
+def test_sequence_svm_reads_sequence_data_and_forwards_its_settings(capsys):
+    X = _rand(10, (2, 3, 3))
+    X = X / X.norm(dim=-1, keepdim=True)
+    Y = torch.tensor([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]], **F64)
+    v = torch.tensor([0.5, -1.0, 0.2], **F64)
+    alpha = [[1, 2, 1], [2, 2, 0]]  # the optimal tokens of (Y, v), see the test above
+    W_ref = _seq_oracle(X, alpha, False)[0]
+    # Y and v from an object that carries them (as SequenceData does), defaults otherwise
+    W = svm.sequence_svm(SequenceData(X, Y, v))
+    assert isinstance(W, torch.Tensor) and W.dtype == torch.float64
+    assert capsys.readouterr().err == ""  # no progress bar by default
+    _close(W, W_ref, 1e-6)
+    # integer-valued float selections are selections; float32 tokens with a float64 head
+    _close(svm.sequence_svm(X, torch.tensor(alpha, dtype=torch.float64)), W_ref, 1e-6)
+    W32 = svm.sequence_svm(X.float(), Y=Y, v=[0.5, -1.0, 0.2])
+    assert W32.dtype == torch.float32
+    _close(W32, _seq_oracle(X.float().double(), alpha, False)[0], 1e-5)
+    # batched labels (B, n, T) with batched tokens
+    Wb = svm.sequence_svm(X.expand(2, 2, 3, 3), Y=Y.expand(2, 2, 3), v=v)
+    _close(Wb[1], W_ref, 1e-6)
+    with pytest.raises(ValueError, match=r"^alpha: give the selection, or labels Y \(n,T\) and "
+                       r"head v$"):
+        svm.sequence_svm(X, v=v)  # plain tokens: no labels anywhere
+    with pytest.raises(ValueError, match=r"^Y: contains NaN or Inf$"):
+        svm.sequence_svm(X, Y=Y * float("nan"), v=v)
+    with pytest.raises(ValueError, match=r"^v: contains NaN or Inf$"):
+        svm.sequence_svm(X, Y=Y, v=v * float("inf"))
+    # the solver, the config, the output dtype and the norm reach the solve
+    with pytest.raises(UncertifiedError, match=r"^Att-SVM: "):
+        svm.sequence_svm(X, alpha, solver="NO_SUCH_SOLVER")
+    with pytest.raises(UncertifiedError, match=r"^Att-SVM: "):
+        svm.sequence_svm(X, alpha, config=SolveConfig(solvers=("NO_SUCH_SOLVER",)))
+    assert svm.sequence_svm(X, alpha, dtype=torch.float32).dtype == torch.float32
+    Wn = svm.sequence_svm(X, alpha, norm="nuc")
+    Xn = X.numpy()
+    margins = [(Xn[i, alpha[i][k]] - Xn[i, t]) @ Wn.numpy() @ Xn[i, k]
+               for i in range(2) for k in range(3) for t in range(3) if t != alpha[i][k]]
+    assert min(margins) > 1 - 1e-6
+    nuc = np.linalg.norm(Wn.numpy(), "nuc")
+    assert nuc < np.linalg.norm(W_ref, "nuc") - 1e-3  # the Frobenius answer is not optimal
+
+
+def test_head_and_relaxed_forward_their_settings():
+    X0 = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[2.0, 0.0], [3.0, 0.0]]], **F64)
+    data = AttentionData(X0, torch.tensor([1.0, 1.0]), v=torch.tensor([1.0, 0.0]))
+    with pytest.raises(ValueError, match=r"^norm: expected 'fro' or a float lp > 1, got "
+                       r"'nuc'$"):
+        svm.head_svm(data, norm="nuc")
+    bad = SolveConfig(solvers=("NO_SUCH_SOLVER",))
+    for kw in (dict(solver="NO_SUCH_SOLVER"), dict(config=bad)):
+        with pytest.raises(UncertifiedError, match=r"^v-SVM: "):
+            svm.head_svm(data, **kw)
+        # the relaxed problem solves its v-SVM with the same settings, then its own
+        with pytest.raises(UncertifiedError, match=r"^v-SVM: "):
+            svm.relaxed_prompt_svm(data, alpha=[0, 0], **kw)
+        with pytest.raises(UncertifiedError, match=r"^relaxed p-SVM: "):
+            svm.relaxed_prompt_svm(data, alpha=[0, 0], v_mm=[1.0, 0.0], **kw)
+    # a margin of exactly 1 + tol counts as a support vector (tol = 0.5 is exact)
+    p = svm.relaxed_prompt_svm(data, alpha=[0, 0], v_mm=[1.5, 0.0], tol=0.5)
+    _close(p, _prompt_oracle(X0, [0, 0], rhs=[1.0, 0.0])[0], 1e-7)
+    p = svm.relaxed_prompt_svm(data, alpha=[0, 0], v_mm=[1.5, 0.0], tol=0.25)
+    assert p.abs().max() < 1e-7  # no input is a support vector: nothing to separate
+    # a fixed W: keys W'x
+    Wk = torch.tensor([[1.0, 0.5], [0.0, 2.0]], **F64)
+    p = svm.relaxed_prompt_svm(data, alpha=[0, 0], W=Wk)
+    _close(p, _prompt_oracle(X0, [0, 0], Wk, rhs=[1.0, 0.0])[0], 1e-7)
+    # float32 data with a float64 v_mm and a float32 v_mm with float64 data
+    d32 = AttentionData(X0.float(), torch.tensor([1.0, 1.0]), v=torch.tensor([1.0, 0.0]))
+    p32 = svm.relaxed_prompt_svm(d32, alpha=[0, 0], v_mm=torch.tensor([1.0, 0.0], **F64))
+    assert p32.dtype == torch.float32
+    _close(p32, [0.0, -1.0], 1e-7)
+    p = svm.relaxed_prompt_svm(data, alpha=[0, 0], v_mm=torch.tensor([1.0, 0.0]).float())
+    _close(p, [0.0, -1.0], 1e-7)
+    with pytest.raises(ValueError, match=r"^v_mm: contains NaN or Inf$"):
+        svm.relaxed_prompt_svm(data, alpha=[0, 0], v_mm=[float("nan"), 0.0])
+    # one selection per trial
+    db = AttentionData(torch.stack([X0, X0]), torch.tensor([1.0, 1.0]))
+    pb = svm.relaxed_prompt_svm(db, alpha=[[0, 0], [1, 0]])
+    _close(pb[1], _prompt_oracle(X0, [1, 0], rhs=[1.0, 1.0])[0], 1e-7)
+
+
+def test_att_prompt_head_forward_settings_and_messages():
+    X = _rand(11, (2, 3, 3))
+    z = _rand(12, (2, 3))
+    W, lam = svm.att_svm(X, z=z, alpha=[0, 1], return_dual=True, dtype=torch.float32)
+    assert W.dtype == lam.dtype == torch.float32
+    bad = SolveConfig(solvers=("NO_SUCH_SOLVER",))
+    for kw in (dict(solver="NO_SUCH_SOLVER"), dict(config=bad)):
+        with pytest.raises(UncertifiedError, match=r"^Att-SVM: "):
+            svm.att_svm(X, z=z, alpha=[0, 1], **kw)
+        with pytest.raises(UncertifiedError, match=r"^p-SVM: "):
+            svm.prompt_svm(X, alpha=[0, 1], **kw)
+    Y = torch.tensor([1.0, -1.0], **F64)
+    v, lv = svm.head_svm(X, Y=Y, alpha=[0, 1], return_dual=True, dtype=torch.float32)
+    assert v.dtype == lv.dtype == torch.float32
+    with pytest.raises(ValueError, match=r"^Y: contains NaN or Inf$"):
+        svm.head_svm(X, Y=[1.0, float("nan")], alpha=[0, 1])
+    with pytest.raises(ValueError, match=r"^alpha: required when the data has no head v "
+                       r"\(data\.v is None\)$"):
+        svm.head_svm(X, Y=Y)  # plain tokens, no data object
+    # trial 1: both selected tokens on one line through the origin with opposite labels
+    Xb = torch.stack([X[:, :1], torch.tensor([[[1.0, 0.0, 0.0]], [[2.0, 0.0, 0.0]]], **F64)])
+    with pytest.raises(InfeasibleError, match=r"^v-SVM \(fro\) is infeasible for the selection "
+                       r"alpha=\[0, 0\] \(trial 1\): the selected tokens"):
+        svm.head_svm(Xb, Y=[1.0, -1.0], alpha=[0, 0])
