@@ -16,9 +16,13 @@ import grader  # noqa: E402
 CHAPTERS = asg.chapters(ROOT / "book")
 # the checks that compare with an independent computation (not the library call the chapter
 # teaches): finite differences, KKT conditions, a definition evaluated query by query, a mirror
-# step written out, Bregman divergences to two SVMs
+# step written out, Bregman divergences to two SVMs, SVMs as least-distance problems (NNLS),
+# margins and finite-part equations from their definition, the selection statistics sentence
+# by sentence
 INDEPENDENT = {"check_gd_step", "check_kq_step", "check_att_svm", "check_causal_attention",
-               "check_md_step", "check_md_direction"}
+               "check_md_step", "check_md_direction", "check_local_selections",
+               "check_joint_step", "check_unit_margins", "check_finite_part",
+               "check_planted_attention"}
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
@@ -35,8 +39,14 @@ def test_every_exercise_has_an_answer_place(path):
         assert {"written", "remove-cell"} <= set(cell.metadata.get("tags", [])), w.label
 
 
-CHAPTERS_WITH_IMPLEMENT = ["01_token_selection", "02_att_svm", "05_w_vs_kq",
-                           "08_sequences_causal", "09_mirror_descent"]
+CHAPTERS_WITH_IMPLEMENT = ["01_token_selection", "02_att_svm", "03_local_global",
+                           "04_joint_head", "05_w_vs_kq", "06_overparameterization",
+                           "07_nonlinear_heads", "08_sequences_causal", "09_mirror_descent",
+                           "10_real_data"]
+
+
+def test_every_chapter_is_listed():
+    assert [p.stem for p in CHAPTERS] == CHAPTERS_WITH_IMPLEMENT
 
 
 @pytest.mark.parametrize("stem", CHAPTERS_WITH_IMPLEMENT)
