@@ -84,6 +84,7 @@ def _set(driver, **patch):
 
 def _compare(js: dict, want: dict, what: str):
     assert js["feasible"] == want["feasible"], what
+    assert js["locally_optimal"] == want["locally_optimal"], what
     if want["feasible"]:
         np.testing.assert_allclose(js["p_mm"], want["p_mm"], rtol=1e-6, atol=1e-9, err_msg=what)
         assert js["support"] == want["support"], what

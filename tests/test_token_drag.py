@@ -86,6 +86,11 @@ def test_e1_svm_matches_the_papers_closed_form(data):
     sel2 = next(r for r in data["references"] if r["example"] == "e1-global"
                 and r["alpha"] == [1])["attnlib"]
     np.testing.assert_allclose(sel2["p_mm"], known["p_mm"][1][:2].numpy(), atol=1e-7)
+    # the paper's labels: with scores (1, .9, .9) only x1 is locally optimal (x2's support
+    # token x3 scores as much as x2); an infeasible selection is not
+    assert e1["locally_optimal"] and not sel2["locally_optimal"]
+    assert all(not r["attnlib"]["locally_optimal"] for r in data["references"]
+               if not r["attnlib"]["feasible"])
 
 
 def test_references_satisfy_the_svm_optimality_conditions(data):
@@ -172,7 +177,9 @@ const out = d.references.map((r) => {{
   const ex = d.examples[r.example];
   const svm = window.attnTokenDrag.attSvm2d(r.keys, r.alpha);
   const path = window.attnTokenDrag.gdPath(r.keys, ex.gamma, r.p0, r);
-  return {{svm: svm, p_end: path[path.length - 1], length: path.length}};
+  const st = Object.assign({{examples: d.examples}}, r);
+  return {{svm: svm, p_end: path[path.length - 1], length: path.length,
+          local: window.attnTokenDrag.compute(st).locally_optimal}};
 }});
 console.log(JSON.stringify(out));
 """
@@ -181,6 +188,7 @@ console.log(JSON.stringify(out));
     for r, js in zip(data["references"], json.loads(res.stdout)):
         a = r["attnlib"]
         assert js["svm"]["feasible"] == a["feasible"]
+        assert js["local"] == a["locally_optimal"]
         assert js["length"] == r["iterations"] + 1
         if a["feasible"]:
             np.testing.assert_allclose(js["svm"]["p"], a["p_mm"], rtol=1e-6, atol=1e-8)

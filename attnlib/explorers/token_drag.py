@@ -35,6 +35,7 @@ import torch
 
 from attnlib.examples import three_token_example
 from attnlib.experiments.max_margin_checks import TOKEN_EXAMPLES
+from attnlib.optimality import is_locally_optimal
 from attnlib.plots.style import palette_hex
 from attnlib.svm.config import InfeasibleError
 from attnlib.svm.problems import prompt_svm
@@ -59,6 +60,7 @@ MOVES = (
     dict(example="e1-global", alpha=1),                     # select x2 instead
     dict(example="e1-global", move=(0, 2, (0.45, 0.5)), alpha=2),  # x3 inside: infeasible
     dict(example="e1-local", p0=(0.0, -1.5)),               # a start in the other basin
+    dict(example="e1-local", alpha=1),                      # x2: locally optimal here
     dict(example="e1-global", loss="exp", lr=0.3),
     dict(example="e2", move=(1, 4, (0.2, -0.9))),
     dict(example="e2", normalized=False, lr=1.0, iterations=500),
@@ -108,8 +110,10 @@ def reference(keys, gamma, alpha, p0, *, lr=0.1, normalized=True, loss="logistic
     -------
     dict
         ``feasible``; ``p_mm`` (2,) and ``support`` (n, T) bools (``None`` if infeasible,
-        :func:`attnlib.prompt_svm` raised :class:`attnlib.InfeasibleError`); ``p_end`` (2,),
-        :math:`p` after ``iterations`` steps of :func:`attnlib.train`.
+        :func:`attnlib.prompt_svm` raised :class:`attnlib.InfeasibleError`);
+        ``locally_optimal`` (every support token scores below the selected one,
+        ``attnlib.is_locally_optimal``); ``p_end`` (2,), :math:`p` after ``iterations`` steps
+        of :func:`attnlib.train`.
     """
     _check_settings(lr, normalized, loss, iterations)
     K = torch.as_tensor(keys, dtype=torch.float64)
@@ -133,6 +137,7 @@ def reference(keys, gamma, alpha, p0, *, lr=0.1, normalized=True, loss="logistic
         out.update(p_mm=p_mm[:2].tolist(), support=sup.tolist())
     except InfeasibleError:
         out["feasible"] = False
+    out["locally_optimal"] = bool(is_locally_optimal(data, a, param="p", W=W))
     start = torch.tensor([float(p0[0]), float(p0[1]), 0.0], dtype=X.dtype)
     res = train(data, param="p", method="gd", lr=float(lr), steps=int(iterations),
                 normalized=normalized, loss=loss, eps=float(eps), init={"W": W, "p": start},

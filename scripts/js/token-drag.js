@@ -111,8 +111,12 @@
     const pEnd = path[path.length - 1];
     const attn = st.keys.map((K) => softmax(K.map((k) => dot(k, pEnd))));
     const reached = attn.map((s) => s.indexOf(Math.max(...s)));
+    // locally optimal (chapter 3): feasible, and every support token scores below the selected
+    const local = svm.feasible && svm.support.every((row, i) => row.every((s, t) =>
+      !s || ex.gamma[i][t] < ex.gamma[i][st.alpha[i]] - 1e-10));
     return {
       feasible: svm.feasible, p_mm: svm.p, support: svm.support, path: path, p_end: pEnd,
+      locally_optimal: local,
       attention: attn, reached: reached,
       cos: svm.feasible && norm(pEnd) > 0 ? cosine(pEnd, svm.p) : null,
     };
@@ -474,7 +478,8 @@
         lines.push(`p<sup>mm</sup> (selecting ${sel}) = <b>${pair(res.p_mm)}</b>, ` +
           `‖p<sup>mm</sup>‖ = <b>${fmt(norm(res.p_mm))}</b>, margin ` +
           `1/‖p<sup>mm</sup>‖ = ${fmt(1 / norm(res.p_mm))}; support tokens: ` +
-          `<b>${sup.join(", ")}</b>.`);
+          `<b>${sup.join(", ")}</b>; locally optimal (every support token scores below ` +
+          `the selected one): <b>${res.locally_optimal ? "yes" : "no"}</b>.`);
       } else {
         lines.push(`p<sup>mm</sup>: <b>infeasible</b>: no direction p puts ${sel} ahead of ` +
           "every other token of its input.");
