@@ -31,7 +31,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE = ROOT / "_build" / "html"
+#: the built site (``ATTNLIB_SITE`` points the tests at another build, e.g. a scratch copy)
+SITE = Path(os.environ.get("ATTNLIB_SITE") or ROOT / "_build" / "html")
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

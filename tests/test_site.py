@@ -9,7 +9,10 @@ rendered, folded solutions open on click, saved widgets rendered, launch and dow
 buttons on notebook pages (Colab and download open the plain export in ``plain/``), one search
 box; code cells that fit their column (no horizontal scrolling, test_code_cells_fit), the
 pages read on a 390 x 844 phone screen (test_phone), only JavaScript that pages use is shipped
-(test_no_unused_javascript); a screenshot of each page goes to ``_build/screenshots/``.
+(test_no_unused_javascript); display math and inline code fit their column at 1366 x 768
+and 390 x 844 and block titles have no doubled brackets or double spaces
+(test_math_code_and_titles_fit, test_display_math_fits_phone); a screenshot of each page
+goes to ``_build/screenshots/``.
 Runs after a build (``make test`` builds first); skipped without one (failed with CI=true).
 """
 
@@ -406,3 +409,107 @@ def test_no_unused_javascript():
         size = sum(f.stat().st_size for f in (SITE / "widgets").rglob("*")) / 1e6
         problems.append(f"widgets/ ({size:.1f} MB) is shipped but no page loads it")
     assert not problems, problems
+
+
+# JavaScript: display math and inline code wider than their box, and block titles (issue 13).
+# A display equation is measured by its typeset content (mjx-math), not by its box: a box that
+# scrolls sideways (book-site.css, the last resort) still fails, as does one that clips.
+_FIT = r"""
+const px = x => Math.round(x);
+const math = [];
+document.querySelectorAll('.bd-article mjx-container[display="true"]').forEach(c => {
+  if (c.closest('details:not([open])') || c.offsetParent === null) return;
+  const box = c.parentElement.getBoundingClientRect();
+  const inner = (c.querySelector('mjx-math') || c).getBoundingClientRect();
+  const tex = (c.closest('.math') || c).textContent || '';
+  if (c.scrollWidth > c.clientWidth + 1 || inner.width > box.width + 1
+      || inner.right > box.right + 1) {
+    math.push(`${px(inner.width)} px in a ${px(Math.min(box.width, c.clientWidth))} px box: `
+              + (c.getAttribute('aria-label') || tex).slice(0, 70));
+  }
+});
+const code = [];
+document.querySelectorAll('.bd-article code.literal').forEach(c => {
+  if (c.closest('details:not([open])') || c.offsetParent === null || c.closest('pre')) return;
+  const block = c.closest('p, li, td, dd, .admonition, section');
+  if (!block || ['auto', 'scroll'].includes(getComputedStyle(block).overflowX)) return;
+  const b = block.getBoundingClientRect();
+  const rects = Array.from(c.getClientRects());
+  if (rects.some(r => r.right > b.right + 1 || r.left < b.left - 1)) {
+    code.push(`${c.textContent.slice(0, 60)} (${px(Math.max(...rects.map(r => r.right)))} > `
+              + `${px(b.right)} px)`);
+  }
+});
+const titles = Array.from(document.querySelectorAll('.bd-article .admonition-title'))
+  .map(t => t.textContent.trim());
+return {math, code, titles};
+"""
+
+_SIZES = {"1366x768": (1366, 768), "390x844": (390, 844)}
+
+
+def _fit(browser, url, size):  # noqa: F811
+    old = browser.get_window_size()
+    browser.set_window_size(*size)
+    try:
+        open_page(browser, url)
+        return browser.execute_script(_FIT)
+    finally:
+        browser.set_window_size(old["width"], old["height"])
+
+
+def title_problems(titles: list[str]) -> list[str]:
+    """Doubled brackets (``((``, ``))``: sphinx-proof's parentheses around a title that ends in
+    its own) and runs of white space in the text of block titles."""
+    out = []
+    for t in titles:
+        if re.search(r"\(\s*\(|\)\s*\)", t):
+            out.append(f"doubled brackets: {t!r}")
+        if re.search(r"\s\s", t):
+            out.append(f"double space: {t!r}")
+    return out
+
+
+def test_title_problems_catch_the_defects():
+    """The checker of test_math_code_and_titles_fit finds both title defects of issue 13."""
+    assert title_problems(["Theorem 2.1 (Regularisation path (informally))"])
+    assert title_problems(["Solution to  Exercise 2.1"])
+    assert title_problems(["Definition 2.1  (Att-SVM for a prompt)"])
+    assert not title_problems(["Theorem 2.1 (Regularisation path, informally)",
+                               "Solution to Exercise 2.1", "Exercise 2.1"])
+
+
+@pytest.mark.parametrize("size", list(_SIZES))
+@pytest.mark.parametrize("page", _chapter_pages() or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no built site in _build/html: run `make book` (`make test` builds it)"))])
+def test_math_code_and_titles_fit(page, size, browser, served_site):  # noqa: F811
+    """At 1366 x 768 and on a 390 x 844 phone every display equation and every inline code
+    fits its column (no sideways scrolling, nothing clipped), and no theorem/exercise title has
+    doubled brackets or a double space."""
+    info = _fit(browser, f"{served_site}/{page}", _SIZES[size])
+    # (display math on the phone: test_display_math_fits_phone)
+    problems = ([f"display math wider than its column: {m}" for m in info["math"]]
+                if size == "1366x768" else [])
+    problems += [f"inline code sticks out of its block: {c}" for c in info["code"]]
+    problems += title_problems(info["titles"])
+    assert not problems, f"{page} at {size}:\n  " + "\n  ".join(problems)
+
+
+#: Chapters whose display equations are still wider than a 390 px phone's column (one formula
+#: per line in the notebooks is the fix, issue 13); they scroll sideways in their own box
+#: (book-site.css) until then.  Remove a page once its equations fit.
+PHONE_MATH_PENDING: set[str] = {f"book/{n}.html" for n in (
+    "01_token_selection", "02_att_svm", "03_local_global", "04_joint_head", "05_w_vs_kq",
+    "07_nonlinear_heads", "08_sequences_causal", "09_mirror_descent")}
+
+
+@pytest.mark.parametrize("page", _chapter_pages() or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no built site in _build/html: run `make book` (`make test` builds it)"))])
+def test_display_math_fits_phone(page, browser, served_site, request):  # noqa: F811
+    """On a 390 x 844 phone every display equation fits its column."""
+    if page in PHONE_MATH_PENDING:
+        request.applymarker(pytest.mark.xfail(
+            strict=False, reason="equations to break into lines for phones (issue 13)"))
+    info = _fit(browser, f"{served_site}/{page}", _SIZES["390x844"])
+    assert not info["math"], (f"{page} at 390x844: display math wider than its column:\n  "
+                              + "\n  ".join(info["math"]))

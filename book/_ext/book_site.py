@@ -14,6 +14,10 @@
    (scripts/export_plain.py, written at the end of the build): the download button at the
    whole chapter (``<site>/plain/``), the Colab button at the student edition
    (``<site>/plain-student/``: exercise cells to fill in, no solutions; issue 14).
+6. One space in block titles: sphinx-proof writes ``Theorem 2.1 </span> (name)`` (two spaces
+   in the title's text) and sphinx-exercise ``Solution to<a ...> Exercise 2.1</a>`` (the space
+   inside the link, underlined); the pages get ``Theorem 2.1</span> (name)`` and
+   ``Solution to <a ...>Exercise 2.1</a>``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ EXPORT_DIR = "plain"
 #: the plain exports of the student editions, without solutions (the Colab button: a reader
 #: who runs a chapter as homework gets the exercise cells to fill in, as in the course kit)
 STUDENT_DIR = "plain-student"
+#: sphinx-proof's caption number ends in a space that the title's own leading space doubles
+_CAPTION_SPACE = re.compile(r'(<span class="caption-number">[^<]*?)\s+</span>(?=\s)')
+#: sphinx-exercise puts the space between "Solution to" and the reference inside the link
+_SOLUTION_SPACE = re.compile(r'(<p class="admonition-title">Solution to)\s*(<a [^>]*>)\s+')
 _FA_SCRIPT = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*">'
                         r"</script>")
 
@@ -88,7 +96,7 @@ def _page_context(app, pagename, templatename, context, doctree):
 
 
 def _finish(app, exception):
-    """build-finished: strip unused JavaScript, write the plain exports."""
+    """build-finished: strip unused JavaScript, one space in titles, write the plain exports."""
     if exception is not None or app.builder.format != "html":
         return
     out = Path(app.outdir)
@@ -97,6 +105,8 @@ def _finish(app, exception):
     for page in pages:
         text = page.read_text(encoding="utf-8")
         new = _FA_SCRIPT.sub("", text)
+        new = _CAPTION_SPACE.sub(r"\1</span>", new)
+        new = _SOLUTION_SPACE.sub(r"\1 \2", new)
         widgets_used |= "embed-amd.js" in new
         if new != text:
             page.write_text(new, encoding="utf-8")
