@@ -41,6 +41,7 @@ from attnlib.check.numeric import check_md_step, check_rank, check_value
 from attnlib.check.svm_answers import (
     check_locally_optimal,
     check_prompt_direction,
+    check_relaxed_prompt,
     check_selection,
     check_svm_direction,
 )
@@ -53,3 +54,4 @@ __all__ = ["Feedback", "strict", "is_strict", "STRICT_ENV", "check_svm_direction
 __all__ += ["check_planted_attention"]  # chapter 10 (text_answers)
 __all__ += ["check_unit_margins", "check_finite_part"]  # chapters 6, 7 (heads_answers)
 __all__ += ["check_local_selections", "check_joint_step"]  # chapters 3, 4 (local_answers)
+__all__ += ["check_relaxed_prompt"]  # chapter 4 (svm_answers)

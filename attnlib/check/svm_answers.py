@@ -5,16 +5,21 @@ See :mod:`attnlib.check` for how a chapter uses them.
 
 from __future__ import annotations
 
+import itertools
 import math
 
+import numpy as np
 import torch
+from scipy.optimize import nnls
 
+import attnlib.check.local_answers
 from attnlib import optimality, svm, tokens
 from attnlib.check.feedback import DTYPE, Feedback, answer_tensor, fail, one_instance, reference
 from attnlib.metrics import correlation
 
 __all__ = ["check_svm_direction", "check_prompt_direction", "check_selection",
-           "check_locally_optimal"]
+           "check_locally_optimal", "check_relaxed_prompt", "w_locally_optimal_oracle",
+           "relaxed_prompt_oracle"]
 
 
 def _norm(W, norm):
@@ -297,6 +302,8 @@ def check_locally_optimal(answer, data, alpha=None, norm="fro", *, param="W",
                             "sample or {(0, 0), (1, 0)} for two.")
     if any(len(s) != n for s in given):
         return fail(title, f"each selection must name {n} token(s), one per sample.")
+    if param == "W" and norm == "fro":  # the independent NumPy oracle (exercise ch3)
+        return _w_selection_set(given, data, title)
     sels = optimality.enumerate_selections(data, **kw)
     truth = {tuple(a.tolist()) for a, ok in zip(sels.alpha, sels.locally_optimal) if ok}
     fmt = lambda S: "{" + ", ".join(str(s[0]) if n == 1 else str(s) for s in sorted(S)) + "}"
@@ -310,6 +317,68 @@ def check_locally_optimal(answer, data, alpha=None, norm="fro", *, param="W",
         parts.append(f"you missed {len(missing)} locally optimal selection"
                      f"{'s' if len(missing) > 1 else ''}")
     return fail(title, "; ".join(parts) + ".", missing=len(missing), extra=sorted(extra))
+
+
+def w_locally_optimal_oracle(X, z, Y, v, alpha, *, labels=True, support="active",
+                             feasible_only=True) -> bool:
+    r"""Whether ``alpha`` is locally optimal for the W-model, in NumPy float64, independent
+    of ``attnlib.svm`` and ``attnlib.optimality``: the Frobenius Att-SVM
+    :math:`(x_{i\alpha_i} - x_{it})^\top W z_i \ge 1` is linear in
+    :math:`\mathrm{vec}(W)` (rows :math:`\mathrm{vec}((x_{i\alpha_i} - x_{it}) z_i^\top)`)
+    and solved by Lawson-Hanson (``attnlib.check.local_answers.min_norm_point``). The
+    keywords give the mistakes recognised, as in ``locally_optimal_oracle`` there."""
+    X, z, Y, v = (np.asarray(a, dtype=np.float64) for a in (X, z, Y, v))
+    n, T, _ = X.shape
+    where = [(i, t) for i in range(n) for t in range(T) if t != alpha[i]]
+    A = np.array([np.outer(X[i, alpha[i]] - X[i, t], z[i]).ravel() for i, t in where])
+    w = attnlib.check.local_answers.min_norm_point(A)
+    if w is None:
+        return not feasible_only
+    m = A @ w
+    active = m <= 1 + 1e-6 * max(1.0, float(np.abs(m).max()))
+    chosen = {"active": active, "none": np.zeros_like(active), "all": np.ones_like(active)
+              }[support]
+    gamma = (Y[:, None] if labels else 1.0) * (X @ v)
+    return not any(c and gamma[i, t] >= gamma[i, alpha[i]] - 1e-10
+                   for c, (i, t) in zip(chosen, where))
+
+
+def _w_selection_set(given, data, title):
+    """Compare a set of selections of the W-model with the oracle; diagnose, never list."""
+    X, z, Y, v = (reference(getattr(data, k), k).numpy() for k in "XzYv")
+    n, T = X.shape[:2]
+    sels = list(itertools.product(range(T), repeat=n))
+    truth_of = lambda **kw: {a for a in sels if w_locally_optimal_oracle(X, z, Y, v, a, **kw)}
+    truth = truth_of()
+    if given == truth:
+        return Feedback(True, title, f"all {len(truth)} locally optimal selections among the "
+                                     f"{len(sels)}, and no other (independent NNLS check).")
+    if given == {tuple(u + 1 for u in s) for s in truth} or any(
+            max(s) >= T or min(s) < 0 for s in given):
+        return fail(title, f"your token indices look 1-based or out of range: tokens are "
+                           f"numbered from 0 (0..{T - 1}), as in Python.")
+    feasible = truth_of(support="none")
+    for wrong, hint in [
+        (truth_of(feasible_only=False), "You counted selections whose Att-SVM is infeasible: "
+         "local optimality needs a feasible SVM first."),
+        (feasible, "Your set is every selection with a feasible SVM: no token counted as a "
+         "support token. Margins equal 1 only up to round-off; use a tolerance."),
+        (truth_of(labels=False), "Your scores ignore the labels: γ_it = Y_i vᵀx_it."),
+        (truth_of(support="all"), "You compared the selected token with every token; local "
+         "optimality compares it only with its support tokens (margin 1).")]:
+        if given == wrong:
+            return fail(title, hint)
+    extra, missing = sorted(given - truth), len(truth - given)
+    parts = []
+    if extra:
+        why = "its Att-SVM is infeasible" if extra[0] not in feasible else \
+            "a support token scores at least as high as the selected token"
+        parts.append(f"{len(extra)} of your {len(given)} selections are not locally optimal; "
+                     f"e.g. {extra[0]}: {why}.")
+    if missing:  # how many, not which: that would be the answer
+        parts.append(f"{missing} locally optimal selection{'s are' if missing > 1 else ' is'} "
+                     "missing from your set.")
+    return fail(title, " ".join(parts), wrong=len(extra), missing=missing)
 
 
 def _why_local(data, alpha, truth, norm, param, W):
@@ -332,3 +401,102 @@ def _why_local(data, alpha, truth, norm, param, W):
     i, t = (int(u) for u in torch.nonzero(bad)[0])
     return (f"At sample {i}, the support token {t} scores {float(gamma[i, t]):.4g} ≥ "
             f"{float(own[i, 0]):.4g}, the score of the selected token {int(alpha[i])}.")
+
+
+def _ldp(G, h):
+    r"""Least-distance program :math:`\min\|p\|` s.t. :math:`Gp \ge h` (Lawson-Hanson by NNLS,
+    as ``attnlib.check.local_answers.min_norm_point`` for :math:`h = 1`); ``None`` if
+    infeasible."""
+    m, d = G.shape
+    E = np.vstack([G.T, h[None, :]])
+    f = np.zeros(d + 1)
+    f[-1] = 1.0
+    u, _ = nnls(E, f, maxiter=50 * (m + d + 1))
+    r = E @ u - f
+    return None if np.linalg.norm(r) < 1e-10 else -r[:d] / r[d]
+
+
+def relaxed_prompt_oracle(X, Y, alpha, W=None, *, relaxed=True, tol=1e-6):
+    r""":math:`p^{relax}` (chapter 4) in NumPy, independent of ``attnlib.svm``: the head SVM
+    :math:`\min\|v\|` s.t. :math:`Y_i v^\top x_{i\alpha_i} \ge 1`, its support inputs
+    :math:`\mathcal S`, then :math:`\min\|p\|` s.t. :math:`(k_{i\alpha_i} - k_{it})^\top p
+    \ge 1` for :math:`i \in \mathcal S`, :math:`\ge 0` otherwise (``relaxed=False``:
+    :math:`\ge 1` for all, :math:`p^{mm}`). Returns ``(p, v_mm)``."""
+    X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+    n, T, d = X.shape
+    W = np.eye(d) if W is None else np.asarray(W, dtype=np.float64)
+    sel = X[np.arange(n), alpha]  # (n, d)
+    v_mm = attnlib.check.local_answers.min_norm_point(Y[:, None] * sel)
+    if v_mm is None:
+        return None, None
+    S = Y * (sel @ v_mm) <= 1 + tol
+    K = X @ W
+    where = [(i, t) for i in range(n) for t in range(T) if t != alpha[i]]
+    G = np.array([K[i, alpha[i]] - K[i, t] for i, t in where])
+    h = np.array([1.0 if (S[i] or not relaxed) else 0.0 for i, _ in where])
+    return _ldp(G, h), v_mm
+
+
+def check_relaxed_prompt(p, data, alpha=None, W=None, *, atol=1e-6) -> Feedback:
+    r"""Check :math:`p^{relax}` (chapter 4) against ``relaxed_prompt_oracle``, an NNLS
+    computation independent of ``attnlib.svm.relaxed_prompt_svm``; the feedback names the
+    common mistakes (:math:`p^{mm}`, :math:`v^{mm}`, a flipped sign, constraints of the
+    non-support inputs dropped) and never the expected value.
+
+    Parameters
+    ----------
+    p : array (d,)
+    data : AttentionData
+        One instance (prompt model), labels ``Y``.
+    alpha : array (n,), optional
+        The selection (default the optimal tokens).
+    W : array (d, d), optional
+        The fixed key matrix (default identity).
+    """
+    title = "p^relax"
+    data = one_instance(data)
+    n, T, d = data.n, data.T, data.d
+    alpha = _alpha(tokens.optimal_tokens(data) if alpha is None else alpha, data).tolist()
+    X, Y = reference(data.X, "X").numpy(), reference(data.Y, "Y").numpy()
+    Wn = None if W is None else reference(W, "W").numpy()
+    x, err = answer_tensor(p, "p_relax")
+    if err:
+        return fail(title, err)
+    if tuple(x.shape) != (d,):
+        return fail(title, f"p_relax must have shape ({d},), yours has {tuple(x.shape)}.")
+    ref, v_mm = relaxed_prompt_oracle(X, Y, alpha, Wn)
+    if ref is None:
+        raise ValueError("data: the SVMs of this selection are infeasible")
+    xa = x.numpy()
+    close = lambda b: b is not None and np.allclose(xa, b, atol=atol, rtol=1e-5)
+    if close(ref):
+        return Feedback(True, title, "your p_relax is the minimum-norm point of the relaxed "
+                                     "constraints (independent NNLS check).")
+    p_mm, _ = relaxed_prompt_oracle(X, Y, alpha, Wn, relaxed=False)
+    no_rows = relaxed_prompt_oracle(X, Y, alpha, Wn)[1]  # v^mm
+    for cand, hint in [
+        (p_mm, "This is p^mm: every input keeps margin ≥ 1. In p^relax an input that is not "
+               "a support vector of the head (v-margin > 1) only needs margin ≥ 0."),
+        (-ref, "Your p points the wrong way: the selected token must win, "
+               "(k_iα_i − k_it)ᵀp ≥ 0, not ≤ 0."),
+        (no_rows, "This is v^mm, the head's SVM; p^relax is the prompt's.")]:
+        if close(cand):
+            return fail(title, hint)
+    K = X if Wn is None else X @ Wn
+    sel = X[np.arange(n), alpha]
+    S = Y * (sel @ v_mm) <= 1 + 1e-6
+    worst = None
+    for i in range(n):
+        for t in range(T):
+            if t != alpha[i]:
+                m = float((K[i, alpha[i]] - K[i, t]) @ xa)
+                if m < (1.0 if S[i] else 0.0) - atol and (worst is None or m < worst[2]):
+                    worst = (i, t, m)
+    if worst is not None:
+        i, t, m = worst
+        need = "≥ 1 (a support input of the head)" if S[i] else "≥ 0 (not a support input)"
+        return fail(title, f"your p_relax violates a constraint: input {i}, token {t} has "
+                           f"margin {m:.4g}, it needs {need}.")
+    return fail(title, "your p_relax satisfies the relaxed constraints but is not the "
+                       "shortest such point: which constraints are active at the minimum? "
+                       "(KKT: p is a non-negative combination of their rows).")
