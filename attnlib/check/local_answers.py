@@ -44,23 +44,27 @@ _SCORE_TOL = 1e-10  # a support token scoring above best - this violates strictn
 _H = 1e-6  # finite-difference step (central differences)
 
 
-def min_norm_point(A) -> np.ndarray | None:
-    r"""The minimum-norm :math:`w` with :math:`A w \ge 1` (rows of ``A``), or ``None`` when no
-    :math:`w` satisfies the constraints. Lawson-Hanson's least-distance programming by
-    non-negative least squares; exact up to round-off, no convex solver."""
+def min_norm_point(A, b=None) -> np.ndarray | None:
+    r"""The minimum-norm :math:`w` with :math:`A w \ge b` (rows of ``A``; ``b`` defaults to
+    all ones), or ``None`` when no :math:`w` satisfies the constraints. Lawson-Hanson's
+    least-distance programming by non-negative least squares; exact up to round-off, no
+    convex solver."""
     A = np.asarray(A, dtype=np.float64)
     if A.ndim != 2 or A.shape[0] == 0:
         raise ValueError(f"A must be a non-empty matrix (m, d), got shape {A.shape}")
     m, d = A.shape
-    E = np.vstack([A.T, np.ones((1, m))])
+    b = np.ones(m) if b is None else np.asarray(b, dtype=np.float64)
+    if b.shape != (m,):
+        raise ValueError(f"b must have shape ({m},), got {b.shape}")
+    E = np.vstack([A.T, b[None, :]])
     f = np.zeros(d + 1)
     f[-1] = 1.0
     u, _ = nnls(E, f, maxiter=50 * (m + d + 1))
     r = E @ u - f
-    if np.linalg.norm(r) < 1e-10:  # a Farkas certificate: A^T u = 0, 1^T u = 1, u >= 0
+    if np.linalg.norm(r) < 1e-10:  # a Farkas certificate: A^T u = 0, b^T u = 1, u >= 0
         return None
     w = -r[:d] / r[d]
-    if (A @ w).min() < 1 - 1e-7 * (1 + np.abs(A).max() * np.abs(w).max()):
+    if (A @ w - b).min() < -1e-7 * (1 + np.abs(A).max() * np.abs(w).max()):
         return None  # round-off made a near-infeasible system look feasible
     return w
 

@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 import torch
-from scipy.optimize import nnls
 
 import attnlib.check.local_answers
 from attnlib import optimality, svm, tokens
@@ -403,19 +402,6 @@ def _why_local(data, alpha, truth, norm, param, W):
             f"{float(own[i, 0]):.4g}, the score of the selected token {int(alpha[i])}.")
 
 
-def _ldp(G, h):
-    r"""Least-distance program :math:`\min\|p\|` s.t. :math:`Gp \ge h` (Lawson-Hanson by NNLS,
-    as ``attnlib.check.local_answers.min_norm_point`` for :math:`h = 1`); ``None`` if
-    infeasible."""
-    m, d = G.shape
-    E = np.vstack([G.T, h[None, :]])
-    f = np.zeros(d + 1)
-    f[-1] = 1.0
-    u, _ = nnls(E, f, maxiter=50 * (m + d + 1))
-    r = E @ u - f
-    return None if np.linalg.norm(r) < 1e-10 else -r[:d] / r[d]
-
-
 def relaxed_prompt_oracle(X, Y, alpha, W=None, *, relaxed=True, tol=1e-6):
     r""":math:`p^{relax}` (chapter 4) in NumPy, independent of ``attnlib.svm``: the head SVM
     :math:`\min\|v\|` s.t. :math:`Y_i v^\top x_{i\alpha_i} \ge 1`, its support inputs
@@ -434,7 +420,7 @@ def relaxed_prompt_oracle(X, Y, alpha, W=None, *, relaxed=True, tol=1e-6):
     where = [(i, t) for i in range(n) for t in range(T) if t != alpha[i]]
     G = np.array([K[i, alpha[i]] - K[i, t] for i, t in where])
     h = np.array([1.0 if (S[i] or not relaxed) else 0.0 for i, _ in where])
-    return _ldp(G, h), v_mm
+    return attnlib.check.local_answers.min_norm_point(G, h), v_mm
 
 
 def check_relaxed_prompt(p, data, alpha=None, W=None, *, atol=1e-6) -> Feedback:
