@@ -551,16 +551,20 @@ def test_locally_optimal_messages(toy):
           t + "answer must be True or False, got tensor([True, True]).")
     _says(check.check_locally_optimal(None, toy), False,
           t + "answer is None: you have not answered yet (replace the stub above).")
-    _says(check.check_locally_optimal({0}, toy), True,
-          t + "the locally optimal selections are exactly {0}.")
-    _says(check.check_locally_optimal([(0,)], toy), True,
-          t + "the locally optimal selections are exactly {0}.")
-    _says(check.check_locally_optimal({0, 1}, toy), False, t + "{1} is not locally optimal.",
-          missing=0, extra=[(1,)])
+    ok_set = t + ("all 1 locally optimal selections among the 3, and no other "
+                  "(independent NNLS check).")
+    _says(check.check_locally_optimal({0}, toy), True, ok_set)
+    _says(check.check_locally_optimal([(0,)], toy), True, ok_set)
+    # wrong sets: counts and one example from the learner's own set, never the missing ones
+    _says(check.check_locally_optimal({0, 1}, toy), False,
+          t + "1 of your 2 selections are not locally optimal; e.g. (1,): a support token "
+          "scores at least as high as the selected token.", wrong=1, missing=0)
     _says(check.check_locally_optimal(set(), toy), False,
-          t + "you missed 1 locally optimal selection.", missing=1, extra=[])
+          t + "1 locally optimal selection is missing from your set.", wrong=0, missing=1)
     _says(check.check_locally_optimal({2, 1}, toy), False,
-          t + "{1, 2} are not locally optimal; you missed 1 locally optimal selection.")
+          t + "2 of your 2 selections are not locally optimal; e.g. (1,): a support token "
+          "scores at least as high as the selected token. 1 locally optimal selection is "
+          "missing from your set.", wrong=2, missing=1)
     _says(check.check_locally_optimal(5, toy), False,
           t + "answer must be a collection of selections, e.g. {0, 1} for one sample or "
           "{(0, 0), (1, 0)} for two.")
@@ -586,10 +590,12 @@ def test_locally_optimal_messages(toy):
                           z=torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64),
                           v=torch.tensor([1.0, 0.0], dtype=torch.float64))
     _says(check.check_locally_optimal({(0, 1)}, two), True,
-          t + "the locally optimal selections are exactly {(0, 1)}.")
+          t + "all 1 locally optimal selections among the 4, and no other (independent NNLS "
+          "check).")
     _says(check.check_locally_optimal({(0, 0), (1, 1)}, two), False,
-          t + "{(0, 0), (1, 1)} are not locally optimal; you missed 1 locally optimal "
-          "selection.")
+          t + "2 of your 2 selections are not locally optimal; e.g. (0, 0): a support token "
+          "scores at least as high as the selected token. 1 locally optimal selection is "
+          "missing from your set.", wrong=2, missing=1)
     # an infeasible selection: two identical tokens cannot be separated
     same = D.AttentionData(torch.tensor([[[1.0, 0.0], [1.0, 0.0]]], dtype=torch.float64),
                            torch.tensor([1.0], dtype=torch.float64),

@@ -44,7 +44,8 @@ def _rays(ax):
     out = []
     for ln in ax.lines:
         xy = np.asarray(ln.get_xydata(), dtype=float)
-        if len(xy) == 2 and np.allclose(xy[0], 0) and str(ln.get_label()).startswith("W^mm"):
+        label = str(ln.get_label()).lstrip("$")  # mathtext: "$W^{mm}\\, z_1$"
+        if len(xy) == 2 and np.allclose(xy[0], 0) and label.startswith("W^{mm}"):
             out.append((ln.get_label(), (xy[1] - xy[0]) / np.linalg.norm(xy[1] - xy[0])))
     return out
 
