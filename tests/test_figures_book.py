@@ -45,12 +45,12 @@ def test_ch5_e1_is_drawn_in_the_official_view_with_dotted_margin_lines(e1):
             p = np.asarray(A[f"ray_{svm}"][i], dtype=float)
             x_sel = X[i, int(np.asarray(A[f"alpha_{key}"]).reshape(-1)[i])]
             np.testing.assert_allclose(ln.get_xydata() @ p, p @ x_sel - 0.5, atol=1e-6)
-            assert to_hex(ln.get_color()) == plots.COLORS[i]  # the query's colour
-        for i in range(2):  # each query's path in its colour, as in the official figure
+            assert to_hex(ln.get_color()) == plots.PALETTE[key]  # the parameterisation's
+        for i in range(2):  # each query's path in its parameterisation's colour
             path = A[f"path_{key}"][i]
             (drawn,) = [ln for ln in ax.lines if ln.get_xydata().shape == path.shape
                         and np.allclose(ln.get_xydata(), path)]
-            assert to_hex(drawn.get_color()) == plots.COLORS[i]
+            assert to_hex(drawn.get_color()) == plots.PALETTE[key]
         inside = ((X[..., 0] > -2) & (X[..., 0] < 10) & (X[..., 1] > -5) & (X[..., 1] < 5))
         assert inside.all()  # every token is in the view (they collapsed at ±35)
         names = {t.get_text().split(" ")[0] for t in ax.texts}

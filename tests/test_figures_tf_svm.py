@@ -77,3 +77,49 @@ def test_visualization_local_and_multi_draw():
     assert len(fig.axes) == 2  # the errors of d = 4 and d = 6
     errors_d4 = fig.axes[0]  # the runs of d = 4 only
     np.testing.assert_allclose(errors_d4.lines[0].get_ydata(), 1 - M["corr_eq"][:2, -1])
+
+
+def _lines_along(ax, direction):
+    """The drawn lines from the origin along ``direction`` (the rays)."""
+    u = np.asarray(direction, dtype=float) / np.linalg.norm(direction)
+    out = []
+    for ln in ax.lines:
+        xy = ln.get_xydata()
+        if len(xy) == 2 and np.allclose(xy[0], 0) and np.linalg.norm(xy[1]) > 0:
+            if np.allclose(xy[1] / np.linalg.norm(xy[1]), u, atol=1e-9):
+                out.append(ln)
+    return out
+
+
+def test_visualization_colours_carry_the_parameterisation_not_the_query():
+    """W (Frobenius) is PALETTE["W"] everywhere, (K,Q) (nuclear) PALETTE["KQ"]: paths, rays
+    and margin lines of both queries; swapping W and (K,Q) or colouring by query fails."""
+    from matplotlib.colors import to_hex
+
+    from attnlib import plots
+
+    assert to_hex(plots.PALETTE["W"]) != to_hex(plots.PALETTE["KQ"])
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0.5, 4.0, size=(2, 5, 2))
+    A = dict(X=X, scores=rng.normal(size=(2, 5)), path_W=rng.uniform(size=(2, 6, 2)),
+             path_KQ=rng.uniform(size=(2, 6, 2)), ray_fro=np.array([[1.0, 0.3], [0.8, -0.5]]),
+             ray_nuc=np.array([[1.0, 0.6], [0.9, -0.1]]), alpha_W=np.array([0, 1]),
+             alpha_KQ=np.array([0, 1]))
+    fig = F.plot_visualization(_res(**A))
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert "W" in panels[0].get_title() and "Frobenius" in panels[0].get_title()
+    assert "(K,Q)" in panels[1].get_title() and "nuclear" in panels[1].get_title()
+    for ax, key, svm in zip(panels, ("W", "KQ"), ("fro", "nuc")):
+        want = to_hex(plots.PALETTE[key])
+        for i in range(2):
+            path = A[f"path_{key}"][i]
+            drawn = [ln for ln in ax.lines if ln.get_xydata().shape == path.shape
+                     and np.allclose(ln.get_xydata(), path)]
+            assert [to_hex(ln.get_color()) for ln in drawn] == [want]
+            (ray,) = _lines_along(ax, A[f"ray_{svm}"][i])
+            assert to_hex(ray.get_color()) == want
+            assert ray.get_label().endswith(f"z_{i + 1}$")  # the query is in the label
+        dotted = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
+        assert len(dotted) == 2 and {to_hex(ln.get_color()) for ln in dotted} == {want}
+        named = {t.get_text(): to_hex(t.get_color()) for t in ax.texts}
+        assert named.get("$z_{1}$") == want and named.get("$z_{2}$") == want

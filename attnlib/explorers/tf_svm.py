@@ -86,7 +86,7 @@ def _draw_parameterisation(fig, example, param, iterations, lr, normalized):
     ax0, ax1, ax2 = fig.subplots(1, 3, gridspec_kw=dict(width_ratios=(1.15, 1, 1)))
     shown = ("W", "KQ") if param == "both" else (param,)
     R = np.linalg.norm(d["X"], axis=-1).max()  # paths drawn on the tokens' scale
-    styles = {"W": (_C["other"], "fro", "Frobenius"), "KQ": (_C["target"], "nuc", "nuclear")}
+    styles = {"W": (_C["W"], "fro", "Frobenius"), "KQ": (_C["KQ"], "nuc", "nuclear")}
     svm_name = {"fro": r"$W^{mm} z_i$", "nuc": r"$W^{mm}_\star z_i$"}  # the book's notation
     plots.token_scatter(d["X"], d["gamma"], ax=ax0, colorbar=False, annotate=False)
     for name in shown:
@@ -113,7 +113,7 @@ def _draw_parameterisation(fig, example, param, iterations, lr, normalized):
     ax1.set_ylim(1e-4, 2.5)
     probs = {f"{name}": d[name]["prob"][:k] for name in shown}
     plots.probability_curves(steps, probs, ax=ax2, title="largest softmax prob.",
-                             colors={"W": _C["other"], "KQ": _C["target"]})
+                             colors={"W": _C["W"], "KQ": _C["KQ"]})
     for ax in (ax1, ax2):
         ax.set_xlim(0, max(200, int(iterations)))
 

@@ -18,6 +18,7 @@ from ..plots import (
     new_figure,
     norm_curves,
     probability_curves,
+    rays,
     sweep_curves,
     token_plane,
 )
@@ -47,13 +48,24 @@ def mid_margin_line(p, x_sel, reach: float = 1e3):
     return np.stack([c - reach * u, c + reach * u])
 
 
+def _name_ray(ax, p, xlim, ylim, text, color):
+    """Write ``text`` beside the ray along ``p``, inside the frame ``xlim`` x ``ylim``."""
+    u = np.asarray(p, dtype=float) / np.linalg.norm(p)
+    reach = [b / c for c, lim in zip(u, (xlim, ylim)) for b in lim if c * b > 0]
+    t = 0.8 * min(reach) if reach else 1.0
+    ax.annotate(text, (t * u[0], t * u[1]), color=color, fontsize=9, fontweight="bold",
+                xytext=(4, 4), textcoords="offset points", zorder=4)
+
+
 def plot_visualization(res):
     r"""E1 (chapter 5): the GD paths :math:`W(k) z_i` of W and of (K,Q) on the 2-D example,
     with the rays :math:`W^{mm} z_i` of the Frobenius (left) and :math:`W^{mm}_\star z_i` of
     the nuclear (right) Att-SVM, and each query's dotted mid-margin line, in the official
-    zoom (``ZOOM``; the paths run on beyond the frame). As in the official figure, query
-    :math:`z_i`'s path, ray and margin line share one colour (red for :math:`z_1`, blue for
-    :math:`z_2`); the tokens are named :math:`x_{it}`."""
+    zoom (``ZOOM``; the paths run on beyond the frame). The colour is the parameterisation's,
+    as in the chapter's explorer and the paper's curves: everything of W (paths, Frobenius
+    rays, margin lines) is ``PALETTE["W"]`` (blue), everything of (K,Q) ``PALETTE["KQ"]``
+    (red); the two queries are told apart by the label :math:`z_i` beside each ray (and a
+    thinner margin line for :math:`z_2`); the tokens are named :math:`x_{it}`."""
     A = res.arrays
     params = getattr(res, "params", {}) or {}
     example = int(params.get("example", 2))
@@ -61,21 +73,22 @@ def plot_visualization(res):
     fig, axes = new_figure(1, 2, figsize=(9.0, 3.8))
     X = np.asarray(A["X"], dtype=float)
     for ax, key, svm, title, name in (
-            (axes[0], "W", "fro", "W: GD path and Att-SVM", r"W^{mm}"),
-            (axes[1], "KQ", "nuc", "(K,Q): GD path and Att-SVM⋆", r"W^{mm}_\star")):
+            (axes[0], "W", "fro", "W: GD path and Att-SVM (Frobenius)", r"W^{mm}"),
+            (axes[1], "KQ", "nuc", "(K,Q): GD path and Att-SVM⋆ (nuclear)", r"W^{mm}_\star")):
         paths, rays_ = A[f"path_{key}"], np.asarray(A[f"ray_{svm}"], dtype=float)  # (n, S, 2)
-        qc = [color_of(i) for i in range(len(paths))]  # one colour per query z_i
+        qc = [PALETTE[key]] * len(paths)  # the parameterisation's colour, every query
         alpha = np.asarray(A.get(f"alpha_{key}", np.argmax(A["scores"], -1))).reshape(-1)
         names = [[f"$x_{{{i + 1}{t + 1}}}$" if t == alpha[i] else "" for t in range(X.shape[1])]
                  for i in range(X.shape[0])]  # the selected tokens are named
-        token_plane(X, A["scores"], paths=paths, directions=rays_, ray_length=200.0,
-                    direction_labels=[f"${name}\\, z_{i + 1}$" for i in range(len(paths))],
-                    ax=ax, title=title, path_colors=qc, legend=None, annotate=True,
-                    names=names)
+        token_plane(X, A["scores"], paths=paths, ax=ax, title=title, path_colors=qc,
+                    legend=None, annotate=True, names=names)
+        rays(rays_, ax=ax, colors=qc, length=200.0,
+             labels=[f"${name}\\, z_{i + 1}$" for i in range(len(paths))])
         for i, p in enumerate(rays_):
             seg = mid_margin_line(p, X[i, alpha[i]])
-            ax.plot(seg[:, 0], seg[:, 1], ":", color=qc[i], lw=1.5, alpha=0.8, zorder=0,
-                    label=f"mid-margin line of $z_{i + 1}$")
+            ax.plot(seg[:, 0], seg[:, 1], ":", color=qc[i], lw=1.5 if i == 0 else 1.0,
+                    alpha=0.8, zorder=0, label=f"mid-margin line of $z_{i + 1}$")
+            _name_ray(ax, p, xlim, ylim, f"$z_{{{i + 1}}}$", qc[i])
         ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
         if example == 1:  # the official frame of visualization1 is 70 x 200: not to scale
             ax.set_aspect("auto")
