@@ -10,6 +10,7 @@ of each control must change the figure (a control that changes nothing fails).
 from __future__ import annotations
 
 import json
+import math
 
 from attnlib.explore import frame_key
 
@@ -102,3 +103,49 @@ def check_fits(driver, root, tag: str, width: int):
         assert w <= full + 1, f"{tag}: a panel wider than the figure"
         if width < 640:
             assert w >= full - 2, f"{tag}: panels do not stack on a {width} px screen"
+
+
+def check_play(driver, root, tag: str, timeout: float = 20.0) -> list[int]:
+    """Press the play button of ``root`` (a click) and follow it to the end: the frame must
+    advance along the played control only, stop at its last value (the button back to
+    "not pressed"), and the keyboard (Space on the focused button) must start it again from
+    the first value. Returns the frames shown during the first play, in order."""
+    import time
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    data = json.loads(driver.execute_script(
+        "return arguments[0].querySelector('script.attnlib-data').textContent", root))
+    sizes = tuple(data["sizes"])
+    button = root.find_element(By.CSS_SELECTOR, "button.attnlib-play")
+    i = int(button.get_attribute("data-index"))
+    slider = root.find_element(By.CSS_SELECTOR, f'.attnlib-control[data-index="{i}"] input')
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'}); "
+                          "arguments[0].focus()", slider)
+    slider.send_keys(Keys.HOME)  # from the first value
+    first = int(root.get_attribute("data-frame"))
+    stride = math.prod(sizes[i + 1:])
+    # every frame shown is recorded by the page itself (no frame lost between two polls)
+    driver.execute_script(
+        "var r=arguments[0];r._shown=[+r.getAttribute('data-frame')];"
+        "new MutationObserver(function(){r._shown.push(+r.getAttribute('data-frame'));})"
+        ".observe(r,{attributes:true,attributeFilter:['data-frame']});", root)
+    t0 = time.time()
+    button.click()
+    assert button.get_attribute("aria-pressed") == "true", f"{tag}: play did not start"
+    while time.time() - t0 < timeout and button.get_attribute("aria-pressed") == "true":
+        time.sleep(0.05)
+    shown = driver.execute_script("return arguments[0]._shown", root)
+    seen = [k for j, k in enumerate(shown) if j == 0 or k != shown[j - 1]]
+    assert len(seen) > 1, f"{tag}: play did not advance the frame"
+    assert seen[-1] == first + (sizes[i] - 1) * stride, f"{tag}: play did not reach the end"
+    assert button.get_attribute("aria-pressed") == "false", f"{tag}: play did not stop"
+    assert all(b - a == stride for a, b in zip(seen, seen[1:])), f"{tag}: {seen}"
+    driver.execute_script("arguments[0].focus()", button)
+    button.send_keys(Keys.SPACE)  # the keyboard: from the end it starts again at the first
+    assert button.get_attribute("aria-pressed") == "true", f"{tag}: Space did not play"
+    button.send_keys(Keys.SPACE)  # and pauses
+    assert button.get_attribute("aria-pressed") == "false", f"{tag}: Space did not pause"
+    assert int(root.get_attribute("data-frame")) < seen[-1], f"{tag}: not restarted"
+    return seen

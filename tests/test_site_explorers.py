@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from explorer_checks import check_explorer, check_fits
+from explorer_checks import check_explorer, check_fits, check_play
 from site_helpers import (  # noqa: F401  (pytest fixtures)
     SCREENSHOTS,
     SITE,
@@ -69,6 +69,26 @@ def _shot(driver, element, name):
     return path
 
 
+#: Smallest ratio of a frame's pixels to its displayed CSS pixels (the default static_dpi,
+#: ``max(160, 1800 / width)``). At 1366 px a panel of an 11.5-inch figure is shown about 340
+#: CSS px wide (the panels' minimum width: 1.3 px per point): 1.7 pixels per CSS pixel at
+#: 160 dpi (110 dpi gave 1.2); full 2x there needs about 190 dpi (page weight). Phones: >= 1.5.
+SHARP = {1366: 1.6, 390: 1.5}
+
+
+def _check_sharp(driver, root, tag):
+    """Every panel's natural width is at least SHARP times its displayed width."""
+    from selenium.webdriver.common.by import By
+
+    width = int(tag.rsplit("_", 1)[1])
+    for img in root.find_elements(By.CSS_SELECTOR, "img.attnlib-panel"):
+        natural, shown = driver.execute_script(
+            "return [arguments[0].naturalWidth, arguments[0].getBoundingClientRect().width]",
+            img)
+        assert natural >= SHARP[width] * shown - 1, (
+            f"{tag}: a panel of {natural} px is shown {shown:.0f} px wide (soft on 2x screens)")
+
+
 @pytest.mark.parametrize("page", PAGES or ["(no explorer pages)"])
 def test_static_explorers_respond(browser, served_site, page):  # noqa: F811
     from selenium.webdriver.common.by import By
@@ -95,5 +115,8 @@ def test_static_explorers_respond(browser, served_site, page):  # noqa: F811
                 if width == 1366:  # every control, every value (the phone: same script)
                     changed = check_explorer(browser, ex, tag)
                     assert all(n >= 1 for n in changed.values()), changed
+                    if ex.find_elements(By.CSS_SELECTOR, "button.attnlib-play"):
+                        check_play(browser, ex, tag)  # an iteration slider plays
+                _check_sharp(browser, ex, tag)
     finally:
         browser.set_window_size(size["width"], size["height"])

@@ -36,6 +36,10 @@ def explorer_mode(mode: str | None = None) -> str:
     return mode
 
 
+#: Slider names read as an iteration / time axis: they get a play button on the static page.
+_TIME_AXES = ("iterations", "steps", "step", "time")
+
+
 class Explorer:
     """An explorer: a draw function and its controls, shown live or static.
 
@@ -55,8 +59,11 @@ class Explorer:
         Figure size in inches.
     dpi : float
         Resolution of the live figure.
-    static_dpi : float
-        Largest resolution of the static frames (lowered to fit ``max_bytes``).
+    static_dpi : float, optional
+        Largest resolution of the static frames (lowered to fit ``max_bytes``); default:
+        sharp on a 2x (retina) screen, ``max(160, 1800 / width in inches)`` (the figure at
+        least 1800 pixels wide: twice a desktop column of 900 CSS px; a phone's stacked
+        panels get at least 1.5 pixels per CSS pixel).
     max_bytes : float
         Size budget of the static HTML of this explorer.
     max_frames : int
@@ -68,16 +75,20 @@ class Explorer:
         ``note(**values) -> str``: a line under the figure for this setting (numbers read
         from the data), on the static site and in the live status line.
     fps : float
-        Kept for compatibility (the static page has no play button).
+        Frames per second of the static page's play button.
+    play : str, optional
+        The numeric control (an iteration or time axis) that a play/pause button on the
+        static page steps through, stopping at its last value; default: the first slider
+        named ``iterations``, ``steps``, ``step`` or ``time``; ``""``: no play button.
     margins : dict, optional
         ``Figure.subplots_adjust`` arguments (fixed margins; no layout engine, for speed).
     """
 
     def __init__(self, draw: Callable, controls: Sequence[Control], *, name: str = "explorer",
                  slider: str | Sequence[str] | None = None, figsize=(8.6, 3.6), dpi: float = 80,
-                 static_dpi: float = 110, max_bytes: float = 2.5e6, max_frames: int = 160,
+                 static_dpi: float | None = None, max_bytes: float = 2.5e6, max_frames: int = 160,
                  caption: str = "", note: Callable | None = None, fps: float = 4.0,
-                 margins: dict | None = None):
+                 margins: dict | None = None, play: str | None = None):
         if not callable(draw):
             raise ValueError(f"draw must be callable draw(fig, **values), got {type(draw)}")
         self.draw = draw
@@ -87,7 +98,8 @@ class Explorer:
         self.name = name
         self.figsize = tuple(figsize)
         self.dpi = dpi
-        self.static_dpi = static_dpi
+        self.static_dpi = (float(static_dpi) if static_dpi is not None
+                           else max(160.0, 1800.0 / self.figsize[0]))
         self.max_bytes = max_bytes
         self.max_frames = int(max_frames)
         self.caption = caption
@@ -107,6 +119,12 @@ class Explorer:
                 raise ValueError(f"slider must name controls among {list(self.controls)}, "
                                  f"got {s!r}")
         self.slider = list(slider)
+        if play is None:
+            play = next((s for s in self.slider if s in _TIME_AXES), "")
+        if play and play not in self.controls:
+            raise ValueError(f"play must name a control among {list(self.controls)}, "
+                             f"got {play!r}")
+        self.play = play
 
     # -- values --------------------------------------------------------------------------
     def defaults(self) -> dict:

@@ -58,6 +58,7 @@ _CSS = """
  border:1px solid #999;border-radius:4px;background:#fff;color:#333;cursor:pointer}
 .attnlib-explorer .attnlib-control button[aria-pressed=true]{background:#1f77b4;color:#fff;
  border-color:#1f77b4}
+.attnlib-explorer .attnlib-control button.attnlib-play{min-width:5.2em}
 .attnlib-explorer .attnlib-figure{display:flex;flex-wrap:wrap;justify-content:center;width:100%}
 .attnlib-explorer .attnlib-figure img{height:auto;display:block}
 .attnlib-explorer .attnlib-note{margin:0.3em 0 0 0;font-size:0.95rem}
@@ -77,13 +78,23 @@ if(note){note.textContent=D.notes[D.note_of[k]];}
 for(var c=0;c<ctl.length;c++){var i=+ctl[c].getAttribute("data-index");
 ctl[c].querySelector(".attnlib-value").textContent=D.labels[i][st[i]];
 var r=ctl[c].querySelector("input");if(r){r.value=st[i];}
-var b=ctl[c].querySelectorAll("button");for(var q=0;q<b.length;q++){
+var b=ctl[c].querySelectorAll(V);for(var q=0;q<b.length;q++){
 b[q].setAttribute("aria-pressed",q===st[i]?"true":"false");}}
 root.setAttribute("data-frame",k);}
+var V="button:not(.attnlib-play)",pb=root.querySelector("button.attnlib-play"),timer=null,
+pi=pb?+pb.getAttribute("data-index"):-1;
+function stop(){if(timer){clearInterval(timer);timer=null;}
+if(pb){pb.setAttribute("aria-pressed","false");pb.textContent="\u25B6 play";}}
+function tick(){if(st[pi]<D.sizes[pi]-1){st[pi]++;show();}
+if(st[pi]>=D.sizes[pi]-1){stop();}}
+if(pb){pb.addEventListener("click",function(){if(timer){stop();return;}
+if(st[pi]>=D.sizes[pi]-1){st[pi]=0;show();}
+pb.setAttribute("aria-pressed","true");pb.textContent="\u275A\u275A pause";
+timer=setInterval(tick,D.interval);});}
 for(var c=0;c<ctl.length;c++){(function(el){var i=+el.getAttribute("data-index");
 var r=el.querySelector("input");if(r){r.addEventListener("input",function(){
-st[i]=+r.value;show();});}
-var b=el.querySelectorAll("button");for(var q=0;q<b.length;q++){(function(q){
+if(i===pi){stop();}st[i]=+r.value;show();});}
+var b=el.querySelectorAll(V);for(var q=0;q<b.length;q++){(function(q){
 b[q].addEventListener("click",function(){st[i]=q;show();});})(q);}})(ctl[c]);}
 })();"""
 
@@ -234,6 +245,10 @@ class StaticExplorer:
         if _numbers(vals):
             widget = (f'<input type="range" min="0" max="{len(vals) - 1}" step="1" '
                       f'value="{self.start[i]}" aria-label="{label}">')
+            if name == ex.play:  # an iteration axis: a play/pause button steps through it
+                widget = (f'<button type="button" class="attnlib-play" data-index="{i}" '
+                          f'aria-pressed="false" aria-label="play {label}">\u25B6 play'
+                          f"</button> {widget}")
         else:
             widget = "".join(
                 f'<button type="button" aria-pressed="{"true" if j == self.start[i] else "false"}"'
@@ -251,7 +266,7 @@ class StaticExplorer:
                     labels=[[ex.controls[k].show(v) for v in vals]
                             for k, vals in zip(self.names, self.values)],
                     frames=self.frames, note_of=[notes.index(t) for t in self.notes],
-                    notes=notes,
+                    notes=notes, interval=round(1000 / max(float(ex.fps), 0.1)),
                     images=[base64.b64encode(p).decode("ascii") for p in self.images])
         alt = _html.escape(f"{ex.name} explorer")
         # side by side they fill the column, but none narrower than _PX_PER_PT px per point
