@@ -61,7 +61,22 @@ MODULES = {
     "svm-config": (["attnlib/svm/config.py", "attnlib/svm/rows.py", "attnlib/svm/batch.py"],
                    ["tests/test_svm_engine.py", "tests/test_svm_certify.py",
                     "tests/test_svm_batch.py"]),
-    "check": (["attnlib/check/"], ["tests/test_check.py"]),
+    # check/: the shared feedback/numeric layer and the SVM answers, then one run per answer
+    # module with its own tests (each checks a learner's answer against its own NumPy oracle)
+    "check": (["attnlib/check/__init__.py", "attnlib/check/feedback.py",
+               "attnlib/check/numeric.py", "attnlib/check/svm_answers.py"],
+              ["tests/test_check.py", "tests/test_check_svm_answers_independent.py"]),
+    "check-local": (["attnlib/check/local_answers.py"],
+                    ["tests/test_check_local_answers.py", "tests/test_check_local_mutation.py"]),
+    "check-heads": (["attnlib/check/heads_answers.py"],
+                    ["tests/test_check_heads_answers.py", "tests/test_check_heads_mutation.py"]),
+    "check-text": (["attnlib/check/text_answers.py"],
+                   ["tests/test_check_text_answers.py", "tests/test_check_text_mutation.py"]),
+    "check-implement": (["attnlib/check/implement.py"],
+                        ["tests/test_check_implement.py",
+                         "tests/test_check_implement_mutation.py"]),
+    "check-mirror": (["attnlib/check/mirror_answers.py"],
+                     ["tests/test_check_md_direction.py", "tests/test_check_mirror_mutation.py"]),
 }
 
 
