@@ -359,3 +359,35 @@ def test_multi_token_quota_stops_the_stream_and_counts_in_seed_order():
     # accuracy (cvxpy's solve depends on what the process solved before, ~1e-8 relative)
     assert one.keys() == num.keys()
     assert one == {k: pytest.approx(v, rel=1e-6, abs=1e-12, nan_ok=True) for k, v in num.items()}
+
+
+def test_visualization_layouts_against_cvxpy_svms(monkeypatch):
+    # the random layouts' correlations are those of each run's final W with *its* SVM: the
+    # Frobenius one for W, the nuclear one for (K,Q), each solved here by the cvxpy primal
+    # (one constraint per token) for the selection read off the final W by numpy
+    from attnlib.svm.primal import att_svm_primal
+
+    runs = []
+
+    def spy(data, param, **kw):
+        r = tf_svm_train(data, param, **kw)
+        runs.append((param, data, r))
+        return r
+
+    tf_svm_train = tf_svm.train
+    monkeypatch.setattr(tf_svm, "train", spy)
+    A = _run("tf_visualization", steps=300, layouts=6, seed=3).arrays
+    layout = [(p, d, r) for p, d, r in runs if d.X.dim() == 4]  # the batched layout runs
+    assert [p for p, _, _ in layout] == ["W", "KQ"]
+    for (param, data, r), norm in zip(layout, ("fro", "nuc")):
+        X, z, Wk = (np.asarray(t.detach().cpu(), float) for t in (data.X, data.z, r.W))
+        corr = A[f"layouts_corr_{param}"]
+        assert corr.shape == (6,)
+        apart = []  # |corr with its SVM - corr with the other norm's SVM| per layout
+        for b in range(6):
+            alpha = np.einsum("itd,de,ie->it", X[b], Wk[b], z[b]).argmax(-1)
+            own, other = (_cos(Wk[b], att_svm_primal(X[b], z[b], alpha, norm=nm)[1])
+                          for nm in (norm, {"fro": "nuc", "nuc": "fro"}[norm]))
+            apart.append(abs(own - other))
+            assert corr[b] == pytest.approx(own, abs=1e-4), (param, b)
+        assert max(apart) > 1e-2  # a swapped norm would show in some layout
