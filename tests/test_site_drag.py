@@ -7,7 +7,12 @@ compare them with attnlib's own:
 - the answers the build exported (``attnlib.explorers.token_drag``: ``prompt_svm``,
   ``support_tokens``, ``train``) for the chapter's default and the moved configurations;
 - a token and the start p(0) dragged with the mouse (Selenium ActionChains), against attnlib
-  computed here, in the test, for the coordinates the page then reports.
+  computed here, in the test, for the coordinates the page then reports;
+- a token of each input chosen in the "p^mm selects" menus (chapter 3's selections of E2:
+  feasible but not locally optimal, infeasible), with the readout's words;
+- the dotted margin lines of every input, read from the plot: input i's two lines are the
+  levels k.p^mm = k_{i alpha_i}.p^mm and one less, attnlib's p^mm, its support tokens on
+  the second.
 
 Tolerances: p^mm relative 1e-6 (the solver's certificate is tighter); the GD end point
 relative 1e-5 (late normalised steps divide a gradient of the size of eps by its norm, so
@@ -91,6 +96,32 @@ def _compare(js: dict, want: dict, what: str):
     np.testing.assert_allclose(js["p_end"], want["p_end"], rtol=1e-5, atol=1e-8, err_msg=what)
 
 
+def _margins(driver, keys, alpha, want):
+    """The margin lines in the key plot are, for every input i, the level lines of attnlib's
+    p^mm through its selected key and one below (where its support tokens lie); none when
+    the selection is infeasible."""
+    traces = driver.execute_script(_EX + "return ex.keysDiv.data.filter(t => t.meta && "
+                                   "t.meta.margin !== undefined).map(t => [t.meta, t.x, t.y]);")
+    if not want["feasible"]:
+        assert traces == [], "margin lines drawn for an infeasible selection"
+        return
+    p = np.asarray(want["p_mm"])
+    K = np.asarray(keys)
+    assert sorted((m["margin"], m["level"]) for m, _, _ in traces) == sorted(
+        (i, lv) for i in range(len(K)) for lv in ("selected", "support")), traces
+    for meta, x, y in traces:
+        i = meta["margin"]
+        level = K[i, alpha[i]] @ p - (meta["level"] == "support")
+        on = np.stack([x, y], 1) @ p  # every point of the drawn line, projected on p^mm
+        np.testing.assert_allclose(on, level, atol=1e-6, err_msg=f"input {i + 1} {meta}")
+        if meta["level"] == "support":
+            for t in np.flatnonzero(want["support"][i]):  # the support tokens on it
+                np.testing.assert_allclose(K[i, t] @ p, on[0], atol=1e-6)
+    names = driver.execute_script(_EX + "return ex.keysDiv.data.filter(t => t.name === "
+                                  "'margin' && t.showlegend !== false).length;")
+    assert names == 1  # one legend entry, "margin"
+
+
 def test_plotly_is_loaded_by_chapter_2_only(page, browser):  # noqa: F811
     assert not console_errors(page)
     assert browser.execute_script("return typeof window.Plotly.react") == "function"
@@ -127,6 +158,56 @@ def test_browser_numbers_match_attnlib(page, browser):  # noqa: F811
         assert got["state"]["keys"] == r["keys"]
         _compare(got["res"], r["attnlib"], json.dumps({k: r[k] for k in (
             "example", "alpha", "p0", "lr", "normalized", "loss", "iterations")}))
+        _margins(browser, r["keys"], r["alpha"], r["attnlib"])
+
+
+def test_choose_each_inputs_token(page, browser):  # noqa: F811
+    """E2 (three inputs): the menus choose a token per input; the page's p^mm, support tokens,
+    local optimality, infeasibility and margin lines are attnlib's for that selection."""
+    from selenium.webdriver.support.ui import Select
+
+    data = _data(browser)
+    opt = data["examples"]["e2"]["optimal"]
+    refs = [r for r in data["references"] if r["example"] == "e2" and r["alpha"] != opt
+            and r["keys"] == data["examples"]["e2"]["keys"]]
+    kinds = {(r["attnlib"]["feasible"], r["attnlib"]["locally_optimal"]) for r in refs}
+    assert {(True, False), (False, False)} <= kinds, kinds
+    browser.find_element("css selector",
+                         '.ad-control[data-control=example] button[data-value=\'"e2"\']').click()
+    for r in refs:
+        browser.find_element("css selector", ".attnlib-drag button[data-control=reset]").click()
+        menus = browser.find_elements("css selector",
+                                      ".attnlib-drag .ad-control[data-control=alpha] select")
+        assert len(menus) == 3 and all(m.is_enabled() and m.is_displayed() for m in menus)
+        before = _numbers(browser)["renders"]
+        for menu, a in zip(menus, r["alpha"]):
+            Select(menu).select_by_value(str(a))
+        got = _numbers(browser)
+        assert got["state"]["alpha"] == r["alpha"] and got["renders"] > before
+        what = f"e2 selecting {r['alpha']}"
+        # the exported GD settings are the default's, so the whole readout is comparable
+        _compare(got["res"], r["attnlib"], what)
+        _margins(browser, r["keys"], r["alpha"], r["attnlib"])
+        text = browser.find_element("css selector", ".attnlib-drag .ad-readout").text
+        names = ", ".join(f"x{i + 1},{a + 1}" for i, a in enumerate(r["alpha"]))
+        if r["attnlib"]["feasible"]:
+            assert f"selecting {names}" in text and "locally optimal: no" in text, text
+        else:
+            assert "infeasible" in text and "Locally optimal: no" in text, text
+            alone = [i for i, a in enumerate(r["alpha"])
+                     if not _attnlib_alone(r["keys"], data["examples"]["e2"]["gamma"], i, a)]
+            if alone:  # the page names the token that no direction separates
+                assert all(f"x{i + 1},{r['alpha'][i] + 1} ahead" in text
+                           or f"x{i + 1},{r['alpha'][i] + 1}," in text for i in alone), text
+            else:
+                assert "no single direction" in text, text
+
+
+def _attnlib_alone(keys, gamma, i, a) -> bool:
+    """Whether attnlib finds input i's token a separable from its input on its own."""
+    from attnlib.explorers.token_drag import reference
+
+    return reference([keys[i]], [gamma[i]], [a], (0, 0), iterations=0)["feasible"]
 
 
 def _drag(browser, div: str, point, by):  # noqa: F811
@@ -222,6 +303,8 @@ def test_fits_the_screen(browser, served_site, width, height):  # noqa: F811
     try:
         entries = _open(browser, served_site, width, height)
         assert not console_errors(entries)
+        # a selection of chapter 3 on E2: a token per input, feasible, not locally optimal
+        browser.execute_script(_EX + "ex.set({alpha: [0, 2, 0]});")
         info = browser.execute_script(_EX + """
             ex.root.scrollIntoView({block: 'start'});
             const vw = document.documentElement.clientWidth;

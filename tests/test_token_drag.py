@@ -93,6 +93,28 @@ def test_e1_svm_matches_the_papers_closed_form(data):
                if not r["attnlib"]["feasible"])
 
 
+def test_e2_selections_of_chapter_3(data):
+    """Several inputs, a token chosen per input: a feasible selection that is not locally
+    optimal (a support token scores as much as the selected one) and two infeasible ones,
+    one where every selected token alone is separable from its input and one where it is not."""
+    gamma = np.asarray(data["examples"]["e2"]["gamma"])
+    opt = data["examples"]["e2"]["optimal"]
+    refs = {tuple(r["alpha"]): r for r in data["references"]
+            if r["example"] == "e2" and r["alpha"] != opt}
+    assert {(0, 2, 0), (0, 0, 2), (0, 0, 1)} <= set(refs)
+    feasible = refs[(0, 2, 0)]["attnlib"]
+    assert feasible["feasible"] and not feasible["locally_optimal"]
+    sup = np.asarray(feasible["support"])
+    assert sup[1, 0] and gamma[1, 0] >= gamma[1, 2]  # x_{2,1} on x_{2,3}'s margin, scores more
+    for alpha, alone in [((0, 0, 2), [True, True, True]), ((0, 0, 1), [True, True, False])]:
+        r = refs[alpha]
+        assert not r["attnlib"]["feasible"] and not r["attnlib"]["locally_optimal"]
+        K, g = np.asarray(r["keys"]), gamma
+        got = [td.reference(K[i:i + 1], g[i:i + 1], [a], (0, 0), iterations=0)["feasible"]
+               for i, a in enumerate(alpha)]
+        assert got == alone, alpha
+
+
 def test_references_satisfy_the_svm_optimality_conditions(data):
     """Margins >= 1, p = sum of lambda_j a_j over the active rows with lambda >= 0, and the
     support tokens are exactly the active rows; an infeasible selection has a key that is a
@@ -178,8 +200,9 @@ const out = d.references.map((r) => {{
   const svm = window.attnTokenDrag.attSvm2d(r.keys, r.alpha);
   const path = window.attnTokenDrag.gdPath(r.keys, ex.gamma, r.p0, r);
   const st = Object.assign({{examples: d.examples}}, r);
+  const res = window.attnTokenDrag.compute(st);
   return {{svm: svm, p_end: path[path.length - 1], length: path.length,
-          local: window.attnTokenDrag.compute(st).locally_optimal}};
+          local: res.locally_optimal, alone: res.feasible_alone}};
 }});
 console.log(JSON.stringify(out));
 """
@@ -194,3 +217,11 @@ console.log(JSON.stringify(out));
             np.testing.assert_allclose(js["svm"]["p"], a["p_mm"], rtol=1e-6, atol=1e-8)
             assert js["svm"]["support"] == a["support"]
         np.testing.assert_allclose(js["p_end"], a["p_end"], rtol=1e-5, atol=1e-8)  # as above
+        if a["feasible"]:
+            assert js["alone"] is None
+        else:  # which selected tokens are infeasible on their own (the readout names them)
+            gamma = np.asarray(data["examples"][r["example"]]["gamma"])
+            K = np.asarray(r["keys"])
+            assert js["alone"] == [td.reference(K[i:i + 1], gamma[i:i + 1], [a_i], (0, 0),
+                                                iterations=0)["feasible"]
+                                   for i, a_i in enumerate(r["alpha"])]

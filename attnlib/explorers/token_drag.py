@@ -53,7 +53,8 @@ MODULE_SRC = "../explorers/token-drag.js"
 
 #: Moved configurations whose attnlib answers the page carries (the browser test replays
 #: them): each changes the chapter's default by a token moved (``move``: input, token, new
-#: key), the start ``p0``, the selected token ``alpha`` or a setting.
+#: key), the start ``p0``, the selected token ``alpha`` (one index for every input, or one
+#: per input) or a setting.
 MOVES = (
     dict(example="e1-global", move=(0, 2, (0.4, -0.3))),    # x3 down-right: support moves
     dict(example="e1-global", move=(0, 1, (0.9, 0.9))),     # x2 up: two support tokens
@@ -63,6 +64,12 @@ MOVES = (
     dict(example="e1-local", alpha=1),                      # x2: locally optimal here
     dict(example="e1-global", loss="exp", lr=0.3),
     dict(example="e2", move=(1, 4, (0.2, -0.9))),
+    # E2, selections of chapter 3 (one token per input): feasible but not locally optimal
+    # (x_{2,1}, the optimal token of input 2, is a support token of x_{2,3}), infeasible
+    # although each selected token alone is separable, and infeasible because x_{3,2} alone is
+    dict(example="e2", alpha=(0, 2, 0)),
+    dict(example="e2", alpha=(0, 0, 2)),
+    dict(example="e2", alpha=(0, 0, 1)),
     dict(example="e2", normalized=False, lr=1.0, iterations=500),
 )
 
@@ -154,7 +161,8 @@ def _config(example, *, move=None, alpha=None, p0=None, lr=0.1, normalized=True,
     if move is not None:
         i, t, k = move
         keys[i, t] = torch.as_tensor(k, dtype=keys.dtype)
-    sel = optimal_tokens(ex.data).tolist() if alpha is None else [int(alpha)] * ex.data.n
+    sel = (optimal_tokens(ex.data).tolist() if alpha is None
+           else [int(alpha)] * ex.data.n if isinstance(alpha, int) else [int(a) for a in alpha])
     start = ex.init["p"][0, :2].tolist() if p0 is None else [float(c) for c in p0]
     eps = float(ex.settings["eps"])
     cfg = dict(example=example, keys=keys.tolist(), alpha=sel, p0=start, lr=float(lr),

@@ -3,8 +3,10 @@
  * The reader drags a key k_it or the start p(0) in the 2-D token plane; the page recomputes,
  * in the browser, for the prompt model of chapters 1-3:
  *   - the softmax attention s_i = softmax(K_i p) and g_i = sum_t s_it gamma_it,
- *   - p^mm(alpha) = argmin ||p|| s.t. (k_{i alpha_i} - k_it)^T p >= 1 (attSvm2d: exact in 2-D),
- *     and its support tokens (the active constraints),
+ *   - p^mm(alpha) = argmin ||p|| s.t. (k_{i alpha_i} - k_it)^T p >= 1 (attSvm2d: exact in 2-D)
+ *     for the token alpha_i the reader selects in each input (one menu per input), its support
+ *     tokens (the active constraints), each input's two margin lines (the levels
+ *     k^T p^mm = k_{i alpha_i}^T p^mm and one less) and whether alpha is locally optimal,
  *   - the gradient-descent path of L(p) = (1/n) sum_i loss(g_i) (gdPath: plain or normalised
  *     steps, as attnlib.train),
  * and draws them with plotly.js (loaded from the site, offline; plotly only draws, the drag is
@@ -114,9 +116,12 @@
     // locally optimal (chapter 3): feasible, and every support token scores below the selected
     const local = svm.feasible && svm.support.every((row, i) => row.every((s, t) =>
       !s || ex.gamma[i][t] < ex.gamma[i][st.alpha[i]] - 1e-10));
+    // infeasible: which inputs are infeasible on their own (the others only jointly)
+    const alone = svm.feasible ? null
+      : st.keys.map((K, i) => attSvm2d([K], [st.alpha[i]]).feasible);
     return {
       feasible: svm.feasible, p_mm: svm.p, support: svm.support, path: path, p_end: pEnd,
-      locally_optimal: local,
+      locally_optimal: local, feasible_alone: alone,
       attention: attn, reached: reached,
       cos: svm.feasible && norm(pEnd) > 0 ? cosine(pEnd, svm.p) : null,
     };
@@ -132,6 +137,7 @@
  border-radius:4px;background:#fff;color:#333;cursor:pointer}
 .attnlib-drag button[aria-pressed=true]{background:#1f77b4;color:#fff;border-color:#1f77b4}
 .attnlib-drag select{font:inherit}
+.attnlib-drag .ad-pick{display:inline-flex;align-items:center;gap:.2em;white-space:nowrap}
 .attnlib-drag input[type=range]{width:11em;max-width:55vw}
 .attnlib-drag .ad-value{font-weight:700;color:#d62728;min-width:2.5em}
 .attnlib-drag .ad-figs{display:flex;flex-wrap:wrap;gap:.4em;width:100%}
@@ -144,6 +150,9 @@
     .replace(/^-/, "\u2212");
   const pair = (p, d = 3) => (p ? `(${fmt(p[0], d)}, ${fmt(p[1], d)})` : "—");
   const clone = (x) => JSON.parse(JSON.stringify(x));
+  // per input: the marker symbol of its tokens and the dash of its margin lines
+  const SYMBOLS = ["circle", "square", "diamond", "triangle-up", "pentagon"];
+  const DASHES = ["dot", "dashdot", "longdash", "longdashdot", "5px,2px,1px,2px"];
   const tokenName = (n, i, t) => (n === 1 ? `x${t + 1}` : `x<sub>${i + 1},${t + 1}</sub>`);
 
   function loadPlotly(src) {
@@ -248,17 +257,12 @@
     buildControls() {
       const d = this.data;
       this.buttons("example", "example", Object.keys(d.examples), (v) => v);
-      const selBox = el("div", { class: "ad-control", "data-control": "alpha" });
+      this.selBox = el("div", { class: "ad-control", "data-control": "alpha" });
       const name = el("span", { class: "ad-name" });
       name.innerHTML = "p<sup>mm</sup> selects";
-      selBox.appendChild(name);
-      this.select = el("select", { "aria-label": "token selected by p^mm" });
-      this.select.addEventListener("change", () => {
-        const t = Number(this.select.value);
-        this.set({ alpha: this.state.keys.map(() => t) });
-      });
-      selBox.appendChild(this.select);
-      this.controls.appendChild(selBox);
+      this.selBox.appendChild(name);
+      this.selects = [];  // one per input, built by syncControls for the example's shape
+      this.controls.appendChild(this.selBox);
       this.buttons("lr", "step size", d.choices.lr, (v) => String(v));
       this.buttons("normalized", "normalised", [true, false], (v) => (v ? "yes" : "no"));
       this.buttons("loss", "loss", d.choices.loss, (v) => v);
@@ -288,15 +292,45 @@
         b.setAttribute("aria-pressed", String(JSON.stringify(st[name]) === b.dataset.value));
       });
       const n = st.keys.length, opt = st.examples[st.example].optimal;
-      const options = n === 1
-        ? st.keys[0].map((_, t) => [String(t), `x${t + 1}` + (t === opt[0] ? " (optimal)" : "")])
-        : [[String(opt[0]), "the optimal token of each input"]];
-      this.select.textContent = "";
-      options.forEach(([v, text]) => this.select.appendChild(el("option", { value: v }, text)));
-      this.select.value = String(st.alpha[0]);
-      this.select.disabled = n > 1;
+      const shape = `${st.example}:${n}x${st.keys[0].length}`;
+      if (this.selShape !== shape) {  // a select per input: "input i" x1 ... xT (optimal)
+        this.selShape = shape;
+        this.selects.forEach((s) => s.parentNode.remove());
+        this.selects = st.keys.map((K, i) => {
+          const pick = el("label", { class: "ad-pick" });
+          if (n > 1) pick.appendChild(el("span", {}, `input ${i + 1}`));
+          const s = el("select", { "data-input": String(i), "aria-label": n === 1
+            ? "token selected by p^mm" : `token of input ${i + 1} selected by p^mm` });
+          K.forEach((_, t) => s.appendChild(el("option", { value: String(t) },
+            `x${t + 1}` + (t === opt[i] ? " (optimal)" : ""))));
+          s.addEventListener("change", () => {
+            const alpha = this.state.alpha.slice();
+            alpha[i] = Number(s.value);
+            this.set({ alpha: alpha });
+          });
+          pick.appendChild(s);
+          this.selBox.appendChild(pick);
+          return s;
+        });
+      }
+      this.selects.forEach((s, i) => { s.value = String(st.alpha[i]); });
       this.range.value = st.iterations;
       this.itValue.textContent = String(st.iterations);
+    }
+
+    // the stretch [lo, hi] of the line c + s w inside the view [-R, R]^2 (null: it misses)
+    inView(c, w, R) {
+      let lo = -Infinity, hi = Infinity;
+      for (let j = 0; j < 2; j++) {
+        if (Math.abs(w[j]) < 1e-12) {
+          if (Math.abs(c[j]) > R) return null;
+          continue;
+        }
+        const a = (-R - c[j]) / w[j], b = (R - c[j]) / w[j];
+        lo = Math.max(lo, Math.min(a, b));
+        hi = Math.min(hi, Math.max(a, b));
+      }
+      return lo <= hi ? [lo, hi] : null;
     }
 
     keyRange(ex) {
@@ -382,24 +416,39 @@
         const u = unit(res.p_mm);
         keyTraces.push(line([[0, 0], [3 * R * u[0], 3 * R * u[1]]],
           "p<sup>mm</sup> direction", col.target));
-        if (n === 1) {  // the margin: the selected token's level line and the support level
-          const ka = st.keys[0][st.alpha[0]], w = [-u[1], u[0]];
-          const lv = (c) => [[c[0] - 3 * R * w[0], c[1] - 3 * R * w[1]],
-            [c[0] + 3 * R * w[0], c[1] + 3 * R * w[1]]];
-          const back = 1 / norm(res.p_mm);
-          keyTraces.push(line(lv(ka), "margin", col.ink, "dot", { line: { color: col.ink,
-            width: 1.2, dash: "dot" } }));
-          keyTraces.push(line(lv([ka[0] - back * u[0], ka[1] - back * u[1]]), "margin",
-            col.ink, "dot", { showlegend: false, line: { color: col.ink, width: 1.2,
-              dash: "dot" } }));
-        }
+        // each input's margin: its selected token's level line k.p^mm = k_{i alpha_i}.p^mm
+        // and the support level 1/||p^mm|| behind it (k.p^mm one less), dashed per input and
+        // tagged with the input's marker symbol where the line leaves the view
+        const w = [-u[1], u[0]], back = 1 / norm(res.p_mm);
+        st.keys.forEach((K, i) => {
+          const ka = K[st.alpha[i]], dash = DASHES[i % DASHES.length];
+          [["selected", ka], ["support", [ka[0] - back * u[0], ka[1] - back * u[1]]]].forEach(
+            ([level, c], j) => {
+              const pts = [[c[0] - 3 * R * w[0], c[1] - 3 * R * w[1]],
+                [c[0] + 3 * R * w[0], c[1] + 3 * R * w[1]]];
+              keyTraces.push(line(pts, "margin", col.ink, dash, { showlegend: i === 0 && j === 0,
+                legendgroup: "margin", line: { color: col.ink, width: 1.2, dash: dash },
+                meta: { margin: i, level: level, value: dot(ka, res.p_mm) - j } }));
+              // the input's symbol just inside the view: the selected level's at one end,
+              // the support level's at the other (several inputs)
+              const seen = this.inView(c, w, R);
+              const s = seen && (j === 0 ? 0.95 * seen[1] + 0.05 * seen[0]
+                : 0.95 * seen[0] + 0.05 * seen[1]);
+              if (seen !== null && n > 1) {
+                keyTraces.push({ type: "scatter", mode: "markers", showlegend: false,
+                  legendgroup: "margin", x: [c[0] + s * w[0]], y: [c[1] + s * w[1]],
+                  meta: { tag: i, level: level },
+                  marker: { symbol: SYMBOLS[i % SYMBOLS.length] + "-open", size: 9,
+                    color: col.ink, line: { width: 1.5 } } });
+              }
+            });
+        });
       }
       if (norm(res.p_end) > 0) {
         const u = unit(res.p_end);
         keyTraces.push(line([[0, 0], [3 * R * u[0], 3 * R * u[1]]],
           `p(${st.iterations}) direction`, col.other, "dash"));
       }
-      const symbols = ["circle", "square", "diamond", "triangle-up", "x"];
       for (let i = 0; i < n; i++) {
         const mine = flat.filter((o) => o.i === i);
         keyTraces.push({ type: "scatter", mode: "markers+text", name: n === 1 ? "tokens"
@@ -409,7 +458,7 @@
           : (o.t === st.alpha[o.i] || (res.feasible && res.support[o.i][o.t]))
             ? `${o.i + 1},${o.t + 1}` : "")),
         textposition: "top right", textfont: { size: 13 },
-        marker: { size: 13, symbol: symbols[i % symbols.length],
+        marker: { size: 13, symbol: SYMBOLS[i % SYMBOLS.length],
           color: mine.map((o) => ex.gamma[o.i][o.t]), colorscale: "Viridis",
           cmin: Math.min(...ex.gamma.flat()), cmax: Math.max(...ex.gamma.flat()),
           line: { color: col.ink, width: 1 } } });
@@ -458,9 +507,29 @@
       this.writeReadout(res);
     }
 
+    // chapter 3: a feasible selection is locally optimal when every support token scores
+    // below the selected token of its input; otherwise name the first that does not
+    localText(res, names) {
+      const st = this.state, n = st.keys.length, g = st.examples[st.example].gamma;
+      if (res.locally_optimal) {
+        return "locally optimal (every support token scores below the selected one): " +
+          "<b>yes</b>.";
+      }
+      let why = "";
+      res.support.some((row, i) => row.some((s, t) => {
+        if (!s || g[i][t] < g[i][st.alpha[i]] - 1e-10) return false;
+        why = ` (support token ${tokenName(n, i, t)} scores γ = ${fmt(g[i][t], 2)}, not ` +
+          `below the selected ${names[i]}'s ${fmt(g[i][st.alpha[i]], 2)})`;
+        return true;
+      }));
+      return `locally optimal: <b>no</b>${why}.`;
+    }
+
     writeReadout(res) {
       const st = this.state, n = st.keys.length, ex = st.examples[st.example];
-      const sel = n === 1 ? `x${st.alpha[0] + 1}` : "the optimal tokens";
+      const optimal = st.alpha.every((a, i) => a === ex.optimal[i]);
+      const names = st.alpha.map((a, i) => tokenName(n, i, a));
+      const sel = n === 1 ? names[0] : optimal ? "the optimal tokens" : names.join(", ");
       const lines = [];
       if (n === 1) {
         lines.push("Tokens: " + st.keys[0].map((k, t) =>
@@ -478,11 +547,15 @@
         lines.push(`p<sup>mm</sup> (selecting ${sel}) = <b>${pair(res.p_mm)}</b>, ` +
           `‖p<sup>mm</sup>‖ = <b>${fmt(norm(res.p_mm))}</b>, margin ` +
           `1/‖p<sup>mm</sup>‖ = ${fmt(1 / norm(res.p_mm))}; support tokens: ` +
-          `<b>${sup.join(", ")}</b>; locally optimal (every support token scores below ` +
-          `the selected one): <b>${res.locally_optimal ? "yes" : "no"}</b>.`);
+          `<b>${sup.join(", ") || "none"}</b>; ` + this.localText(res, names));
       } else {
-        lines.push(`p<sup>mm</sup>: <b>infeasible</b>: no direction p puts ${sel} ahead of ` +
-          "every other token of its input.");
+        const alone = res.feasible_alone.map((f, i) => (f ? null : names[i])).filter((x) => x);
+        lines.push(`p<sup>mm</sup>: <b>infeasible</b>: ` + (n === 1 || alone.length
+          ? `no direction p puts ${alone.length ? alone.join(", ") : sel} ahead of every ` +
+            "other token of its input."
+          : `each selected token (${sel}) can be put ahead of the other tokens of its input, ` +
+            "but no single direction p does it for every input at once.") +
+          " Locally optimal: <b>no</b>.");
       }
       const reached = res.reached.map((t, i) => tokenName(n, i, t)).join(", ");
       const top = Math.min(...res.attention.map((s) => Math.max(...s)));
