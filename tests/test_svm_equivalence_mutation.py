@@ -192,3 +192,27 @@ def test_finite_part_quietly_and_named(capsys, monkeypatch):
     with pytest.raises(svm.UncertifiedError, match=r"^SVM equivalence \(finite part\): no "
                                                    r"certified answer$"):
         svm.svm_equivalence(X, O, s, norm="nuc", z=z)
+
+
+def test_fit_reads_its_input_in_the_parts_dtype_and_device():
+    # fit is algebra: given parts (no solve), the least-squares R by numpy. A float64 list is
+    # read exactly (bit for bit what the tensor gives; float32 would round it by ~1e-8
+    # relative, within allclose's default rtol), float32 parts give a float32 fit, and the
+    # input goes to the parts' device (meta here: a CPU tensor would not mix with them)
+    g = torch.Generator().manual_seed(3)
+    W_fin, W_dir, W = (torch.randn(2, 3, 3, generator=g, **F64) for _ in range(3))
+    W = W + 0.1  # entries not exact in float32
+    R = np.einsum("bij,bij->b", W.numpy() - W_fin.numpy(), W_dir.numpy()) \
+        / np.einsum("bij,bij->b", W_dir.numpy(), W_dir.numpy())
+    expect = W_fin.numpy() + R[:, None, None] * W_dir.numpy()
+    eq = Equivalence(W_fin, W_dir)
+    np.testing.assert_allclose(eq.fit(W).numpy(), expect, rtol=0, atol=1e-14)
+    assert torch.equal(eq.fit(W.tolist()), eq.fit(W))
+    assert torch.equal(eq.fit(W.numpy()), eq.fit(W))
+    eq32 = Equivalence(W_fin.float(), W_dir.float())
+    for given in (W, W.tolist()):
+        out = eq32.fit(given)
+        assert out.dtype == torch.float32
+        torch.testing.assert_close(out, torch.as_tensor(expect, dtype=torch.float32))
+    meta = Equivalence(W_fin.to("meta"), W_dir.to("meta")).fit(W.tolist())
+    assert meta.device.type == "meta" and meta.shape == (2, 3, 3) and meta.dtype == torch.float64
