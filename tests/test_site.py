@@ -495,21 +495,12 @@ def test_math_code_and_titles_fit(page, size, browser, served_site):  # noqa: F8
     assert not problems, f"{page} at {size}:\n  " + "\n  ".join(problems)
 
 
-#: Chapters whose display equations are still wider than a 390 px phone's column (one formula
-#: per line in the notebooks is the fix, issue 13); they scroll sideways in their own box
-#: (book-site.css) until then.  Remove a page once its equations fit.
-PHONE_MATH_PENDING: set[str] = {f"book/{n}.html" for n in (
-    "01_token_selection", "02_att_svm", "03_local_global", "04_joint_head", "05_w_vs_kq",
-    "07_nonlinear_heads", "08_sequences_causal", "09_mirror_descent")}
-
-
 @pytest.mark.parametrize("page", _chapter_pages() or [pytest.param(None, marks=pytest.mark.skip(
     reason="no built site in _build/html: run `make book` (`make test` builds it)"))])
-def test_display_math_fits_phone(page, browser, served_site, request):  # noqa: F811
-    """On a 390 x 844 phone every display equation fits its column."""
-    if page in PHONE_MATH_PENDING:
-        request.applymarker(pytest.mark.xfail(
-            strict=False, reason="equations to break into lines for phones (issue 13)"))
+def test_display_math_fits_phone(page, browser, served_site):  # noqa: F811
+    """On a 390 x 844 phone every display equation fits its column (long equations are broken
+    into aligned lines in the notebooks; the sideways scroll of book-site.css is a last resort
+    that this test still fails)."""
     info = _fit(browser, f"{served_site}/{page}", _SIZES["390x844"])
     assert not info["math"], (f"{page} at 390x844: display math wider than its column:\n  "
                               + "\n  ".join(info["math"]))
