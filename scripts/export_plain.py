@@ -13,8 +13,9 @@ chapter (default: every notebook of _toc.yml, into ``_build/plain/book/``) in wh
 * exercises become "**Exercise 5.1**" paragraphs and their solutions folded HTML
   ``<details>`` blocks (both numbered per chapter, "Exercise 5.1" as in the grader);
 * ``{doc}``, ``{ref}``, ``{prf:ref}`` become links with the target's title or number,
-  ``{cite}``/``{cite:t}``/``{cite:p}`` become "Author (year)" citations, and a References
-  cell lists the cited works (from references.bib);
+  ``{cite}``/``{cite:t}``/``{cite:p}`` become "Author (year)" citations and the chapters'
+  ``[Author, year](cite:KEY)`` links (_config.yml) point to the References cell listing the
+  cited works (from references.bib); Markdown cells tagged remove-cell are dropped;
 * ``(label)=`` targets become ``<a id="label"></a>`` anchors; ``$``/``$$`` math is kept;
 * the Colab install cell is written one way, pinned to the book's release (``--ref``: by
   default the tag of the checked-out commit, else the commit itself).
@@ -50,7 +51,8 @@ FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[^}\s]+)\}[ \t]*(?P<arg>.
 LABEL_LINE = re.compile(r"^\((?P<label>[^)\s]+)\)=\s*$")
 ROLE = re.compile(r"(?<![`\w])\{(?P<name>[a-z][\w:-]*)\}`(?P<text>[^`]+)`")
 INSTALL_MARK = "google.colab"
-INLINE = re.compile(ROLE.pattern + r"|(?P<code>`+[^`]*?`+)")
+#: roles, code spans and citations written as links: [Tarzanagh et al., 2023](cite:KEY)
+INLINE = re.compile(ROLE.pattern + r"|(?P<code>`+[^`]*?`+)|\]\(cite:(?P<cite>[^)\s]+)\)")
 
 
 def git_ref() -> str:
@@ -268,14 +270,17 @@ class Converter:
         return f"{self.chap}.{self.counts[kind]}" if self.chap else str(self.counts[kind])
 
     # ---------------------------------------------------------------- roles
+    def _cited(self, key: str) -> dict[str, str]:
+        """``key``'s BibTeX fields; the key is listed (once) in the References cell."""
+        if key not in self.index.bib:
+            raise ValueError(f"{self.doc}: unknown citation key {key!r}")
+        self.cited += [] if key in self.cited else [key]
+        return self.index.bib[key]
+
     def _cite(self, keys: str, textual: bool) -> str:
         parts = []
         for key in (k.strip() for k in keys.split(",")):
-            fields = self.index.bib.get(key)
-            if fields is None:
-                raise ValueError(f"{self.doc}: unknown citation key {key!r}")
-            if key not in self.cited:
-                self.cited.append(key)
+            fields = self._cited(key)
             who, year = _authors(fields), fields.get("year", "n.d.")
             parts.append(f"[{who} ({year})](#ref-{key})" if textual
                          else f"[{who}, {year}](#ref-{key})")
@@ -311,6 +316,8 @@ class Converter:
     def inline(self, text: str) -> str:
         """Roles -> plain Markdown; code spans (`{exercise-start}` in prose) stay as they are."""
         def sub(m: re.Match) -> str:
+            if m.group("cite"):  # [text](cite:KEY) -> [text](#ref-KEY)
+                return f"](#ref-{m.group('cite')})" if self._cited(m.group("cite")) else ""
             return m.group(0) if m.group("code") else self._role(ROLE.match(m.group(0)))
 
         return INLINE.sub(sub, text)
@@ -391,14 +398,10 @@ class Converter:
         for key in self.cited:
             f = self.index.bib[key]
             where = f.get("journal") or f.get("booktitle") or ""
-            url = f.get("url") or (f"https://arxiv.org/abs/{f['eprint']}" if "eprint" in f
-                                   else "")
+            url = f.get("url") or (f"https://arxiv.org/abs/{f['eprint']}" if "eprint" in f else "")
             entry = f'<a id="ref-{key}"></a>{f.get("author", "")} ({f.get("year", "n.d.")}). ' \
                     f'*{f.get("title", key)}*.'
-            if where:
-                entry += f" {where}."
-            if url:
-                entry += f" <{url}>"
+            entry += (f" {where}." if where else "") + (f" <{url}>" if url else "")
             lines.append(f"- {entry}")
         return "\n".join(lines)
 
@@ -434,6 +437,8 @@ def export(doc: str, index: Index, *, student: bool = False, nb: dict | None = N
         cell = copy.deepcopy(cell)
         src = "".join(cell["source"])
         tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "markdown" and "remove-cell" in tags:
+            continue  # hidden on the website: the JupyterLab front matter (numbering)
         if cell["cell_type"] == "markdown":
             cell["source"] = conv.convert(src)
         elif cell["cell_type"] == "code":
