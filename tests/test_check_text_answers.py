@@ -162,6 +162,8 @@ def test_md_step_names_the_swapped_exponents_and_the_plain_step():
 
 # -- chapter 10's check cells: their diagnosed mistakes ------------------------------------
 def _cell(label_id):
+    if not (ROOT / "book").is_dir():  # a copy of attnlib/ and tests/ only (mutation testing)
+        pytest.skip("book/ is not in this copy")
     return next(c for c in nbformat.read(CH10, as_version=4).cells if c.get("id") == label_id)
 
 
