@@ -7,7 +7,7 @@ that each is either killed by a new test or argued equivalent in ``benchmarks/MU
 
     (mutmut==3.8.1 is pinned in requirements.txt)
     .venv/bin/python benchmarks/mutation.py            # every module of MODULES
-    .venv/bin/python benchmarks/mutation.py svm train  # some of them
+    .venv/bin/python benchmarks/mutation.py svm train-loop  # some of them
     .venv/bin/python benchmarks/mutation.py --jobs 2
     .venv/bin/python benchmarks/mutation.py svm --only 'attnlib.svm.engine.x_certify*'
 
@@ -40,10 +40,14 @@ MODULES = {
     "metrics": (["attnlib/metrics.py"], ["tests/test_metrics.py"]),
     "tokens": (["attnlib/tokens.py"], ["tests/test_tokens.py"]),
     "optimality": (["attnlib/optimality.py"], ["tests/test_optimality.py"]),
-    # train/ in three runs (2149 mutants in all): each with the test files that exercise it
-    "train": (["attnlib/train/loop.py", "attnlib/train/path.py"],
-              ["tests/test_train.py", "tests/test_train_path.py"]),
-    "train-setup": (["attnlib/train/setup.py"], ["tests/test_train.py"]),
+    # train/ in four runs: each with the test files that exercise it
+    "train-loop": (["attnlib/train/loop.py"],
+                   ["tests/test_train.py", "tests/test_train_loop_mutation.py"]),
+    "train-path": (["attnlib/train/path.py"],
+                   ["tests/test_train.py", "tests/test_train_path.py", "tests/test_lp_path.py",
+                    "tests/test_train_path_mutation.py"]),
+    "train-setup": (["attnlib/train/setup.py"],
+                    ["tests/test_train.py", "tests/test_train_setup_mutation.py"]),
     "train-config-mirror": (["attnlib/train/config.py", "attnlib/train/mirror.py"],
                             ["tests/test_train.py", "tests/test_train_mirror*.py",
                              "tests/test_mirror_numerics.py", "tests/test_train_mutation.py"]),

@@ -153,8 +153,8 @@ def _initial_values(trained, tens, bd, B, d, m, seed, dev, dt):
     bound = 1.0 / math.sqrt(d)  # torch.nn.Linear's default init, U(-1/sqrt(d), 1/sqrt(d))
 
     def uniform(*shape):
-        return ((2 * torch.rand(B, *shape, generator=g, dtype=torch.float64) - 1) * bound).to(
-            device=dev, dtype=dt)
+        u = torch.rand(B, *shape, generator=g, dtype=torch.float64, device="cpu")
+        return ((2 * u - 1) * bound).to(device=dev, dtype=dt)
 
     P = {}
     if "W" in trained:
