@@ -7,6 +7,7 @@ against the documented law U(-1/sqrt(d), 1/sqrt(d)) drawn from the seed in float
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -149,6 +150,7 @@ def test_default_v_is_zero_without_data_v_and_a_copy_with_it():
     data = al.random_data(3, 4, 5, seed=0, device="cpu")
     prob = prepare(al.AttentionData(data.X, data.Y, data.z), "W+v", None, "linear", 0)
     assert torch.equal(prob.P["v"], torch.zeros(1, 5, dtype=F64)) and prob.unbatched
+    assert prob.P["v"].dtype == F64
     prob = prepare(data, "v", None, "linear", 0)
     assert torch.equal(prob.P["v"], data.v.expand(1, 5))
     prob.P["v"] += 1  # the trained copy is the problem's own
@@ -200,10 +202,37 @@ def test_saturated_gradient_is_scaled_not_lost(param):
 
 def test_default_draw_ignores_torchs_default_device():
     """The draw is on the CPU whatever torch's default device (a CPU generator cannot feed a
-    draw elsewhere; 'meta' stands for a GPU here): the same values, on the data's device."""
+    draw elsewhere; 'meta' stands for a GPU here): the same values, on the data's device; so
+    are the default zeros of p and v."""
     data = al.random_data(3, 4, 5, trials=2, seed=0, device="cpu")
+    no_v = al.AttentionData(data.X, data.Y, data.z)
     K, Q = _uniform_law(3, 2, (5, 5), (5, 5), d=5)
+    W0 = torch.zeros(5, 5, dtype=F64)
     with torch.device("meta"):
         P = prepare(data, "KQ", None, "linear", 3).P
+        Pp = prepare(data, "p", None, "linear", 3).P
+        Pv = prepare(no_v, "W+v", {"W": W0}, "linear", 3).P
     torch.testing.assert_close(torch.stack((P["K"], P["Q"])), torch.stack((K, Q)),
                                rtol=1e-14, atol=0)
+    zeros = torch.zeros(2, 5, dtype=F64)
+    assert torch.equal(Pp["p"], zeros) and torch.equal(Pv["v"], zeros)
+    assert Pp["p"].device == Pv["v"].device == torch.device("cpu")
+
+
+def test_no_device_keeps_the_datas(monkeypatch):
+    """device=None keeps the data where it is, even where the book's default device is
+    another one (a CUDA machine, simulated: the default is 'meta', which would fail here)."""
+    import importlib
+
+    runtime = importlib.import_module("attnlib._runtime")
+    monkeypatch.setattr(runtime, "default_device", lambda: torch.device("meta"))
+    data = al.random_data(3, 4, 5, seed=0, device="cpu")
+    prob = prepare(data, "W", None, "linear", 0)
+    assert prob.data.X.device == prob.P["W"].device == torch.device("cpu")
+
+
+def test_param_message():
+    data = al.random_data(3, 4, 5, seed=0, device="cpu")
+    msg = "param: expected one of ('W', 'KQ', 'p', 'v', 'W+v', 'p+v'), got 'WQ'"
+    with pytest.raises(ValueError, match="^" + re.escape(msg) + "$"):
+        prepare(data, "WQ", None, "linear", 0)
