@@ -30,3 +30,25 @@ def test_kq_path_accepts_norm_2_as_frobenius(data):
     b = regularization_path(data, [1.0, 3.0], param="KQ", steps=20)
     torch.testing.assert_close(a.K, b.K, rtol=0, atol=0)
     torch.testing.assert_close(a.W, b.W, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("lp", [1.5, 3.0])
+def test_lp_path_two_steps_by_hand(data, lp):
+    """Two steps of the ℓp path written out per radius: mirror step in the dual with the
+    normalised gradient (dual ℓq norm) times eta_k R^(p-1) (the dual of the radius-R ball has
+    radius R^(p-1)), back through the inverse mirror map, rescaled into the ball."""
+    import attnlib.models as M
+
+    radii, lr, q = [0.5, 3.0], 0.4, lp / (lp - 1)
+    res = regularization_path(data, radii, norm=lp, steps=2, lr=lr)
+    for j, R in enumerate(radii):
+        W = torch.zeros(3, 3, dtype=torch.float64)
+        for k in range(2):
+            eta = lr * (1 - (1 - 1e-3) * k)
+            Wg = W.clone().requires_grad_(True)
+            L = M.risk(data.X, data.Y, M.softmax(M.logits(data.X, Wg, data.z)), data.v)
+            (G,) = torch.autograd.grad(L, Wg)
+            dual = W.sign() * W.abs() ** (lp - 1) - eta * R ** (lp - 1) * G / G.norm(p=q)
+            W = dual.sign() * dual.abs() ** (1 / (lp - 1))
+            W = W * min(1.0, R / float(W.norm(p=lp)))
+        torch.testing.assert_close(res.W[j], W, rtol=1e-10, atol=1e-13)
