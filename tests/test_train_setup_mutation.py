@@ -212,6 +212,10 @@ def test_default_draw_ignores_torchs_default_device():
         P = prepare(data, "KQ", None, "linear", 3).P
         Pp = prepare(data, "p", None, "linear", 3).P
         Pv = prepare(no_v, "W+v", {"W": W0}, "linear", 3).P
+        fixed = prepare(data, "p", None, "linear", 3).fixed
+        mask = prepare(data, "W", {"W": W0}, "linear", 3, mask=[[True] * 4] * 3).mask
+    assert torch.equal(fixed["W"], torch.eye(5, dtype=F64).expand(2, 5, 5))
+    assert torch.equal(mask, torch.ones(2, 3, 4, dtype=torch.bool))
     torch.testing.assert_close(torch.stack((P["K"], P["Q"])), torch.stack((K, Q)),
                                rtol=1e-14, atol=0)
     zeros = torch.zeros(2, 5, dtype=F64)
@@ -236,3 +240,22 @@ def test_param_message():
     msg = "param: expected one of ('W', 'KQ', 'p', 'v', 'W+v', 'p+v'), got 'WQ'"
     with pytest.raises(ValueError, match="^" + re.escape(msg) + "$"):
         prepare(data, "WQ", None, "linear", 0)
+
+
+def test_mask_of_numbers_is_a_bool_mask():
+    data = al.random_data(3, 4, 5, seed=0, device="cpu")
+    m = torch.ones(3, 4, dtype=torch.int64)
+    m[1, 2] = 0
+    got = prepare(data, "W", None, "linear", 0, mask=m).mask
+    assert got.dtype == torch.bool and torch.equal(got, (m == 1).expand(1, 3, 4))
+
+
+def test_head_built_for_the_data():
+    """The head's tensors take the training dtype, and V's rows must be d."""
+    data = al.random_data(3, 4, 5, seed=0, device="cpu", dtype=torch.float32)
+    V = _rand(5, 2, seed=1)
+    head = prepare(data, "W", {"V": V}, "relu", 0).head
+    assert head.V.dtype == head.u.dtype == torch.float32
+    msg = "init['V']: expected shape (d, m) with d=5, got (4, 2)"
+    with pytest.raises(ValueError, match="^" + re.escape(msg) + "$"):
+        prepare(data, "W", {"V": V[:4]}, "relu", 0)
