@@ -69,7 +69,8 @@ MODULES = {
     # module with its own tests (each checks a learner's answer against its own NumPy oracle)
     "check": (["attnlib/check/__init__.py", "attnlib/check/feedback.py",
                "attnlib/check/numeric.py", "attnlib/check/svm_answers.py"],
-              ["tests/test_check.py", "tests/test_check_svm_answers_independent.py"]),
+              ["tests/test_check.py", "tests/test_check_svm_answers_independent.py",
+               "tests/test_check_core_mutation.py"]),
     "check-local": (["attnlib/check/local_answers.py"],
                     ["tests/test_check_local_answers.py", "tests/test_check_local_mutation.py"]),
     "check-heads": (["attnlib/check/heads_answers.py"],

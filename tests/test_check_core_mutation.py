@@ -1,0 +1,194 @@
+"""check's feedback, numeric and svm_answers layers at the places mutation testing found
+untested (issue 12): lp-norm and non-identity-W prompt models whose support tokens are solved
+by hand, non-optimal selections, tolerances met with equality by values exact in float64,
+hints that need rtol=1e-8, and the full learner-facing messages.
+
+Every expected value here is solved by hand in the comments (or by a NumPy loop), never by the
+function under test.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import check
+from attnlib import data as D
+from attnlib.check import feedback
+
+
+def f64(*a):
+    return torch.tensor(a[0] if len(a) == 1 else a, dtype=torch.float64)
+
+
+def _says(fb, ok, text, **details):
+    assert (fb.ok, str(fb)) == (ok, ("✓ correct" if ok else "✗ not yet") + f" {text}"), str(fb)
+    for k, v in details.items():
+        assert fb.details[k] == v
+
+
+T_LOC = "(local optimality): "
+# One sample, x0 = 0, x1 = (-2, -1), x2 = (-2.6, 0): for alpha = 0 the constraint rows are
+# a1 = x0 - x1 = (2, 1), a2 = x0 - x2 = (2.6, 0). Scores with v = (-1, 3): gamma = (0, -1, 2.6).
+#   l2 (fro): min |p| s.t. a1.p >= 1 alone gives p = a1/|a1|^2 = (0.4, 0.2), and a2.p = 1.04 > 1:
+#     only token 1 (score -1 < 0) is a support token -> selection 0 is locally optimal.
+#   l3: a1 alone gives p ~ sign(a1)|a1|^(1/2) = (1.414, 1)/3.828 = (0.369, 0.261), a2.p = 0.96
+#     < 1, so a2 is active: p0 = 1/2.6, and a1 is active too (p1 = 1 - 2/2.6 = 0.2308 is the
+#     smallest |p1| allowed): token 2 (score 2.6 >= 0) is a support token -> not locally optimal.
+# The W-model with z = e1 is the same problem in W's first column (the other column is 0).
+X_LP = f64([[[0.0, 0.0], [-2.0, -1.0], [-2.6, 0.0]]])
+V_LP = f64(-1.0, 3.0)
+WHY_LP = ("selection [0] is not locally optimal; you said it is. At sample 0, the support token "
+          "2 scores 2.6 ≥ 0, the score of the selected token 0.")
+
+
+def test_hand_solved_lp_instance():
+    """The claims of the comment above, in NumPy (an independent check of the hand solution)."""
+    a = (X_LP[0, 0] - X_LP[0, 1:]).numpy()  # rows a1, a2
+    p2 = a[0] / (a[0] @ a[0])
+    assert np.allclose(a @ p2, [1.0, 1.04])
+    p3 = np.array([1 / 2.6, 1 - 2 / 2.6])
+    assert np.allclose(a @ p3, [1.0, 1.0])
+    # KKT for min |p|_3^3: grad = 3 sign(p) p^2 = lambda1 a1 + lambda2 a2 with lambdas >= 0
+    lam = np.linalg.solve(a.T, 3 * p3**2)
+    assert (lam > 0).all()
+    gamma = X_LP[0].numpy() @ V_LP.numpy()
+    assert np.allclose(gamma, [0.0, -1.0, 2.6])
+
+
+@pytest.mark.parametrize("param", ["p", "W"])
+def test_locally_optimal_depends_on_the_norm(param):
+    z = None if param == "p" else f64([[1.0, 0.0]])
+    data = D.AttentionData(X_LP, f64([1.0]), z=z, v=V_LP)
+    _says(check.check_locally_optimal(True, data, alpha=[0], param=param), True,
+          T_LOC + "selection [0] is locally optimal.")
+    _says(check.check_locally_optimal(False, data, alpha=[0], param=param, norm=3.0), True,
+          T_LOC + "selection [0] is not locally optimal.")
+    _says(check.check_locally_optimal(True, data, alpha=[0], param=param, norm=3.0), False,
+          T_LOC + WHY_LP)
+
+
+def test_locally_optimal_prompt_with_its_W():
+    # keys K = X W with W = diag(1, 2): X = K W^-1 has x1 = (-2, -0.5); scores with
+    # v = (-1, 6) are again (0, -1, 2.6). With W the rows are those of X_LP (token 2 a support
+    # token under l3); with the identity instead the l3 solution for a1 = (2, 0.5) alone is
+    # (sqrt 2, sqrt .5)/3.18 = (0.444, 0.222), a2.p = 1.16 > 1: locally optimal.
+    data = D.AttentionData(f64([[[0.0, 0.0], [-2.0, -0.5], [-2.6, 0.0]]]), f64([1.0]),
+                           v=f64(-1.0, 6.0))
+    W = torch.diag(f64(1.0, 2.0))
+    _says(check.check_locally_optimal(True, data, alpha=[0], param="p", W=W, norm=3.0), False,
+          T_LOC + WHY_LP)
+    _says(check.check_locally_optimal(True, data, alpha=[0], param="p", norm=3.0), True,
+          T_LOC + "selection [0] is locally optimal.")
+    _says(check.check_locally_optimal(True, data, alpha=[0], param="p", W=W), True,
+          T_LOC + "selection [0] is locally optimal.")
+
+
+def test_prompt_direction_of_a_non_optimal_selection():
+    # x = (1, 0), (0, 1), (0, -1), W = I, v = (1, 0): the optimal token is 0 (p^mm = (1, 0)).
+    # For alpha = 1: -p0 + p1 >= 1 and 2 p1 >= 1 -> p^mm = (-1/2, 1/2), both active.
+    data = D.AttentionData(f64([[[1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]]), f64([1.0]),
+                           v=f64(1.0, 0.0))
+    _says(check.check_prompt_direction([-0.5, 0.5], data, alpha=[1]), True,
+          "(p-SVM direction): all 2 margins positive and corr(p, p^mm) = 1.0000 ≥ 0.99 "
+          "(Frobenius p-SVM).")
+    _says(check.check_prompt_direction([-1.5, 0.5], data, alpha=[1]), False,
+          "(p-SVM direction): your p selects the right tokens (all 2 margins positive) but "
+          "points elsewhere than the Frobenius max-margin direction: corr(p, p^mm) = 0.8944 "
+          "< 0.99.", correlation=pytest.approx(2 / math.sqrt(5)))
+    # with W = diag(1, 2): -p0 + 2 p1 >= 1 and 4 p1 >= 1 -> p^mm = (-1, 2)/5 (only the first
+    # active: 4 * 2/5 = 1.6)
+    W = torch.diag(f64(1.0, 2.0))
+    assert check.check_prompt_direction([-1.0, 2.0], data, alpha=[1], W=W)
+    assert not check.check_prompt_direction([-0.5, 0.5], data, alpha=[1], W=W)
+
+
+# -- exact tolerance boundaries (values exact in float64) ----------------------------------------
+def test_md_step_tolerance_boundary_is_inclusive():
+    # lp = 2, W = G = 0: the step is 0 and the tolerance 1e-8 * max(1, 0) = 1e-8 exactly
+    Z = torch.zeros(1, 2, dtype=torch.float64)
+    _says(check.check_md_step([[1e-8, 0.0]], Z, Z, 1.0, 2), True,
+          "(ℓ2 mirror-descent step): W⁺ matches ∇ψ(W⁺) = ∇ψ(W) − η∇L to 1.0e-08.",
+          max_error=1e-8)
+    # an entry off by exactly the tolerance is not counted as off
+    _says(check.check_md_step([[1e-8, 1.0]], Z, Z, 1.0, 2), False,
+          "(ℓ2 mirror-descent step): 1 of 2 entries are off; the largest error is at entry "
+          "(0, 1) (yours 1). Recompute that entry by hand: map W to the dual, take the step "
+          "there, and map back.", entry=(0, 1), max_error=1.0)
+
+
+def test_md_step_hints_are_relative_to_1e_8():
+    # lp = 3, W = (1, -2), G = (1, 1), lr = 1: the step is (0, -sqrt 5), the plain gradient
+    # step (0, -3). An answer 1e-6 from it is within rtol 1e-5 but not 1e-8: no hint.
+    W, G = f64([[1.0, -2.0]]), f64([[1.0, 1.0]])
+    _says(check.check_md_step([[0.0, -3.0 + 1e-6]], W, G, 1.0, 3), False,
+          "(ℓ3 mirror-descent step): 1 of 2 entries are off; the largest error is at entry "
+          "(0, 1) (yours -3). Recompute that entry by hand: map W to the dual, take the step "
+          "there, and map back.")
+    # the dual point (0, -5) and the sign-flipped step (sqrt 2, -sqrt 3), likewise
+    for ans in ([[0.0, -5.0 + 1e-5]], [[math.sqrt(2) + 1e-5, -math.sqrt(3)]]):
+        fb = check.check_md_step(ans, W, G, 1.0, 3)
+        assert not fb and fb.message.endswith("Recompute that entry by hand: map W to the "
+                                              "dual, take the step there, and map back.")
+
+
+def test_svm_margin_and_tie_boundaries():
+    # toy: x = (1, 0), (0, 1), (0, -1), z = e1; W = c [[1, 0], [0, 0]] has both margins c
+    toy = D.AttentionData(f64([[[1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]]), f64([1.0]),
+                          z=f64([[1.0, 0.0]]), v=f64(1.0, 0.0))
+    W_MM = f64([[1.0, 0.0], [0.0, 0.0]])
+    _says(check.check_svm_direction(0.75 * W_MM, toy, alpha=[0], exact=True, atol=0.25), True,
+          "(Att-SVM solution): all 2 margin constraints hold (smallest margin 0.75) and the "
+          "Frobenius norm 0.75 is the minimum.")
+    # a margin exactly 0 is a violation of a direction
+    _says(check.check_svm_direction(f64([[1.0, 0.0], [1.0, 0.0]]), toy, alpha=[0]), False,
+          "(Att-SVM direction): your W violates 1 of 2 margin constraints (x_iα_i − x_it)ᵀ "
+          "W z_i > 0; the largest violation is at sample 0, token 1 (margin 0, selected "
+          "token 0).", violations=1)
+
+
+def test_selection_tie_boundary():
+    # scores (0, -1e-12): best - tie = 0 - 1e-12 (1 + 0) = -1e-12 exactly, a tie
+    data = D.AttentionData(f64([[[0.0, 0.0], [-1e-12, 0.0]]]), f64([1.0]), v=f64(1.0, 0.0))
+    _says(check.check_selection([1], data), True,
+          "(optimal tokens): all 1 samples pick a token of largest score (1 samples have ties: "
+          "any maximiser counts).")
+    _says(check.check_selection([0], data), True,
+          "(optimal tokens): all 1 samples pick a token of largest score (1 samples have ties: "
+          "any maximiser counts).")
+
+
+@pytest.mark.parametrize("T", [4096, 4097])
+def test_enumeration_limit_is_4096(T):
+    data = D.AttentionData(torch.zeros(1, T, 1, dtype=torch.float64), f64([1.0]),
+                           z=f64([[1.0]]), v=f64([1.0]))
+    if T == 4096:  # allowed: the malformed answer is feedback before any SVM is solved
+        _says(check.check_locally_optimal({(0, 0)}, data), False,
+              T_LOC + "each selection must name 1 token(s), one per sample.")
+    else:
+        with pytest.raises(ValueError, match=r"^without alpha the check enumerates T\^n = 4097 "
+                                             r"selections; pass alpha or use a smaller instance "
+                                             r"\(T\^n <= 4096\)$"):
+            check.check_locally_optimal({(0, 0)}, data)
+
+
+# -- numeric: empty matrices, feedback, strict -------------------------------------------------
+def test_rank_of_an_empty_matrix():
+    for W in (torch.zeros(0, 0), torch.zeros(0, 3)):
+        _says(check.check_rank(0, W), True,
+              "(rank): W has rank 0 (singular values above 1e-06·σ₁).", rank=0)
+    _says(check.check_rank(1, torch.zeros(0, 3)), False,
+          "(rank): you said 1; W has numerical rank 0 (leading singular values ; tolerance "
+          "1e-06·σ₁). Count only singular values above the relative tolerance: tiny ones are "
+          "round-off.", rank=0)
+
+
+def test_strict_message_and_markdown():
+    with pytest.raises(ValueError) as e:
+        check.strict("yes")
+    assert str(e.value) == "on: expected True, False or None, got 'yes'"
+    # only \ * _ ` [ ] < > # | are escaped: letters (X) are not
+    md = check.Feedback(True, "XX", "XaX|")._repr_markdown_()
+    assert md == "✓ **Correct** (XX): XaX\\|"
+    assert feedback.reference(np.float32(0.1), "x").item() == float(np.float32(0.1))
