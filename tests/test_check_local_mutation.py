@@ -249,3 +249,99 @@ def test_joint_risk_oracle_from_its_definition_and_more_forms(inst):
     assert np.isfinite(r).all()
     for b in range(2):
         assert r[b] == pytest.approx(loop(V[b], P[b]), rel=1e-10)
+
+
+def test_joint_step_generic_message_names_the_stacked_pair_and_counts_entries():
+    from test_check_local_answers import _autograd_step
+
+    nt = al.examples.joint_example(tight=False).data
+    F64 = torch.float64
+    v0, p0, lr = torch.tensor([-1.0, 0.0], dtype=F64), torch.tensor([0.0, -1.0], dtype=F64), 0.1
+    v1, p1 = _autograd_step(nt, v0, p0, lr)
+    off = p1.clone()
+    off[0] += 0.5  # one entry off, no known mistake
+    fb = al.check.check_joint_step((v1, off), v0, p0, nt, lr)
+    assert (fb.ok, fb.title, fb.details) == (False, JTITLE, {"entries_off": 1})
+    assert fb.message.startswith(
+        f"1 of 4 entries of (v_next, p_next) stacked are off; the farthest is entry (1, 0) "
+        f"(yours {float(off[0]):.6g})."), fb.message
+
+
+def test_one_based_diagnosis_when_the_truth_never_uses_the_last_token():
+    data = al.random_data(n=2, T=3, d=2, seed=3)
+    lib = al.enumerate_selections(data, param="p", W=torch.eye(2, dtype=torch.float64))
+    truth = {tuple(a) for a, ok in zip(lib.alpha.tolist(), lib.locally_optimal.tolist()) if ok}
+    assert truth and max(max(a) for a in truth) < 2  # shifted by one, every index stays in 0..2
+    _fails(check({tuple(u + 1 for u in a) for a in truth}, data),
+           "your token indices look 1-based: count tokens from 0, as Python does (0..2); the "
+           "prose's x_1 is token 0.")
+
+
+def test_oracles_tolerances_on_hand_solved_instances():
+    # n = 1, W = diag(1, 0): keys are the first coordinate, scores (v = e_2) the second.
+    # x_a = (10, 0); rows k_a - k_t = 1, 1 + eps, 10 - c: p = (1, 0), margins 1, 1 + eps, 10 - c
+    W, v, Y = np.diag([1.0, 0.0]), np.array([0.0, 1.0]), np.array([1.0])
+
+    def verdict(eps, c):
+        X = np.array([[[10.0, 0.0], [9.0, -1.0], [9.0 - eps, 1.0], [c, -1.0]]])
+        return la.locally_optimal_oracle(X, Y, v, (0,), W)
+
+    # the largest margin M = 10: tolerance 1e-6 M = 1e-5, so 1 + 5e-6 is a support token
+    # scoring above the selected one (1 > 0): not locally optimal
+    assert verdict(5e-6, 0.0) is False
+    # M = 1.5: tolerance 1.5e-6; 1 + 1.8e-6 is not a support token: locally optimal
+    assert verdict(1.8e-6, 8.5) is True
+    assert verdict(1.2e-6, 8.5) is False
+    # a support token scoring exactly as high as the selected one breaks strictness
+    X = np.array([[[1.0, 0.0], [0.0, 1.0]]])  # row (1, -1): p = (1/2, -1/2), margin 1
+    assert la.locally_optimal_oracle(X, Y, np.array([1.0, 1.0]), (0,)) is False
+    assert la.locally_optimal_oracle(X, Y, np.array([1.0, 0.999]), (0,)) is True
+
+
+def test_oracles_compute_in_float64():
+    # float32 data is read as float64: x_a . v = 1 + 2^-25 rounds to 1 in float32, a tie with
+    # the support token's score 1 that float64 does not have (the gap 2^-25 >> 1e-10)
+    X = np.array([[[1.0, 2.0**-25], [1.0, 0.0]]], dtype=np.float32)  # row (0, 2^-25): active
+    v, Y = np.ones(2, dtype=np.float32), np.ones(1, dtype=np.float32)
+    assert la.locally_optimal_oracle(X, Y, v, (0,)) is True
+    assert la.locally_optimal_oracle(X, Y, -v, (0,)) is False
+    # extended precision is rounded to float64 first
+    L = np.longdouble
+    # W's entry 1 + 2^-60 is 1 in float64: W = all ones gives both tokens the key
+    # (2^40, 2^40), the constraint 0 >= 1 is infeasible (in long double the keys differ by 2^-20)
+    X = np.array([[[2.0**40, 0.0], [0.0, 2.0**40]]])
+    WL = np.array([[1, L(1) + L(2) ** -60], [1, 1]], dtype=L)
+    assert la.locally_optimal_oracle(X, Y, np.array([1.0, 0.0]), (0,), WL) is False
+    for A, b in ((np.array([[2.0, 0.0]], dtype=L), None), ([[2.0, 0.0]], np.array([3.0], L))):
+        w = la.min_norm_point(A, b)
+        assert w.dtype == np.float64
+        np.testing.assert_allclose(w, [0.5 if b is None else 1.5, 0.0], rtol=1e-15)
+    d4 = al.random_data(n=2, T=3, d=2, seed=1)
+    X, Y = d4.X.numpy(), d4.Y.numpy()
+    v, p, W = np.array([0.5, -1.0]), np.array([1.0, 2.0]), np.array([[1.0, 0.5], [0.0, 2.0]])
+    r = la.joint_risk_oracle(X, Y, v, p, W)
+    for args in ((X.astype(L), Y, v, p, W), (X, Y, v, p, W.astype(L))):
+        rl = la.joint_risk_oracle(*args)
+        assert rl.dtype == np.float64 and rl == r
+    # unbatched: one number, from the definition (a loop)
+    s = [np.exp(X[i] @ W @ p - (X[i] @ W @ p).max()) for i in range(2)]
+    f = [s[i] / s[i].sum() @ X[i] @ v for i in range(2)]
+    assert r.shape == () and r == pytest.approx(np.mean(np.logaddexp(0.0, -Y * f)), rel=1e-12)
+
+
+def test_min_norm_point_round_off_guard_and_signs():
+    # A w >= b with b < 0: w = 0 is feasible and of norm 0
+    np.testing.assert_array_equal(la.min_norm_point([[1.0, 0.0]], [-3.0]), [0.0, 0.0])
+    # m = 1 row, d = 3 (more unknowns than rows + 1): (1/2, 0, 0)
+    np.testing.assert_allclose(la.min_norm_point([[2.0, 0.0, 0.0]]), [0.5, 0.0, 0.0])
+    # w_1 >= 1, -w_1 + delta w_2 >= 1: by hand w = (1, 2 / delta), |w| grows as delta -> 0
+    for delta in (1e-1, 1e-2, 1e-3, 1e-4):
+        A = np.array([[1.0, 0.0], [-1.0, delta]])
+        np.testing.assert_allclose(la.min_norm_point(A), [1.0, 2 / delta], rtol=1e-6)
+    # whatever is returned satisfies A w >= 1 up to the round-off allowance; at delta = 1e-9
+    # nnls's point violates a constraint by ~1.5, so the guard answers None
+    for delta in (1e-5, 1e-6, 1e-7, 1e-8, 1e-9):
+        A = np.array([[1.0, 0.0], [-1.0, delta]])
+        w = la.min_norm_point(A)
+        assert w is None or (A @ w - 1).min() >= -1e-7 * (1 + np.abs(A).max() * np.abs(w).max())
+    assert la.min_norm_point(np.array([[1.0, 0.0], [-1.0, 1e-9]])) is None
