@@ -365,3 +365,19 @@ def test_finite_part_generic_count_and_the_norm_outside():
     assert 1.0e-6 < out and out * np.linalg.norm(W + N) < 1e-6
     fb = fcheck((W + N).reshape(4, 4), data, s)
     assert not fb and fb.message.startswith("every in-set ratio is reproduced, but W_fin is not")
+
+
+def test_feasible_point_counts_only_margins_beyond_the_tolerance(ex):
+    # input 0's margins all 1.5, input 1's all 1 + 0.5e-6 scale (within the tolerance: they
+    # count as 1, not as exceeding it, though they exceed 1 + 1e-6 / scale), input 2's all 1
+    data, X, Z, alpha = ex
+    s0 = _scale(X, Z, _u(X, alpha, (1.5, 1.0, 1.0)) @ np.linalg.inv(Z.T))
+    W = _u(X, alpha, (1.5, 1 + 0.5e-6 * s0, 1.0)) @ np.linalg.inv(Z.T)
+    M, others = _margins(X, Z, W, alpha)
+    s = _scale(X, Z, W)
+    assert int((M[others] > 1 + 1e-6 * s).sum()) == 3
+    assert int((M[others] > 1 + 1e-6 / s).sum()) == 6
+    _fails(check(W, data, alpha),
+           "every margin is at least 1, so your W separates the selection, but 3 of 9 exceed 1: "
+           "this is a feasible point (an Att-SVM solution, perhaps), not the construction, "
+           "which makes every margin exactly 1 without a solver.")
