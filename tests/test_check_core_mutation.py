@@ -192,3 +192,133 @@ def test_strict_message_and_markdown():
     md = check.Feedback(True, "XX", "XaX|")._repr_markdown_()
     assert md == "✓ **Correct** (XX): XaX\\|"
     assert feedback.reference(np.float32(0.1), "x").item() == float(np.float32(0.1))
+
+
+# -- diagnose: every hint in full, and where it must stay silent --------------------------------
+ONE_BASED = ("Your indices look 1-based: attnlib counts samples, tokens and steps from 0 "
+             "(Python indexing).")
+TRANSPOSED = ("Your matrix is the transpose of the right one: check which index runs over keys "
+              "(x) and which over queries (z) in x^T W z.")
+SIGN = "Your answer has the wrong sign."
+SCALE = ("Your answer points the right way but has the wrong scale: a normalisation is missing "
+         "or extra.")
+
+
+def _rows(what):
+    return (f"Your {what} are not normalised: divide each by its sum (a softmax or a "
+            "probability vector sums to 1).")
+
+
+def test_diagnose_hints():
+    from attnlib.check.numeric import diagnose
+    assert diagnose([1, 2], [0, 1]) == ONE_BASED
+    assert diagnose([-1, 0], [0, 1]) == ""  # shifted the other way: not 1-based
+    assert diagnose([2, 3], [0, 1]) == ""
+    assert diagnose([1.5, 2.5], [0.5, 1.5]) == ""  # not integers
+    E = [[0.1, 0.2], [0.3, 0.4]]  # not symmetric, entries below 1
+    assert diagnose(np.array(E).T, E) == TRANSPOSED
+    assert diagnose([[0.1, 0.2, 0.0], [0.3, 0.4, 0.0]], [[0.1, 0.3], [0.2, 0.4], [0.0, 0.0]]) \
+        == ""  # other shape
+    assert diagnose([[-0.5]], [[0.5]]) == SIGN
+    assert diagnose([-0.25, -0.5], [0.25, 0.5]) == SIGN  # max |exp| < 1
+    assert diagnose([0.0, 0.0], [0.0, 0.0]) == ""  # zero: no sign
+    assert diagnose([0.05, 0.1], [0.1, 0.2]) == SCALE  # both norms below 1
+    assert diagnose([0.2, 0.4], [0.1, 0.2]) == SCALE
+    assert diagnose([0.0, 0.4], [0.0, 0.2]) == ""  # one nonzero entry: no direction
+    assert diagnose([0.2, 0.1], [0.1, 0.2]) == ""  # another direction
+    assert diagnose([0.1, 0.2], [0.1, 0.2]) == ""
+    assert diagnose([0.1 * (1 + 5e-7), 0.2 * (1 + 5e-7)], [0.1, 0.2]) == ""  # scale within 1e-6
+    assert diagnose([0.1 * (1 + 2e-6), 0.2 * (1 + 2e-6)], [0.1, 0.2]) == SCALE
+    # rows / columns: the expected rows sum to 1, the answer's rows are multiples of them
+    P = np.array([[0.25, 0.75], [0.5, 0.5]])
+    assert diagnose(P * [[2.0], [4.0]], P) == _rows("rows")
+    Q = P.T  # columns sum to 1
+    assert diagnose(Q * [[2.0, 4.0]], Q) == _rows("columns")
+    assert diagnose(P * [[2.0], [-2.0]], P) == _rows("rows")  # a negative sum divides too
+    assert diagnose(P * [[2.0], [0.0]], P) == ""  # a zero row cannot be normalised
+    assert diagnose([[0.5, 1.0]], [[0.25, 0.5]]) == SCALE  # one row: the scale hint first
+    assert diagnose([], []) == ""
+    assert diagnose([1.0], [1.0, 2.0]) == ""
+
+
+def test_diagnose_tolerance():
+    from attnlib.check.numeric import diagnose
+    # tol bounds |ans - exp| entrywise (inclusive); a floor of 1e-9 (1 + max|exp|) applies
+    assert diagnose([-1.5, -2.0], [1.0, 2.0]) == ""
+    assert diagnose([-1.5, -2.0], [1.0, 2.0], tol=0.5) == SIGN
+    assert diagnose([-1.5, -2.0], [1.0, 2.0], tol=0.25) == ""
+    assert diagnose([-1.0 - 2e-9, -2.0], [1.0, 2.0], tol=0.0) == SIGN  # floor 3e-9
+    assert diagnose([-1.0 - 4e-9, -2.0], [1.0, 2.0], tol=0.0) == ""
+    assert diagnose([-1.0 - 4e-9, -2.0], [1.0, 2.0], tol=torch.tensor([1e-8, 0.0])) == SIGN
+
+
+# -- check_relaxed_prompt: a hand-solved instance ----------------------------------------------
+# Sample 0: x = (1, 0), (0, 1); sample 1: x = (2, 0), (0, -1); Y = (1, 1), v = (1, 0): the optimal
+# tokens are (0, 0). Head SVM: min |v| s.t. v0 >= 1, 2 v0 >= 1 -> v^mm = (1, 0), v-margins 1, 2:
+# only sample 0 is a support input. W = I: p0 - p1 >= 1 (support) and 2 p0 + p1 >= 0: the first
+# alone gives p^relax = (1/2, -1/2) (second margin 1/2). p^mm (both >= 1): p0 - p1 = 1,
+# 2 p0 + p1 = 1 -> (2/3, -1/3). W = diag(1, 2): rows (1, -2) and (2, 2): p^relax solves
+# p0 - 2 p1 = 1, p0 + p1 = 0 -> (1/3, -1/3) (KKT weights 2/9, 1/18 > 0); p^mm solves
+# p0 - 2 p1 = 1, 2 p0 + 2 p1 = 1 -> (2/3, -1/6) (weights 5/18, 7/36).
+RELAX = D.AttentionData(f64([[[1.0, 0.0], [0.0, 1.0]], [[2.0, 0.0], [0.0, -1.0]]]),
+                        f64([1.0, 1.0]), v=f64(1.0, 0.0))
+T_REL = "(p^relax): "
+
+
+def test_relaxed_prompt_messages():
+    ok = T_REL + "your p_relax is the minimum-norm point of the relaxed constraints " \
+                 "(independent NNLS check)."
+    _says(check.check_relaxed_prompt([0.5, -0.5], RELAX), True, ok)
+    _says(check.check_relaxed_prompt([0.5, -0.5], RELAX, alpha=[0, 0]), True, ok)
+    # within atol + 1e-5 |p|: 5.5e-6 <= 1e-6 + 5e-6, but not <= 1e-7 + 5e-6
+    _says(check.check_relaxed_prompt([0.5 + 5.5e-6, -0.5], RELAX), True, ok)
+    assert not check.check_relaxed_prompt([0.5 + 5.5e-6, -0.5], RELAX, atol=1e-7)
+    _says(check.check_relaxed_prompt([2 / 3, -1 / 3], RELAX), False,
+          T_REL + "This is p^mm: every input keeps margin ≥ 1. In p^relax an input that is not "
+          "a support vector of the head (v-margin > 1) only needs margin ≥ 0.")
+    _says(check.check_relaxed_prompt([-0.5, 0.5], RELAX), False,
+          T_REL + "Your p points the wrong way: the selected token must win, "
+          "(k_iα_i − k_it)ᵀp ≥ 0, not ≤ 0.")
+    _says(check.check_relaxed_prompt([1.0, 0.0], RELAX), False,
+          T_REL + "This is v^mm, the head's SVM; p^relax is the prompt's.")
+    _says(check.check_relaxed_prompt([0.5, -0.4], RELAX), False,
+          T_REL + "your p_relax violates a constraint: input 0, token 1 has margin 0.9, it "
+          "needs ≥ 1 (a support input of the head).")
+    _says(check.check_relaxed_prompt([0.2, -1.0], RELAX), False,
+          T_REL + "your p_relax violates a constraint: input 1, token 1 has margin -0.6, it "
+          "needs ≥ 0 (not a support input).")
+    # both violated: the smaller margin is named (-0.2 at input 1 < 0.8 at input 0)
+    _says(check.check_relaxed_prompt([0.0, -0.2], RELAX), False,
+          T_REL + "your p_relax violates a constraint: input 1, token 1 has margin -0.2, it "
+          "needs ≥ 0 (not a support input).")
+    _says(check.check_relaxed_prompt([1.0, -1.0], RELAX), False,
+          T_REL + "your p_relax satisfies the relaxed constraints but is not the shortest such "
+          "point: which constraints are active at the minimum? (KKT: p is a non-negative "
+          "combination of their rows).")
+    _says(check.check_relaxed_prompt([1.0, 0.0, 0.0], RELAX), False,
+          T_REL + "p_relax must have shape (2,), yours has (3,).")
+    _says(check.check_relaxed_prompt(None, RELAX), False,
+          T_REL + "p_relax is None: you have not answered yet (replace the stub above).")
+    same = D.AttentionData(f64([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]]),
+                           f64([1.0, -1.0]), v=f64(1.0, 0.0))
+    with pytest.raises(ValueError) as e:
+        check.check_relaxed_prompt([1.0, 0.0], same, alpha=[0, 0])
+    assert str(e.value) == "data: the SVMs of this selection are infeasible"
+
+
+def test_relaxed_prompt_with_its_W():
+    W = torch.diag(f64(1.0, 2.0))
+    _says(check.check_relaxed_prompt([1 / 3, -1 / 3], RELAX, W=W), True,
+          T_REL + "your p_relax is the minimum-norm point of the relaxed constraints "
+          "(independent NNLS check).")
+    assert not check.check_relaxed_prompt([0.5, -0.5], RELAX, W=W)
+    _says(check.check_relaxed_prompt([2 / 3, -1 / 6], RELAX, W=W), False,
+          T_REL + "This is p^mm: every input keeps margin ≥ 1. In p^relax an input that is not "
+          "a support vector of the head (v-margin > 1) only needs margin ≥ 0.")
+    # margins with W: 0.2 + 0.8 = 1 (input 0), 0.4 - 0.8 = -0.4 (input 1)
+    _says(check.check_relaxed_prompt([0.2, -0.4], RELAX, W=W), False,
+          T_REL + "your p_relax violates a constraint: input 1, token 1 has margin -0.4, it "
+          "needs ≥ 0 (not a support input).")
+    p, v = check.svm_answers.relaxed_prompt_oracle(RELAX.X.float().numpy(),
+                                                   RELAX.Y.float().numpy(), [0, 0], W.numpy())
+    assert np.allclose(p, [1 / 3, -1 / 3]) and np.allclose(v, [1.0, 0.0])
