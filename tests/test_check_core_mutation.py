@@ -322,3 +322,36 @@ def test_relaxed_prompt_with_its_W():
     p, v = check.svm_answers.relaxed_prompt_oracle(RELAX.X.float().numpy(),
                                                    RELAX.Y.float().numpy(), [0, 0], W.numpy())
     assert np.allclose(p, [1 / 3, -1 / 3]) and np.allclose(v, [1.0, 0.0])
+
+
+# -- the W-model's set of locally optimal selections: each mistake's hint in full ---------------
+HINTS = [(dict(feasible_only=False), "You counted selections whose Att-SVM is infeasible: local "
+          "optimality needs a feasible SVM first."),
+         (dict(support="none"), "Your set is every selection with a feasible SVM: no token "
+          "counted as a support token. Margins equal 1 only up to round-off; use a tolerance."),
+         (dict(labels=False), "Your scores ignore the labels: γ_it = Y_i vᵀx_it."),
+         (dict(support="all"), "You compared the selected token with every token; local "
+          "optimality compares it only with its support tokens (margin 1).")]
+
+
+@pytest.mark.parametrize("k", range(len(HINTS)))
+def test_selection_set_hints_in_full(k):
+    import itertools
+
+    from attnlib import random_data
+    from attnlib.check.svm_answers import w_locally_optimal_oracle as oracle
+    kw, hint = HINTS[k]
+    for seed in range(40):
+        inst = random_data(n=3, T=3, d=2, seed=seed)
+        args = (inst.X.numpy(), inst.z.numpy(), inst.Y.numpy(), inst.v.numpy())
+        sets = [{a for a in itertools.product(range(3), repeat=3) if oracle(*args, a, **m)}
+                for m in [{}] + [h[0] for h in HINTS]]
+        if all(sets[k + 1] != s for j, s in enumerate(sets) if j != k + 1):
+            break
+    else:
+        pytest.fail("no instance shows this mistake")
+    _says(check.check_locally_optimal(sets[k + 1], inst), False, T_LOC + hint)
+    one_based = {tuple(u + 1 for u in s) for s in sets[0]}
+    _says(check.check_locally_optimal(one_based, inst), False,
+          T_LOC + "your token indices look 1-based or out of range: tokens are numbered from 0 "
+          "(0..2), as in Python.")
