@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from test_check_text_answers import _problem as _answers_problem
 
 from attnlib.check import check_planted_attention as check
 from attnlib.check.text_answers import planted_attention_oracle as oracle
@@ -28,12 +29,10 @@ BEST = ("This is the attention on each sentence's most attended token, not on it
 
 
 def _problem(seed=0, N=30, T=6, d=5, scale=2.0):
-    g = torch.Generator().manual_seed(seed)
-    X = torch.randn(N, T, d, generator=g, dtype=torch.float64)
-    z = torch.randn(N, d, generator=g, dtype=torch.float64)
-    W = scale * torch.randn(d, d, generator=g, dtype=torch.float64)
-    r = torch.randint(0, T, (N,), generator=g)
-    r[0] = 0  # a planted word at position 0: the one-based mistake reads position -1
+    """test_check_text_answers' instance, with a planted word at position 0 (the one-based
+    mistake then reads position -1)."""
+    W, X, z, r = _answers_problem(seed, N, T, d, scale)
+    r[0] = 0
     return W, X, z, r
 
 
