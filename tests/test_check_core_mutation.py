@@ -355,3 +355,172 @@ def test_selection_set_hints_in_full(k):
     _says(check.check_locally_optimal(one_based, inst), False,
           T_LOC + "your token indices look 1-based or out of range: tokens are numbered from 0 "
           "(0..2), as in Python.")
+
+
+# -- the prompt model's sets of locally optimal selections (helper M5) ---------------------------
+# X_LP with param="p", W = I: the p-SVM of selection a has rows x_a - x_t (t != a).
+#   a = 0: Frobenius p = (0.4, 0.2), only token 1 (score -1 < 0) a support token: optimal;
+#     l3: token 2 (score 2.6 >= 0) a support token (above): not optimal.
+#   a = 1: rows (-2, -1), (0.6, -1); p = (0, -1) meets both with equality and is
+#     3/13 (-2, -1) + 10/13 (0.6, -1) (multipliers > 0): token 0 (score 0 >= -1) a support
+#     token, in any norm (the l3 solution also needs both rows, below): not optimal.
+#   a = 2: rows (-2.6, 0), (-0.6, 1); the second alone gives p = (-0.6, 1)/1.36 (Frobenius)
+#     or (-0.5288, 0.6827) (l3), and 2.6 * 0.441 = 1.147 >= 1, 2.6 * 0.5288 = 1.375 >= 1: only
+#     token 1 (score -1 < 2.6) a support token: optimal.
+# So the sets are {0, 2} (Frobenius) and {2} (l3).
+def _lp_min_norm_2d(rows, q):
+    """min |p|_q s.t. rows @ p >= 1 for 2 rows in 2-d: each row alone or both equal to 1."""
+    cands = [np.linalg.solve(rows, np.ones(2))]
+    for a in rows:
+        u = np.sign(a) * np.abs(a) ** (1 / (q - 1))
+        cands.append(u / (a @ u))
+    ok = [p for p in cands if (rows @ p >= 1 - 1e-12).all()]
+    return min(ok, key=lambda p: (np.abs(p) ** q).sum())
+
+
+def test_hand_solved_prompt_sets():
+    x = X_LP[0].numpy()
+    gamma = x @ V_LP.numpy()
+    truth = {}
+    for q in (2.0, 3.0):
+        truth[q] = set()
+        for a in range(3):
+            rows = np.array([x[a] - x[t] for t in range(3) if t != a])
+            others = [t for t in range(3) if t != a]
+            p = _lp_min_norm_2d(rows, q)
+            support = [t for t, m in zip(others, rows @ p) if m <= 1 + 1e-9]
+            if all(gamma[t] < gamma[a] for t in support):
+                truth[q].add(a)
+    assert truth == {2.0: {0, 2}, 3.0: {2}}
+    rows1 = np.array([[-2.0, -1.0], [0.6, -1.0]])
+    assert np.allclose(np.linalg.solve(rows1.T, [0.0, -1.0]), [3 / 13, 10 / 13])
+    assert np.allclose(_lp_min_norm_2d(np.array([[-2.6, 0.0], [-0.6, 1.0]]), 2.0),
+                       np.array([-0.6, 1.0]) / 1.36)
+
+
+@pytest.mark.parametrize(("norm", "given", "ok", "text", "missing", "extra"), [
+    ("fro", {0, 2}, True, "the locally optimal selections are exactly {0, 2}.", None, None),
+    ("fro", set(), False, "you missed 2 locally optimal selections.", 2, []),
+    ("fro", {0}, False, "you missed 1 locally optimal selection.", 1, []),
+    ("fro", {0, 1}, False, "{1} is not locally optimal; you missed 1 locally optimal selection.",
+     1, [(1,)]),
+    ("fro", {0, 1, 2}, False, "{1} is not locally optimal.", 0, [(1,)]),
+    (3.0, {2}, True, "the locally optimal selections are exactly {2}.", None, None),
+    (3.0, {0, 1}, False, "{0, 1} are not locally optimal; you missed 1 locally optimal "
+     "selection.", 1, [(0,), (1,)]),
+    (3.0, {0, 2}, False, "{0} is not locally optimal.", 0, [(0,)]),
+])
+def test_prompt_set_messages(norm, given, ok, text, missing, extra):
+    data = D.AttentionData(X_LP, f64([1.0]), v=V_LP)
+    details = {} if ok else dict(missing=missing, extra=extra)
+    _says(check.check_locally_optimal(given, data, param="p", norm=norm), ok, T_LOC + text,
+          **details)
+
+
+def test_prompt_set_of_two_samples():
+    # the sample twice: a selection with different tokens has rows x_a - x_b and x_b - x_a,
+    # infeasible; (a, a) is the one-sample problem, so the set is {(0, 0), (2, 2)}
+    data = D.AttentionData(torch.cat([X_LP, X_LP]), f64([1.0, 1.0]), v=V_LP)
+    _says(check.check_locally_optimal({(0, 0), (2, 2)}, data, param="p"), True,
+          T_LOC + "the locally optimal selections are exactly {(0, 0), (2, 2)}.")
+    _says(check.check_locally_optimal({(2, 2), (1, 1)}, data, param="p"), False,
+          T_LOC + "{(1, 1)} is not locally optimal; you missed 1 locally optimal selection.",
+          missing=1, extra=[(1, 1)])
+
+
+# -- check_value's known mistakes, diagnose's hint and the side of a scalar ----------------------
+def test_value_mistakes_and_side():
+    _says(check.check_value(3.0, 2.0, mistakes={"You used p^mm.": 3.0}), False,
+          "(value): value = 3 is too large (rtol=1e-06, atol=1e-09). You used p^mm.")
+    _says(check.check_value(1.0, 2.0, mistakes={"You used p^mm.": 3.0}), False,
+          "(value): value = 1 is too small (rtol=1e-06, atol=1e-09).")
+    # a mistake of another size is skipped; the first match wins; |2.5 - 2| = 0.5 is exactly
+    # atol + rtol |2| = 0.25 + 0.125 * 2 (exact in float64): a match
+    _says(check.check_value(2.5, 10.0, atol=0.25, rtol=0.125,
+                            mistakes={"A.": [2.5, 2.5], "B.": 2.0, "C.": 2.5}), False,
+          "(value): value = 2.5 is too small (rtol=0.125, atol=0.25). B.")
+
+
+def test_value_passes_its_tolerance_to_diagnose():
+    # -ans is 1e-6 from exp: within tol = 1e-9 + 1e-6 * 2 but not diagnose's default 1e-9
+    _says(check.check_value([-1.0, -2.000001], [1.0, 2.0]), False,
+          "(value): 2 of 2 entries of value are off; the farthest is entry (1,) (yours -2). "
+          "Your answer has the wrong sign.", entries_off=2)
+
+
+# -- check_md_step: swapped exponents, the 1e-8 floor, the hints' atol, diagnose's arguments -----
+def test_md_step_swapped_exponents():
+    # lp = 3, W = (9, -4), G = (2, 0), lr = 1/2: swapped, 9^(1/2) - 1 = 2 -> 2^2 = 4 and
+    # -(4^(1/2)) = -2 -> -(2^2) = -4; the step is (sqrt(81 - 1), -4): entry (0, 0) off only
+    W, G = f64([[9.0, -4.0]]), f64([[2.0, 0.0]])
+    assert math.isclose(math.sqrt(80.0), 8.94427191, rel_tol=1e-9)
+    _says(check.check_md_step([[4.0, -4.0]], W, G, 0.5, 3), False,
+          "(ℓ3 mirror-descent step): 1 of 2 entries are off; the largest error is at entry "
+          "(0, 0) (yours 4). The two exponents are swapped: to the dual with |·|^(p−1), back "
+          "to the primal with |·|^(1/(p−1)).", entry=(0, 0))
+    # at p = 2 both maps are the identity: the same numbers are a plain (wrong) step, no hint
+    fb = check.check_md_step([[4.0, -4.0]], W, G, 0.5, 2)
+    assert not fb and "swapped" not in fb.message
+
+
+def test_md_step_tolerance_floor_and_hint_atol():
+    # W = 0.5, G = 0: the step is 0.5 (0.25^(1/2), exact); tol = 1e-8 * max(1, 0.5) = 1e-8
+    _says(check.check_md_step([[0.5 + 1.8e-8]], f64([[0.5]]), f64([[0.0]]), 1.0, 3), False,
+          "(ℓ3 mirror-descent step): 1 of 1 entries are off; the largest error is at entry "
+          "(0, 0) (yours 0.5). Recompute that entry by hand: map W to the dual, take the step "
+          "there, and map back.")
+    # W = 100, G = 1: the step sqrt(9999) = 99.995 sets tol ~ 1e-6; the plain step 99 plus
+    # 1.5e-6 is within tol + 1e-8 * 99 but not 1e-8 + 1e-8 * 99
+    _says(check.check_md_step([[99.0 + 1.5e-6]], f64([[100.0]]), f64([[1.0]]), 1.0, 3), False,
+          "(ℓ3 mirror-descent step): 1 of 1 entries are off; the largest error is at entry "
+          "(0, 0) (yours 99). This is a plain gradient step W − η∇L; mirror descent steps in "
+          "the dual: map W by sign(W)|W|^(p−1), subtract η∇L, and map back by "
+          "sign(·)|·|^(1/(p−1)).")
+
+
+def test_md_step_asks_diagnose_with_its_tolerance():
+    # W = (4, 1), G = (1, 0), lr = 1, lp = 3: the step is (sqrt 15, 1); an answer 1e-8 from
+    # its negative is within tol = 1e-8 sqrt 15 but not diagnose's default 1e-9 floor
+    r = math.sqrt(15.0)
+    _says(check.check_md_step([[-r + 1e-8, -1.0 + 1e-8]], f64([[4.0, 1.0]]), f64([[1.0, 0.0]]),
+                              1.0, 3), False,
+          "(ℓ3 mirror-descent step): 2 of 2 entries are off; the largest error is at entry "
+          "(0, 0) (yours -3.87298). Your answer has the wrong sign.")
+
+
+# -- check_selection: the smallest-score hint and its boundaries ----------------------------------
+def _scored(*gammas):
+    """One sample per tuple, token t at x = (gamma_t, 0), v = e1, Y = 1: scores = gammas."""
+    X = f64([[[g, 0.0] for g in gs] for gs in gammas])
+    return D.AttentionData(X, torch.ones(len(gammas), dtype=torch.float64), v=f64(1.0, 0.0))
+
+
+def test_selection_hints():
+    data = _scored((1.0, 0.5, 0.0, -1.0))
+    _says(check.check_selection([3], data), False,
+          "(optimal tokens): 1 of 1 samples wrong; e.g. sample 0: you chose token 3 (score -1), "
+          "but another token of that sample has a larger score. You picked the smallest, not "
+          "the largest: check the sign (the label Y_i).", wrong=[0])
+    _says(check.check_selection([2], data), False,
+          "(optimal tokens): 1 of 1 samples wrong; e.g. sample 0: you chose token 2 (score 0), "
+          "but another token of that sample has a larger score.", wrong=[0])
+    # scores (0, -1, -1 + 1e-12): token 2 is within the tie 1e-12 (1 + 0) of the smallest
+    m = -1.0 + 1e-12
+    _says(check.check_selection([2], _scored((0.0, -1.0, m))), False,
+          f"(optimal tokens): 1 of 1 samples wrong; e.g. sample 0: you chose token 2 (score "
+          f"{m:.4g}), but another token of that sample has a larger score. You picked the "
+          "smallest, not the largest: check the sign (the label Y_i).", wrong=[0])
+    # 1-based: sample 1's token 0 scores -1e-12 = best - tie exactly (still a maximiser)
+    _says(check.check_selection([1, 1], _scored((1.0, 0.0, -1.0), (-1e-12, 0.0, -5.0))), False,
+          "(optimal tokens): 1 of 2 samples wrong; e.g. sample 0: you chose token 1 (score 0), "
+          "but another token of that sample has a larger score. Your indices look 1-based: "
+          "tokens are numbered from 0.", wrong=[0])
+
+
+def test_selection_tie_scales_with_the_best_score():
+    # best 0: tie 1e-12, a token 1.5e-12 below is wrong (2e-12 would forgive it)
+    assert not check.check_selection([1], _scored((0.0, -1.5e-12)))
+    # best 3: tie 4e-12, a token 2e-12 below is a tie
+    _says(check.check_selection([1], _scored((3.0, 3.0 - 2e-12))), True,
+          "(optimal tokens): all 1 samples pick a token of largest score (1 samples have ties: "
+          "any maximiser counts).")
