@@ -524,3 +524,104 @@ def test_selection_tie_scales_with_the_best_score():
     _says(check.check_selection([1], _scored((3.0, 3.0 - 2e-12))), True,
           "(optimal tokens): all 1 samples pick a token of largest score (1 samples have ties: "
           "any maximiser counts).")
+
+
+# -- the W-model's sets: infeasible extras, how many are missing, out of range (helper M5) -------
+# z = e1 makes the W-model the prompt problem in W's first column, so X_LP's set is {0, 2}
+# (test_hand_solved_prompt_sets). The sample twice: a mixed selection (a, b), a != b, has rows
+# x_a - x_b and x_b - x_a (infeasible), so the set is {(0, 0), (2, 2)}, every (a, a) feasible.
+E1 = f64([[1.0, 0.0]])
+
+
+def _twice(X):
+    return D.AttentionData(torch.cat([X, X]), f64([1.0, 1.0]), z=torch.cat([E1, E1]), v=V_LP)
+
+
+@pytest.mark.parametrize(("given", "text", "wrong", "missing"), [
+    ({(0, 0), (2, 2), (0, 1)}, "1 of your 3 selections are not locally optimal; e.g. (0, 1): "
+     "its Att-SVM is infeasible.", 1, 0),
+    ({(1, 1)}, "1 of your 1 selections are not locally optimal; e.g. (1, 1): a support token "
+     "scores at least as high as the selected token. 2 locally optimal selections are missing "
+     "from your set.", 1, 2),
+    ({(0, 0)}, "1 locally optimal selection is missing from your set.", 0, 1),
+])
+def test_w_set_messages(given, text, wrong, missing):
+    _says(check.check_locally_optimal(given, _twice(X_LP)), False, T_LOC + text, wrong=wrong,
+          missing=missing)
+
+
+def test_w_set_shifted_down_is_not_one_based():
+    # tokens reordered (x1, x2, x0): the set is {(1, 1), (2, 2)}; {(0, 0), (1, 1)} is it
+    # shifted down by one, a plain mistake (token 0 is the old x1), not 1-based indices
+    data = _twice(X_LP[:, [1, 2, 0]])
+    _says(check.check_locally_optimal({(1, 1), (2, 2)}, data), True,
+          T_LOC + "all 2 locally optimal selections among the 9, and no other (independent "
+          "NNLS check).")
+    _says(check.check_locally_optimal({(0, 0), (1, 1)}, data), False,
+          T_LOC + "1 of your 2 selections are not locally optimal; e.g. (0, 0): a support token "
+          "scores at least as high as the selected token. 1 locally optimal selection is "
+          "missing from your set.")
+
+
+OUT_OF_RANGE = ("your token indices look 1-based or out of range: tokens are numbered from 0 "
+                "(0..2), as in Python.")
+
+
+def test_w_set_on_a_line():
+    # x = (1, 0), (0, 0), (-1, 0), v = e1: scores (1, 0, -1); token 1 is between the others
+    # (infeasible); token 0's and token 2's support token is token 1, scoring 0 < 1 (optimal)
+    # and 0 >= -1 (not): the set is {0}. {2} is that set shifted up by two, not 1-based.
+    line = D.AttentionData(f64([[[1.0, 0.0], [0.0, 0.0], [-1.0, 0.0]]]), f64([1.0]), z=E1,
+                           v=f64(1.0, 0.0))
+    _says(check.check_locally_optimal({0}, line), True,
+          T_LOC + "all 1 locally optimal selections among the 3, and no other (independent NNLS "
+          "check).")
+    _says(check.check_locally_optimal({2}, line), False,
+          T_LOC + "1 of your 1 selections are not locally optimal; e.g. (2,): a support token "
+          "scores at least as high as the selected token. 1 locally optimal selection is "
+          "missing from your set.")
+    for given in ({5}, {3}, {0, 3}, {-1}):
+        _says(check.check_locally_optimal(given, line), False, T_LOC + OUT_OF_RANGE)
+
+
+def test_why_local_of_the_w_model_uses_its_queries():
+    # sample 0 is X_LP with z = e1, sample 1 has x = (0, 0), (0, -3), (0, -3) with z = e2:
+    # the W-model decouples into W's two columns, and selection (1, 0) is feasible; token 0
+    # of sample 0 is a support token scoring 0 >= -1 (test_hand_solved_prompt_sets, a = 1).
+    # One shared prompt p would need p1 >= 1/3 (sample 1) and -2 p0 - p1 >= 1,
+    # 0.6 p0 - p1 >= 1 (sample 0, so p1 <= -1): the prompt model is infeasible there.
+    X2 = torch.cat([X_LP, f64([[[0.0, 0.0], [0.0, -3.0], [0.0, -3.0]]])])
+    data = D.AttentionData(X2, f64([1.0, 1.0]), z=f64([[1.0, 0.0], [0.0, 1.0]]), v=V_LP)
+    _says(check.check_locally_optimal(True, data, alpha=[1, 0]), False,
+          T_LOC + "selection [1, 0] is not locally optimal; you said it is. At sample 0, the "
+          "support token 0 scores 0 ≥ -1, the score of the selected token 1.")
+
+
+# -- directions of a selection that is not the optimal one, in the selection's own norm ---------
+def test_directions_solve_the_given_selection_in_the_given_norm():
+    # X_LP, selection 2 (prompt model): the l3 p-SVM needs only the row (-0.6, 1) (above)
+    x = X_LP[0].numpy()
+    p3 = _lp_min_norm_2d(np.array([x[2] - x[0], x[2] - x[1]]), 3.0)
+    assert f"{(np.abs(p3) ** 3).sum() ** (1 / 3):g}" == "0.775335"
+    data = D.AttentionData(X_LP, f64([1.0]), v=V_LP)
+    _says(check.check_prompt_direction(p3, data, alpha=[2], norm=3.0, exact=True), True,
+          "(p-SVM solution): all 2 margin constraints hold (smallest margin 1) and the ℓ3 norm "
+          "0.775335 is the minimum.")
+    # the Frobenius solution (-0.6, 1)/1.36 points 0.99297 along it (corr), l3 norm 0.784...
+    p2 = np.array([-0.6, 1.0]) / 1.36
+    assert math.isclose(p2 @ p3 / np.linalg.norm(p2) / np.linalg.norm(p3), 0.99297, abs_tol=1e-5)
+    assert check.check_prompt_direction(p3, data, alpha=[2], norm=3.0, min_corr=0.999)
+    n3 = (np.abs(p2) ** 3).sum() ** (1 / 3)
+    _says(check.check_prompt_direction(p2, data, alpha=[2], norm=3.0, exact=True), False,
+          "(p-SVM solution): your p satisfies all 2 margin constraints but is not the smallest: "
+          f"its ℓ3 norm {n3:.6g} can be lowered (scale it down until a margin is exactly 1, or "
+          "solve the SVM with this norm).")
+    # W-model, z = e1, selection 1 (not the optimal token 2): W^mm = (0, -1) e1^T (above)
+    data = D.AttentionData(X_LP, f64([1.0]), z=E1, v=V_LP)
+    W1 = f64([[0.0, 0.0], [-1.0, 0.0]])
+    _says(check.check_svm_direction(W1, data, alpha=[1]), True,
+          "(Att-SVM direction): all 2 margins positive and corr(W, W^mm) = 1.0000 ≥ 0.99 "
+          "(Frobenius Att-SVM).")
+    _says(check.check_svm_direction(W1, data, alpha=[1], exact=True), True,
+          "(Att-SVM solution): all 2 margin constraints hold (smallest margin 1) and the "
+          "Frobenius norm 1 is the minimum.")
