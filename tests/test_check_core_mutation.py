@@ -625,3 +625,50 @@ def test_directions_solve_the_given_selection_in_the_given_norm():
     _says(check.check_svm_direction(W1, data, alpha=[1], exact=True), True,
           "(Att-SVM solution): all 2 margin constraints hold (smallest margin 1) and the "
           "Frobenius norm 1 is the minimum.")
+
+
+# -- check_relaxed_prompt: a margin exactly 1 - atol, and two equal violations -------------------
+def test_relaxed_prompt_margin_boundaries():
+    # p = (0.75, -0.25 + 2^-10): input 0's margin p0 - p1 = 1 - 2^-10 = 1 - atol exactly (not a
+    # violation), input 1's 2 p0 + p1 > 0; not within atol of p^relax, p^mm, -p^relax, v^mm
+    _says(check.check_relaxed_prompt([0.75, -0.25 + 2**-10], RELAX, atol=2**-10), False,
+          T_REL + "your p_relax satisfies the relaxed constraints but is not the shortest such "
+          "point: which constraints are active at the minimum? (KKT: p is a non-negative "
+          "combination of their rows).")
+    # p = (-0.5, 0.25): margins -0.75 (input 0) and -1 + 0.25 = -0.75 (input 1): the first named
+    _says(check.check_relaxed_prompt([-0.5, 0.25], RELAX), False,
+          T_REL + "your p_relax violates a constraint: input 0, token 1 has margin -0.75, it "
+          "needs ≥ 1 (a support input of the head).")
+
+
+# -- diagnose: the floor's 1.0, zero answers, one column, small row sums, a float64 tol -----------
+def test_diagnose_edges():
+    from attnlib.check.numeric import diagnose
+    # floor 1e-9 (1 + 1) = 2e-9 < 2.5e-9: not the wrong sign (with 2 + 1 it would be)
+    assert diagnose([-(1 + 2.5e-9), -0.5], [1.0, 0.5], tol=0.0) == ""
+    assert diagnose([0.0, 0.0], [1.0, 2.0]) == ""  # a zero answer has no direction
+    assert diagnose([[2.0], [3.0]], [[1.0], [1.0]]) == ""  # one column: rows are not checked
+    assert diagnose([[0.25, 0.25], [0.1, 0.3]], [[0.5, 0.5], [0.25, 0.75]]) == (
+        "Your rows are not normalised: divide each by its sum (a softmax or a probability "
+        "vector sums to 1).")  # row sums 0.5 and 0.4, below 1
+    # tol = 0.1 in float64: 0.1000000005 is outside it (float32 0.1 would be 0.10000000149)
+    assert diagnose([-1.1000000005, -2.0], [1.0, 2.0], tol=0.1) == ""
+    assert diagnose([-1.1000000005, -2.0], [1.0, 2.0], tol=0.1000000015) == (
+        "Your answer has the wrong sign.")
+
+
+# -- _direction: the answer's name and the title, details, the inclusive min_corr ---------------
+def test_direction_messages_and_details():
+    data = D.AttentionData(X_LP, f64([1.0]), z=E1, v=V_LP)
+    _says(check.check_svm_direction(None, data), False,
+          "(Att-SVM direction): W is None: you have not answered yet (replace the stub above).")
+    _says(check.check_prompt_direction(None, data), False,
+          "(p-SVM direction): p is None: you have not answered yet (replace the stub above).")
+    W1 = f64([[0.0, 0.0], [-1.0, 0.0]])  # W^mm of selection 1 (above), Frobenius norm 1
+    fb = check.check_svm_direction(W1, data, alpha=[1], exact=True)
+    assert fb.details["optimal_norm"] == pytest.approx(1.0, abs=1e-6)
+    corr = check.check_svm_direction(W1, data, alpha=[1]).details["correlation"]
+    assert check.check_svm_direction(W1, data, alpha=[1], min_corr=corr)  # corr >= min_corr
+    with pytest.raises(ValueError) as e:
+        check.check_svm_direction(W1, D.AttentionData(X_LP, f64([1.0]), v=V_LP))
+    assert str(e.value) == "data has no queries z (the prompt model): use check_prompt_direction"
