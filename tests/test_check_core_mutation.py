@@ -672,3 +672,24 @@ def test_direction_messages_and_details():
     with pytest.raises(ValueError) as e:
         check.check_svm_direction(W1, D.AttentionData(X_LP, f64([1.0]), v=V_LP))
     assert str(e.value) == "data has no queries z (the prompt model): use check_prompt_direction"
+
+
+# -- the NumPy W-model oracle: its score tie 1e-10 and the active-set tolerance ------------------
+def test_w_oracle_tie_and_active_set_tolerance():
+    from attnlib.check.svm_answers import w_locally_optimal_oracle as oracle
+    z, Y = np.array([[1.0, 0.0]]), np.array([1.0])
+    # the line x = (1, 0), (0, 0), (-1, 0), selection 0: W^mm = e1 e1^T, token 1 the support
+    # token (margin 1; token 2 has margin 2). v = (s, 0): scores (s, 0, -s); token 1 ties
+    # (0 >= s - 1e-10) for s = 1e-10 exactly and for s = 0.75e-10, labels used or not
+    line = np.array([[[1.0, 0.0], [0.0, 0.0], [-1.0, 0.0]]])
+    for s in (1e-10, 0.75e-10):
+        for labels in (True, False):
+            assert oracle(line, z, Y, np.array([s, 0.0]), (0,), labels=labels) is False
+    assert oracle(line, z, Y, np.array([1.0, 0.0]), (0,)) is True
+    # token 2 at (-0.0005, 5) has margin 1.0005 and scores 4.9995 >= 1 (v = (1, 1)); a token
+    # at (-999, 0) (margin 1000) scales the active-set tolerance to 1e-6 * 1000: active
+    A = np.array([[[1.0, 0.0], [0.0, 0.0], [-0.0005, 5.0], [-999.0, 0.0]]])
+    assert oracle(A, z, Y, np.array([1.0, 1.0]), (0,)) is False
+    # without it, margin 1 + 1.5e-6 is above 1 + 1e-6 * max(1, 1 + 1.5e-6): not active
+    B = np.array([[[1.0, 0.0], [0.0, 0.0], [-0.0000015, 5.0]]])
+    assert oracle(B, z, Y, np.array([1.0, 1.0]), (0,)) is True
