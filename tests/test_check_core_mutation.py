@@ -693,3 +693,16 @@ def test_w_oracle_tie_and_active_set_tolerance():
     # without it, margin 1 + 1.5e-6 is above 1 + 1e-6 * max(1, 1 + 1.5e-6): not active
     B = np.array([[[1.0, 0.0], [0.0, 0.0], [-0.0000015, 5.0]]])
     assert oracle(B, z, Y, np.array([1.0, 1.0]), (0,)) is True
+
+
+# -- float32 inputs are computed in float64 --------------------------------------------------------
+def test_float32_inputs_are_read_as_float64():
+    from attnlib.check.svm_answers import w_locally_optimal_oracle as oracle
+    r = feedback.reference(torch.tensor([0.1], dtype=torch.float32), "x")
+    assert r.dtype == torch.float64 and float(r[0]) == float(np.float32(0.1))
+    # x0 = (1, 2^-30), x1 = (0, 1), v = (1, 1): scores 1 + 2^-30 and 1 (float64); token 1, the
+    # only constraint, is a support token and 1 < 1 + 2^-30 - 1e-10: locally optimal. In
+    # float32 1 + 2^-30 rounds to 1, a tie.
+    f32 = lambda a: np.array(a, dtype=np.float32)
+    X = f32([[[1.0, 2.0**-30], [0.0, 1.0]]])
+    assert oracle(X, f32([[1.0, 0.0]]), f32([1.0]), f32([1.0, 1.0]), (0,)) is True
