@@ -706,3 +706,16 @@ def test_float32_inputs_are_read_as_float64():
     f32 = lambda a: np.array(a, dtype=np.float32)
     X = f32([[[1.0, 2.0**-30], [0.0, 1.0]]])
     assert oracle(X, f32([[1.0, 0.0]]), f32([1.0]), f32([1.0, 1.0]), (0,)) is True
+
+
+def test_diagnose_scale_hint_needs_cos_above_1_minus_1e_9():
+    from attnlib.check.numeric import diagnose
+    # ans = (1, 1 + e), exp = (1, 1): cos = 1 - e^2/8 + ..., and this e (found by a search
+    # over floats) makes it exactly 1 - 1e-9 in float64; the norms differ by e/2 >> 1e-6
+    e = 8.94467127173994e-05
+    ans, exp = f64(1.0, 1.0 + e), f64(1.0, 1.0)
+    assert float((ans * exp).sum()) / (float(ans.norm()) * float(exp.norm())) == 1 - 1e-9
+    assert diagnose(ans, exp) == ""
+    assert diagnose(f64(1.0, 1.0 + 0.9999 * e), exp) == (
+        "Your answer points the right way but has the wrong scale: a normalisation is missing "
+        "or extra.")
