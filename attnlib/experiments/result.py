@@ -17,6 +17,7 @@ from pathlib import Path
 import attnlib.experiments.store as store
 from attnlib._runtime import resolve_device, resolve_dtype
 
+from . import ledger
 from .registry import Experiment, format_value, get
 from .settings import SettingError
 
@@ -54,10 +55,13 @@ class Result:
             )
         return rows
 
-    def require(self, *keys):
-        """Check the declared targets ``keys``; print one line each; return their values.
+    def require(self, *keys, verbose: bool = False):
+        """Check the declared targets ``keys``, record them, and return their values.
 
-        Each line reads ``✓ key = value  target >= lo  paper P  [evidence; source, paper
+        Each checked target is recorded in the chapter's ledger
+        (:mod:`attnlib.experiments.ledger`), which the chapter's last cell shows as the folded
+        block "What this chapter verified". With ``verbose=True`` one line per target is
+        printed as well: ``✓ key = value  target >= lo  paper P  [evidence; source, paper
         figure]``, where the evidence is ``live`` (computed by this run, it could have missed the
         bound) or ``by construction`` (an identity, not a reproduction). The
         bound is the experiment's declared :class:`Target` (the one source of truth), so a
@@ -94,9 +98,11 @@ class Result:
                 if tg.key != key:
                     continue
                 ok = tg.ok(value)
-                print(f"{'✓' if ok else '✗'} {key} = {format_value(value)}  target "
-                      f"{tg.bound()}  paper {tg.paper}  [{tg.evidence}; {tg.source}, "
-                      f"{exp.paper}]")
+                ledger.record_target(self.name, key, value, ok)
+                if verbose or not ok:
+                    print(f"{'✓' if ok else '✗'} {key} = {format_value(value)}  target "
+                          f"{tg.bound()}  paper {tg.paper}  [{tg.evidence}; {tg.source}, "
+                          f"{exp.paper}]")
                 if not ok:
                     failed.append(f"{key} = {format_value(value)} (target {tg.bound()}: "
                                   f"{tg.what})")

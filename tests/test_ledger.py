@@ -1,0 +1,80 @@
+"""attnlib.experiments.ledger: a chapter's live checks and its folded "What this chapter verified".
+
+The ledger is the memory behind the block: every check that ran is listed, a failed one
+raises where it ran and again in the block, and every target row links to its row of the
+reproduction report (the anchor the report gives that row).
+"""
+
+import re
+
+import pytest
+import torch
+from experiment_fakes import CALLS, dummy, fakes  # noqa: F401  (fixtures)
+
+import attnlib as al
+from attnlib import experiments
+from attnlib.experiments import ledger
+
+
+@pytest.fixture(autouse=True)
+def _empty_ledger():
+    ledger.reset()
+    yield
+    ledger.reset()
+
+
+def test_verify_records_claims_and_raises_on_a_false_one():
+    al.verify(torch.tensor(True), "a tensor truth value", value=0.5)
+    al.verify(1 < 2, "one is less than two")
+    with pytest.raises(AssertionError, match="not verified: two is less than one"):
+        al.verify(2 < 1, "two is less than one", value=2)
+    checks = ledger.ledger()
+    assert [c.ok for c in checks] == [True, True, False]
+    assert checks[0].value == "0.5" and checks[1].value == ""
+    # the same claim checked again replaces its row (a re-run cell), it is not listed twice
+    al.verify(True, "one is less than two")
+    assert [c.what for c in ledger.ledger()].count("one is less than two") == 1
+
+
+@pytest.mark.parametrize("what", ["", "   ", None])
+def test_verify_needs_a_claim(what):
+    with pytest.raises(ValueError, match="'what'"):
+        al.verify(True, what)
+
+
+def test_verify_rejects_what_is_not_a_truth_value():
+    with pytest.raises(ValueError, match="'condition'"):
+        al.verify(torch.tensor([True, False]), "an ambiguous tensor")
+
+
+def test_require_records_each_target_and_verified_lists_them(dummy):  # noqa: F811
+    res = experiments.run(dummy)
+    res.require("mean")
+    al.verify(True, "a claim of the text")
+    block = al.verified()
+    assert len(block) == 2 and "2 checks" in repr(block)
+    page = block._repr_html_()
+    anchor = ledger.report_anchor(dummy, "mean")
+    assert f'href="reproduction.html#{anchor}"' in page
+    assert page.startswith('<details class="attn-verified">') and page.endswith("</details>")
+    assert re.fullmatch(r"target-[a-z0-9-]+", anchor), anchor
+    # results passed to verified() add all their declared targets
+    assert len(al.verified(res)) == 3
+
+
+def test_verified_raises_on_a_missed_target_and_on_nothing(dummy):  # noqa: F811
+    with pytest.raises(ValueError, match="no check"):
+        al.verified()
+    miss = experiments.run(dummy, steps=20)  # its 'mean' target is missed
+    with pytest.raises(AssertionError):
+        miss.require("mean")
+    with pytest.raises(AssertionError, match=r"not verified: .*\.mean"):
+        al.verified()
+    ledger.reset()
+    with pytest.raises(AssertionError, match=r"\.mean"):  # passed as a result: checked too
+        al.verified(miss)
+
+
+def test_the_block_escapes_text():
+    al.verify(True, "a < b & c", value=1)
+    assert "a &lt; b &amp; c" in al.verified()._repr_html_()
