@@ -1,9 +1,15 @@
-"""attnlib.experiments.report: run_all and the reproduction report (Markdown)."""
+"""attnlib.experiments.report: run_all and the reproduction report (Markdown and the HTML
+dashboard of the report page)."""
+
+import re
+from html.parser import HTMLParser
 
 from experiment_fakes import CALLS, dummy, fake_dummy, fakes  # noqa: F401  (fixtures)
 
 from attnlib import experiments
 from attnlib.experiments import Target
+from attnlib.experiments.ledger import report_anchor
+from attnlib.experiments.report import report_html
 
 
 def _broken(seed: int = 0):
@@ -87,3 +93,129 @@ def test_not_run_targets_get_a_row_with_their_reason(dummy):  # noqa: F811
             experiments.report_markdown({}, not_run=True)
     finally:
         registry._NOT_RUN.pop(key)
+
+
+class _Page(HTMLParser):
+    """The dashboard's rows, cards, filter inputs and links, read back from its HTML."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.rows, self.cards, self.inputs, self.ids, self.counts = [], [], [], [], []
+        self._tr = None
+        self._count = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.append(a["id"])
+        if tag == "tr" and "data-status" in a:
+            self._tr = dict(a, links=[], cells=0)
+            self.rows.append(self._tr)
+        elif tag == "td" and self._tr is not None:
+            self._tr["cells"] += 1
+        elif tag == "a" and self._tr is not None:
+            self._tr["links"].append(a["href"])
+        elif tag == "div" and a.get("class") == "attn-report-card":
+            self.cards.append({"paper": a["data-paper"]})
+        elif tag == "dd" and "data-count" in a:
+            self._count = a["data-count"]
+        elif tag == "input":
+            self.inputs.append(a)
+
+    def handle_endtag(self, tag):
+        if tag == "tr":
+            self._tr = None
+
+    def handle_data(self, data):
+        if self._count is not None:
+            self.cards[-1][self._count] = int(data)
+            self._count = None
+
+
+def _report_with_every_status(fakes, registry):  # noqa: F811
+    live = Target("mean", "mean equals steps", "10", lo=9.5, hi=10.5, source="re-simulation",
+                  note="a <b>note</b> with | a pipe")
+    miss = Target("seed", "seed is one", "1", lo=1, hi=1, tolerance="exact")
+    ident = Target("mean_again", "mean is its own value", "10", lo=0, hi=100,
+                   evidence="by construction")
+    fakes("dash_two", fake_dummy, targets=[live], paper="2308.16898 Fig. 2",
+          chapter="05_w_vs_kq")
+    fakes("dash_broken", _broken, paper="2410.14581 Fig. 3", chapter="09_mirror_descent")
+
+    def again(trials: int = 3, steps: int = 10, seed: int = 0):
+        n, a = fake_dummy(trials, steps, seed)
+        return {**n, "mean_again": n["mean"]}, a
+
+    fakes("dash_one", again, targets=[live, miss, ident], paper="2306.13596 Fig. 1",
+          chapter="02_att_svm")
+    registry.not_run("dash_not_run", paper="2410.14581 Table 9", what="IMDb accuracy",
+                     paper_value="0.87", reason="needs the IMDb download",
+                     chapter="00_test")
+    res = experiments.run_all(["dash_one", "dash_two", "dash_broken"], progress=False,
+                              cache=False)
+    return res, report_html(res, not_run="00_test")
+
+
+def test_report_html_rows_anchors_counts_and_filters(fakes):  # noqa: F811
+    from attnlib.experiments import registry
+
+    try:
+        res, page = _report_with_every_status(fakes, registry)
+        p = _Page(page)
+        rows = experiments.report_rows(res, not_run="00_test")
+        # every row of report_rows is one table row, with its anchor as id
+        assert len(p.rows) == len(rows) == 3 + 1 + 1 + 1
+        ids = [r["id"] for r in p.rows]
+        assert len(set(ids)) == len(ids)  # unique
+        assert len(set(p.ids)) == len(p.ids)  # no id of the page twice
+        for key in ("mean", "seed", "mean_again"):
+            assert report_anchor("dash_one", key) in ids
+        assert "target-dash-one-mean" in ids and "target-dash-two-mean" in ids
+        assert report_anchor("not-run", "dash_not_run") in ids
+        # statuses: met, missed, identity, not run, and a raised experiment is a miss
+        status = {r["id"]: r["data-status"] for r in p.rows}
+        assert status["target-dash-one-mean"] == "met"
+        assert status["target-dash-one-seed"] == "missed"
+        assert status["target-dash-one-mean-again"] == "identity"
+        assert status["target-not-run-dash-not-run"] == "not-run"
+        assert status[report_anchor("dash_broken", "no-target")] == "missed"
+        assert set(status.values()) <= {"met", "missed", "identity", "not-run"}
+        # every row: its chapter as data attribute, a link back to the chapter page, 7 cells
+        for r in p.rows:
+            assert re.fullmatch(r"\d\d_\w+", r["data-chapter"])
+            assert f"{r['data-chapter']}.html" in r["links"]
+            assert r["cells"] == 7
+            assert r["data-evidence"] in ("live", "by construction", "not run")
+        # one card per paper; its counts add up to its rows, and the cards to the table
+        assert [c["paper"] for c in p.cards] == ["2306.13596", "2308.16898", "2410.14581"]
+        for c in p.cards:
+            assert c["met"] + c["missed"] + c["identity"] + c["not-run"] == c["rows"]
+        assert sum(c["rows"] for c in p.cards) == len(p.rows)
+        assert (p.cards[0]["met"], p.cards[0]["missed"], p.cards[0]["identity"]) == (1, 1, 1)
+        assert (p.cards[2]["missed"], p.cards[2]["not-run"]) == (1, 1)
+        # filters: a checkbox per status, a radio per chapter present in the rows (+ all),
+        # and a CSS rule hiding the rows each one deselects (no script)
+        boxes = {i["id"] for i in p.inputs if i["type"] == "checkbox"}
+        assert boxes == {f"attn-report-st-{s}" for s in ("met", "missed", "identity",
+                                                           "not-run")}
+        radios = {i["id"] for i in p.inputs if i["type"] == "radio"}
+        chapters = {r["data-chapter"] for r in p.rows}
+        assert radios == {"attn-report-ch-all"} | {f"attn-report-ch-{c}" for c in chapters}
+        for s in ("met", "missed", "identity", "not-run"):
+            assert (f'#attn-report:has(#attn-report-st-{s}:not(:checked)) '
+                    f'tr[data-status="{s}"]') in page
+        for c in chapters:
+            assert (f'#attn-report:has(#attn-report-ch-{c}:checked) '
+                    f'tbody tr:not([data-chapter="{c}"])') in page
+        assert "<script" not in page and "http://" not in page
+        # long text is folded per row and escaped
+        assert page.count("<details>") == len(p.rows)
+        assert "a &lt;b&gt;note&lt;/b&gt; with | a pipe" in page
+        assert "needs the IMDb download" in page
+    finally:
+        registry._NOT_RUN.pop("dash_not_run", None)
+
+
+def test_report_html_without_results():
+    assert "No experiments" in report_html({})

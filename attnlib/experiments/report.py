@@ -1,18 +1,24 @@
 """The reproduction report: run many experiments, then one table row per declared target.
 
-:func:`run_all` runs experiments (cached, never stopping at a failure); :func:`report_markdown`
-and :func:`report_notes` turn the results into the book's report page. See the chapter
+:func:`run_all` runs experiments (cached, never stopping at a failure); :func:`report_html`
+(the book's report page, a dashboard), :func:`report_markdown` (the short tables of the
+chapters) and :func:`report_notes` turn the results into tables. See the chapter
 "Reproduction report".
 """
 
 from __future__ import annotations
 
+import html
 import math
+import re
 
+from .ledger import report_anchor
 from .registry import PAPERS, arxiv_id, get, names, not_run_targets, paper_of
 from .result import Result, run
 
-__all__ = ["run_all", "report_rows", "report_markdown", "report_notes"]
+__all__ = ["run_all", "report_rows", "report_markdown", "report_notes", "report_html"]
+
+_ARXIV_ID = re.compile(r"\d{4}\.\d{4,5}")
 
 
 def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
@@ -88,9 +94,11 @@ def report_rows(results: dict, *, not_run: bool | str = False) -> list[dict]:
                              book="", tolerance="", ok=False, source="", note="", seconds=None,
                              evidence="live"))
             continue
+        bounds = {t.key: t.bound() for t in exp.targets}
         for r in res.check():
             rows.append({**r, "paper_figure": exp.paper, "book": _fmt(r["book"]),
-                         "seconds": res.seconds})
+                         "seconds": res.seconds, "bound": bounds.get(r["key"], ""),
+                         "chapter": exp.chapter})
         if not exp.targets:
             rows.append(dict(experiment=name, paper_figure=exp.paper, key="", what="(no "
                              "reproduction target declared)", paper="", book="", tolerance="",
@@ -102,7 +110,7 @@ def report_rows(results: dict, *, not_run: bool | str = False) -> list[dict]:
                 rows.append(dict(experiment="", paper_figure=e.paper, key=e.key, what=e.what,
                                  paper=e.paper_value, book="not run", tolerance="", ok=None,
                                  source="paper", note=e.reason, seconds=None,
-                                 evidence="not run"))
+                                 evidence="not run", chapter=e.chapter))
     return rows
 
 
@@ -170,3 +178,191 @@ def report_notes(results: dict) -> str:
     items = [f"- `{n}` — {r['what']}: {r['note']}" for n in results for r in
              ([] if isinstance(results[n], Exception) else results[n].check()) if r["note"]]
     return "\n".join(items) if items else "*No target declares a difference.*"
+
+
+# --- the report page as a dashboard (HTML) ------------------------------------------------
+
+_STATUS = {  # data-status -> (filter label, mark shown in the row)
+    "met": ("✓ met", "✓"),
+    "missed": ("✗ missed", "✗"),
+    "identity": ("✓ identity", "✓ (identity)"),
+    "not-run": ("not run", "not run"),
+}
+
+
+def _status(row) -> str:
+    if row["evidence"] == "not run":
+        return "not-run"
+    if not row["ok"]:
+        return "missed"
+    return "met" if row["evidence"] == "live" else "identity"
+
+
+def _chapter_of(row) -> str:
+    """The chapter file stem of a row ("" where none is known)."""
+    if row.get("chapter"):
+        return row["chapter"]
+    return get(row["experiment"]).chapter if row["experiment"] else ""
+
+
+def _chapter_label(stem: str) -> str:
+    head = stem.split("_", 1)[0]
+    return f"Ch. {int(head)}" if head.isdigit() and int(head) > 0 else (stem or "—")
+
+
+def _row_anchor(row) -> str:
+    if row["evidence"] == "not run":
+        return report_anchor("not-run", row["key"])
+    if not row["key"]:  # an experiment that raised, or one without targets
+        return report_anchor(row["experiment"], "no-target")
+    return report_anchor(row["experiment"], row["key"])
+
+
+def _css(uid: str, chapters: list[str]) -> str:
+    r = f"#{uid}"
+    hide = [f"{r}:has(#{uid}-st-{s}:not(:checked)) tr[data-status=\"{s}\"]" for s in _STATUS]
+    hide += [f"{r}:has(#{uid}-ch-{c}:checked) tbody tr:not([data-chapter=\"{c}\"])"
+             for c in chapters]
+    return f"""
+{r} {{ --attn-line: rgba(127,127,127,.35); max-width: 100%; }}
+{r} .attn-report-cards {{ display: grid; gap: .6rem;
+  grid-template-columns: repeat(auto-fit, minmax(min(100%, 15rem), 1fr)); margin: .5rem 0 1rem; }}
+{r} .attn-report-card {{ border: 1px solid var(--attn-line); border-radius: .4rem;
+  padding: .5rem .7rem; }}
+{r} .attn-report-card h4 {{ font-size: 1rem; margin: 0 0 .3rem; }}
+{r} .attn-report-card dl {{ display: grid; grid-template-columns: auto auto; gap: 0 .8rem;
+  margin: 0; font-size: .9rem; }}
+{r} .attn-report-card dd {{ margin: 0; text-align: right; font-variant-numeric: tabular-nums; }}
+{r} fieldset {{ border: 0; padding: 0; margin: .3rem 0; display: flex; flex-wrap: wrap;
+  gap: .3rem; align-items: center; }}
+{r} legend {{ float: left; font-weight: 600; margin-right: .4rem; padding: 0; }}
+{r} fieldset label {{ display: inline-flex; align-items: center; gap: .25rem;
+  min-height: 28px; padding: 0 .55rem; border: 1px solid var(--attn-line);
+  border-radius: 1rem; cursor: pointer; font-size: .9rem; }}
+{r} fieldset input {{ margin: 0; }}
+{r} .attn-report-scroll {{ overflow-x: auto; max-width: 100%; margin: .3rem 0 .2rem;
+  -webkit-overflow-scrolling: touch; }}
+{r} table {{ border-collapse: separate; border-spacing: 0; font-size: .85rem; width: 100%;
+  margin: 0; }}
+{r} th, {r} td {{ border-bottom: 1px solid var(--attn-line); padding: .3rem .45rem;
+  vertical-align: top; text-align: left; white-space: normal; }}
+{r} th:first-child, {r} td:first-child {{ position: sticky; left: 0; z-index: 1;
+  background: var(--pst-color-background, #fff); min-width: 11rem; max-width: 20rem;
+  box-shadow: 1px 0 0 var(--attn-line); }}
+{r} td.attn-num {{ white-space: nowrap; font-variant-numeric: tabular-nums; }}
+{r} td details {{ min-width: 9rem; max-width: 22rem; }}
+{r} td details summary {{ cursor: pointer; }}
+{r} td details dl {{ margin: .2rem 0 0; }}
+{r} td details dt {{ font-weight: 600; }}
+{r} td details dd {{ margin: 0 0 .25rem; }}
+{r} .attn-exp {{ display: block; font-size: .75rem; opacity: .75; word-break: break-all; }}
+{r} tr[data-status="missed"] td:nth-child(2) {{ color: #b00020; font-weight: 700; }}
+{r} tr[data-status="met"] td:nth-child(2), {r} tr[data-status="identity"] td:nth-child(2) {{
+  color: #1b7f3b; }}
+{r} tbody tr {{ scroll-margin-top: 5rem; counter-increment: attn-shown; }}
+{r} tbody tr:target td {{ background: rgba(255, 213, 79, .35); }}
+{r} section {{ counter-reset: attn-shown; }}
+{r} .attn-report-shown {{ font-size: .8rem; opacity: .75; margin: 0 0 1.2rem; }}
+{r} .attn-report-shown::before {{ content: "Rows shown: " counter(attn-shown) " of "; }}
+{", ".join(hide)} {{ display: none; }}
+"""
+
+
+def _e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def report_html(results: dict, *, not_run: bool | str = False, uid: str = "attn-report") -> str:
+    """The reproduction report as one HTML dashboard (static: CSS filters, no script).
+
+    A card per paper with its counts (targets met, missed, identities, not run), filters by
+    status and by chapter (checkboxes and radio buttons that work on the static site, offline),
+    then a table per paper whose first column stays in view while the table scrolls sideways.
+    Every target row has the id ``ledger.report_anchor(experiment, key)`` (the chapters'
+    "What this chapter verified" blocks link to it), a ``data-status`` (``met``, ``missed``,
+    ``identity``, ``not-run``) and a ``data-chapter`` (the chapter's file stem), and links
+    back to its chapter; its source, evidence and note are folded in a ``<details>``.
+    Rows are those of :func:`report_rows`.
+    """
+    rows = report_rows(results, not_run=not_run)
+    if not rows:
+        return "<p><em>No experiments are registered yet.</em></p>"
+    order = {pid: k for k, pid in enumerate(PAPERS)}
+    by_paper: dict[str, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: order.get(_paper(r), len(order))):
+        by_paper.setdefault(_paper(r), []).append(r)
+    chapters = sorted({_chapter_of(r) for r in rows} - {""})
+    used: set[str] = set()
+
+    cards, tables = [], []
+    for pid, rs in by_paper.items():
+        title = PAPERS.get(pid, pid)
+        sec_id = f"{uid}-paper-{pid}".replace(".", "-")
+        counts = {s: sum(_status(r) == s for r in rs) for s in _STATUS}
+        exps = list(dict.fromkeys(r["experiment"] for r in rs if r["experiment"]))
+        secs = sum(results[e].seconds for e in exps if isinstance(results.get(e), Result))
+        arxiv = (f' (<a href="https://arxiv.org/abs/{_e(pid)}">arXiv {_e(pid)}</a>)'
+                 if _ARXIV_ID.fullmatch(pid) else "")
+        cards.append(
+            f'<div class="attn-report-card" data-paper="{_e(pid)}"><h4><a href="#{sec_id}">'
+            f"{_e(title)}</a></h4><dl>"
+            f"<dt>✓ targets met</dt><dd data-count=\"met\">{counts['met']}</dd>"
+            f"<dt>✗ targets missed</dt><dd data-count=\"missed\">{counts['missed']}</dd>"
+            f"<dt>✓ identities (not counted)</dt><dd data-count=\"identity\">"
+            f"{counts['identity']}</dd>"
+            f"<dt>not run</dt><dd data-count=\"not-run\">{counts['not-run']}</dd>"
+            f"<dt>rows</dt><dd data-count=\"rows\">{len(rs)}</dd>"
+            f"<dt>experiments, run time</dt><dd>{len(exps)}, {secs:.0f} s</dd></dl></div>")
+        body = []
+        for r in rs:
+            anchor = _row_anchor(r)
+            k = 2
+            while anchor in used:  # two targets of one experiment sharing a key
+                anchor = f"{_row_anchor(r)}-{k}"
+                k += 1
+            used.add(anchor)
+            status = _status(r)
+            stem = _chapter_of(r)
+            chap = (f'<a href="{_e(stem)}.html">{_e(_chapter_label(stem))}</a>' if stem
+                    else "—")
+            exp = r["experiment"] or "not run by the book"
+            t = "" if r["seconds"] is None else f", run in {r['seconds']:.1f} s"
+            info = [("Experiment", f"<code>{_e(exp)}</code> ({_e(r['paper_figure'])}{t})"),
+                    ("Evidence", _e(r["evidence"])), ("Source", _e(r["source"] or "—"))]
+            if r["note"]:
+                info.append(("Note" if status != "not-run" else "Why not run", _e(r["note"])))
+            folded = ("<details><summary>"
+                      + _e(r["source"] or r["evidence"]) + (" · note" if r["note"] else "")
+                      + "</summary><dl>" + "".join(f"<dt>{a}</dt><dd>{b}</dd>" for a, b in info)
+                      + "</dl></details>")
+            tol = r["tolerance"] or r.get("bound", "")
+            body.append(
+                f'<tr id="{_e(anchor)}" data-status="{status}" data-chapter="{_e(stem)}" '
+                f'data-evidence="{_e(r["evidence"])}">'
+                f"<td>{_e(r['what'])}<span class=\"attn-exp\">{_e(r['key'] or exp)}</span></td>"
+                f"<td>{_STATUS[status][1]}</td>"
+                f'<td class="attn-num">{_e(r["book"])}</td>'
+                f"<td>{_e(r['paper'])}</td><td>{_e(tol)}</td><td>{chap}</td>"
+                f"<td>{folded}</td></tr>")
+        tables.append(
+            f'<section id="{sec_id}" data-paper="{_e(pid)}"><h3>{_e(title)}{arxiv}</h3>'
+            '<div class="attn-report-scroll" tabindex="0"><table><thead><tr>'
+            "<th>Target</th><th>✓/✗</th><th>Book</th><th>Paper</th><th>Tolerance</th>"
+            "<th>Chapter</th><th>Source, note</th></tr></thead><tbody>\n"
+            + "\n".join(body) + "\n</tbody></table></div>"
+            f'<p class="attn-report-shown">{len(rs)}</p></section>')
+
+    status_boxes = "".join(
+        f'<label><input type="checkbox" id="{uid}-st-{s}" checked> {_e(lab)}</label>'
+        for s, (lab, _) in _STATUS.items())
+    chapter_radios = (f'<label><input type="radio" name="{uid}-ch" id="{uid}-ch-all" checked>'
+                      " all</label>" + "".join(
+                          f'<label><input type="radio" name="{uid}-ch" id="{uid}-ch-{_e(c)}">'
+                          f" {_e(_chapter_label(c))}</label>" for c in chapters))
+    return (f'<div class="attn-report" id="{uid}">'
+            f"<style>{_css(uid, chapters)}</style>"
+            '<div class="attn-report-cards">' + "".join(cards) + "</div>"
+            f'<form class="attn-report-filters" aria-label="Filter the targets">'
+            f"<fieldset><legend>Show</legend>{status_boxes}</fieldset>"
+            f"<fieldset><legend>Chapter</legend>{chapter_radios}</fieldset></form>"
+            + "".join(tables) + "</div>")
