@@ -18,6 +18,11 @@
    in the title's text) and sphinx-exercise ``Solution to<a ...> Exercise 2.1</a>`` (the space
    inside the link, underlined); the pages get ``Theorem 2.1</span> (name)`` and
    ``Solution to <a ...>Exercise 2.1</a>``.
+7. Search: the search page loads ``book/_static/book-search.js`` (snippets show math as text,
+   not TeX such as ``\\(p\\)``; a result's anchor is looked up by id, so an id such as
+   ``book/02_att_svm-solution-5`` no longer throws), and the ranking
+   (``html_search_scorer`` = ``book/_ext/search_scorer.js``) puts chapters before the API page
+   for the book's own terms (tests/test_site_reader.py, ``test_search_*``).
 """
 
 from __future__ import annotations
@@ -135,6 +140,24 @@ def _static(app, config):
         config.html_static_path.append(here)
 
 
+#: the search page's script (book/_static) and the search ranking (inlined by Sphinx)
+SEARCH_JS = "book-search.js"
+SEARCH_SCORER = Path(__file__).resolve().parent / "search_scorer.js"
+
+
+def _search_config(app, config):
+    """config-inited: the book's search ranking (unless _config.yml names another)."""
+    if not config.html_search_scorer:
+        config.html_search_scorer = str(SEARCH_SCORER)
+
+
+def _search_page(app, pagename, templatename, context, doctree):
+    """html-page-context: the search page gets book-search.js (deferred: it runs after
+    searchtools.js, before the search starts)."""
+    if pagename == "search":
+        app.add_js_file(SEARCH_JS, priority=900, loading_method="defer")
+
+
 def setup(app):
     app.add_config_value("book_export_branch", "gh-pages", "html")
     app.connect("config-inited", _static)
@@ -142,4 +165,6 @@ def setup(app):
     app.connect("source-read", _fold_solution_code)
     app.connect("html-page-context", _page_context, priority=900)
     app.connect("build-finished", _finish)
+    app.connect("config-inited", _search_config)
+    app.connect("html-page-context", _search_page)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
