@@ -242,8 +242,8 @@ def _css(uid: str, chapters: list[str]) -> str:
 {r} fieldset input {{ margin: 0; }}
 {r} .attn-report-scroll {{ overflow-x: auto; max-width: 100%; margin: .3rem 0 .2rem;
   -webkit-overflow-scrolling: touch; }}
-{r} table {{ border-collapse: separate; border-spacing: 0; font-size: .85rem; width: 100%;
-  margin: 0; }}
+{r} table {{ display: table; border-collapse: separate; border-spacing: 0;
+  font-size: .85rem; width: 100%; margin: 0; overflow: visible; }}
 {r} th, {r} td {{ border-bottom: 1px solid var(--attn-line); padding: .3rem .45rem;
   vertical-align: top; text-align: left; white-space: normal; }}
 {r} th:first-child, {r} td:first-child {{ position: sticky; left: 0; z-index: 1;
