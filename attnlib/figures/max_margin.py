@@ -18,9 +18,54 @@ from attnlib import plots as _plots
 
 _C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
 
-__all__ = ["plot_e1", "plot_e2", "plot_e3", "plot_e4", "plot_regpath", "plot_certificate"]
+__all__ = ["plot_e1", "plot_e2", "plot_e3", "plot_e4", "plot_regpath", "plot_certificate",
+           "readable", "run_styles"]
 
 _LOSS_NAMES = {"correlation": "ℓ(u) = −u", "logistic": "logistic"}
+
+
+def readable(fig, size: float = 11.0):
+    """Raise every text of ``fig`` (titles, labels, tick labels, legends, annotations, insets)
+    to at least ``size`` points, so that a figure at most 9 inches wide stays legible when it is
+    shown at a phone's width. Returns ``fig``. See chapters 1 and 2."""
+    from matplotlib.text import Text
+
+    axes = list(fig.axes)
+    for ax in list(axes):
+        axes.extend(ax.child_axes)
+    for ax in axes:
+        ax.tick_params(labelsize=size)
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < size:
+            text.set_fontsize(size)
+    return fig
+
+
+def run_styles(k: int):
+    """``k`` distinguishable (colour, line style) pairs for runs from ordered starts: viridis
+    from light to dark, solid and dashed in turn (runs of one experiment never merge into one
+    grey band). See chapter 2."""
+    colors = _plots.sequence_colors(k)
+    return [(colors[j], "-" if j % 2 == 0 else "--") for j in range(k)]
+
+
+def _runs(ax, P, labels):
+    """Gradient-descent paths ``P`` (B, S, 2), one colour and line style each, a dot at each
+    start, labelled ``labels`` in the legend."""
+    for (color, ls), path, lab in zip(run_styles(len(P)), np.asarray(P), labels):
+        ax.plot(path[:, 0], path[:, 1], color=color, ls=ls, lw=1.8, label=lab, zorder=2)
+        ax.plot(path[0, 0], path[0, 1], "o", color=color, ms=5, zorder=3)
+
+
+def _second_legend(ax, top):
+    """The runs' and rays' legend beside the axes, from height ``top`` down, under the score
+    key that :func:`attnlib.plots.token_plane` put beside them (kept)."""
+    key = ax.get_legend()
+    handles, labels = ax.get_legend_handles_labels()
+    if key is not None:
+        ax.add_artist(key)
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, top), borderaxespad=0.0,
+              frameon=False, fontsize=11)
 
 
 def _upto(steps_recorded, steps: int) -> int:
@@ -28,7 +73,7 @@ def _upto(steps_recorded, steps: int) -> int:
     return int(np.searchsorted(steps_recorded, steps, side="right"))
 
 
-def _token_inset(ax, X, scores, bounds=(0.58, 0.5, 0.4, 0.38)):
+def _token_inset(ax, X, scores, bounds=(0.58, 0.5, 0.4, 0.38), annotate=True):
     """The tokens, named, in an inset at the upper right: the paths of p run far from them,
     and at the paths' scale the tokens collapse into one blob. With several inputs only the
     optimal tokens are named."""
@@ -40,7 +85,7 @@ def _token_inset(ax, X, scores, bounds=(0.58, 0.5, 0.4, 0.38)):
         best = g.reshape(X.shape[:2]).argmax(-1)
         names = [[full[i][t] if t == best[i] else "" for t in range(X.shape[1])]
                  for i in range(X.shape[0])]
-    _plots.token_scatter(X, g, ax=ins, colorbar=False, annotate=True, size=30, names=names)
+    _plots.token_scatter(X, g, ax=ins, colorbar=False, annotate=annotate, size=30, names=names)
     ins.set_xlabel("")
     ins.set_ylabel("")
     ins.tick_params(labelsize=6, pad=1)
@@ -53,45 +98,73 @@ def plot_e1(res, panels=("global", "local"), steps=200):
     r"""E1 figure: tokens, GD paths of :math:`p` (first ``steps`` iterations), SVM rays.
 
     ``panels`` picks the global and/or the local panel (chapter 2 shows the global one,
-    chapter 3 the local one). The rays are :math:`p^{mm}(\alpha)` for :math:`\alpha = 1, 2`.
+    chapter 3 the local one). The rays are :math:`p^{mm}(\alpha)` for :math:`\alpha = 1, 2`;
+    each run has its own colour and line style, named by its start :math:`p(0) = (0, c)`.
     See chapters 2 and 3.
     """
     a = res.arrays
-    fig, axes = _plots.new_figure(1, len(panels), figsize=(4.4 * len(panels), 3.8))
+    fig, axes = _plots.new_figure(1, len(panels), figsize=(6.4 * len(panels), 5.6))
     axes = np.atleast_1d(axes)
     k = _upto(a["steps"], steps)
     for ax, panel in zip(axes, panels):
         j = 0 if panel == "global" else 1
         g = ", ".join(f"{x:g}" for x in a["scores"][j])
-        _plots.token_plane(a["keys"], a["scores"][j], paths=a["paths"][j][:, :k],
-                           directions=a["p_mm"][:2],
-                           direction_labels=[r"$p^{mm}(\alpha=1)$", r"$p^{mm}(\alpha=2)$"],
-                           ax=ax, title=f"{panel} scores γ = ({g})", annotate=False)
-        _token_inset(ax, a["keys"], a["scores"][j])
-    return fig
+        P = np.asarray(a["paths"][j][:, :k])
+        _runs(ax, P, [f"$p(0) = (0, {c:g})$" for c in P[:, 0, 1]])
+        _plots.token_plane(a["keys"], a["scores"][j], directions=a["p_mm"][:2],
+                           direction_labels=[r"$p^{mm}(\alpha=1)$",
+                                             r"$p^{mm}(\alpha=2)$"],
+                           ax=ax, title=f"{panel} scores $\\gamma$ = ({g})", annotate=False,
+                           legend=False)
+        _second_legend(ax, 0.66)
+        ax.set_xlabel("first coordinate of $p$")
+        ax.set_ylabel("second coordinate of $p$")
+        _token_inset(ax, a["keys"], a["scores"][j], bounds=(0.6, 0.6, 0.38, 0.36))
+    return readable(fig)
 
 
-def plot_e2(res, steps=200):
-    """E2 figure: (a) tokens, NGD paths and the p^mm ray; (b) optimal-token probability and
-    (c) ‖p‖ against the iteration for the run from p(0) = 0, NGD (red) vs GD (blue).
+def plot_e2(res, steps=200, panels=("paths", "prob", "norm")):
+    """E2 figure: (a) tokens, NGD paths (one colour and line style per start) and the p^mm
+    ray; (b) optimal-token probability and (c) ‖p‖ against the iteration for the run from
+    p(0) = 0, NGD (red) vs GD (blue). ``panels`` picks some of the three (chapter 2 shows
+    the paths alone, then (b) and (c) together).
 
     See chapter 2.
     """
     a = res.arrays
-    fig, axes = _plots.new_figure(1, 3, figsize=(13.0, 3.8))
+    wide = {"paths": 6.4, "prob": 4.5, "norm": 4.5}
+    width = sum(wide[p] for p in panels)
+    fig, axes = _plots.new_figure(1, len(panels), figsize=(width, 5.6 if "paths" in panels
+                                                           else 4.2))
+    axes = dict(zip(panels, np.atleast_1d(axes)))
     k = _upto(a["steps"], steps)
-    _plots.token_plane(a["keys"], a["scores"], paths=a["ngd_paths"][:, :k],
-                       directions=a["p_mm"][None], direction_labels=[r"$p^{mm}$"], ax=axes[0],
-                       title="(a) normalised GD paths of p", annotate=False)
-    _token_inset(axes[0], a["keys"], a["scores"], bounds=(0.58, 0.06, 0.4, 0.36))  # below p
+    letter = {p: f"({chr(97 + j)}) " if len(panels) > 1 else "" for j, p in enumerate(panels)}
+    if "paths" in axes:
+        ax = axes["paths"]
+        P = np.asarray(a["ngd_paths"][:, :k])
+        _runs(ax, P, [f"$p(0) = ({c:g}, 0)$" for c in P[:, 0, 0]])
+        _plots.token_plane(a["keys"], a["scores"], directions=a["p_mm"][None],
+                           direction_labels=[r"$p^{mm}$"], ax=ax, annotate=False,
+                           title=letter["paths"] + "normalised GD paths of $p$", legend=False)
+        _second_legend(ax, 0.72)
+        ax.set_xlabel("first coordinate of $p$")
+        ax.set_ylabel("second coordinate of $p$")
+        _token_inset(ax, a["keys"], a["scores"], bounds=(0.6, 0.04, 0.38, 0.36), annotate=False)
     i0 = int(res.numbers["zero_init_index"])
     s = a["steps"][:k]
-    curves = {"normalised GD": a["ngd_prob"][i0, :k], "GD (constant η)": a["gd_prob"][i0, :k]}
-    _plots.probability_curves(s, curves, ax=axes[1], title="(b) optimal-token probability",
-                              ylabel="softmax probability of the optimal token")
-    norms = {"normalised GD": a["ngd_norm"][i0, :k], "GD (constant η)": a["gd_norm"][i0, :k]}
-    _plots.norm_curves(s, norms, ax=axes[2], title="(c) ‖p‖", ylabel="‖p(k)‖")
-    return fig
+    if "prob" in axes:
+        curves = {"normalised GD": a["ngd_prob"][i0, :k], "GD": a["gd_prob"][i0, :k]}
+        _plots.probability_curves(s, curves, ax=axes["prob"],
+                                  title=letter["prob"] + "optimal token",
+                                  ylabel="its softmax probability")
+    if "norm" in axes:
+        norms = {"normalised GD": a["ngd_norm"][i0, :k], "GD": a["gd_norm"][i0, :k]}
+        _plots.norm_curves(s, norms, ax=axes["norm"], title=letter["norm"] + "norm of $p$",
+                           ylabel=r"$\|p(k)\|$")
+    for name in ("prob", "norm"):
+        if name in axes:
+            axes[name].set_xlabel("iteration $k$")
+    return readable(fig)
 
 
 def plot_e3(res, steps=200):
@@ -160,17 +233,22 @@ def plot_regpath(res):
     r"""Regularisation path: :math:`\cos(\bar p(R), p^{mm})` against R, and
     :math:`\bar p(R)/R` in the token plane. See chapter 2."""
     a = res.arrays
-    fig, axes = _plots.new_figure(1, 2, figsize=(9.0, 3.8))
+    fig, axes = _plots.new_figure(1, 2, figsize=(9.0, 4.4))
     axes[0].plot(a["radii"], a["cos"], "o-", color=_C["target"])
     axes[0].set_xscale("log", base=2)
-    axes[0].set_xlabel("radius R")
-    axes[0].set_ylabel(r"cos($\bar p(R)$, $p^{mm}$)")
+    axes[0].set_xlabel("radius $R$")
+    axes[0].set_ylabel(r"$\cos(\bar p(R), p^{mm})$")
     axes[0].grid(alpha=0.3)
     _plots.token_plane(a["keys"], a["scores"], directions=np.concatenate([a["p_mm"][None],
                                                                          a["directions"]]),
-                       direction_labels=[r"$p^{mm}$"] + [f"R = {r:g}" for r in a["radii"]],
-                       ax=axes[1], title=r"directions $\bar p(R)/R$")
-    return fig
+                       direction_labels=[r"$p^{mm}$"] + [f"$R = {r:g}$" for r in a["radii"]],
+                       ax=axes[1], title=r"directions $\bar p(R)/R$", colorbar=False,
+                       legend=False, annotate=False)
+    axes[1].set_xlabel("first coordinate")
+    axes[1].set_ylabel("second coordinate")
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                   frameon=False)
+    return readable(fig)
 
 
 def plot_certificate(res):

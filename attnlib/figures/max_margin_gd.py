@@ -12,12 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 from attnlib import plots as _plots
+from attnlib.figures.max_margin import readable
 
 _C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
 
 __all__ = ["plot_circle", "plot_gd_theorem"]
 
-_NAMES = {"e1": "E1 (one input, scores 1, .9, .9)", "e2": "E2 (three inputs)"}
+_NAMES = {"e1": "E1 (one input)", "e2": "E2 (three inputs)"}
 
 
 def plot_circle(res, examples=("e1", "e2")):
@@ -25,8 +26,10 @@ def plot_circle(res, examples=("e1", "e2")):
     :math:`\mathcal L(R u_\theta) - \min_\theta`, against :math:`\theta`, one curve per R (dark
     = large), the minimisers (dots) and the angle of :math:`p^{mm}` (dashed). See chapter 2.
     """
+    from matplotlib.lines import Line2D
+
     a = res.arrays
-    fig, axes = _plots.new_figure(2, len(examples), figsize=(5.2 * len(examples), 6.6))
+    fig, axes = _plots.new_figure(2, len(examples), figsize=(4.5 * len(examples), 7.8))
     axes = np.asarray(axes).reshape(2, len(examples))
     deg = np.degrees(a["angles"])
     radii = a["radii"]
@@ -36,20 +39,24 @@ def plot_circle(res, examples=("e1", "e2")):
         mm = float(a[f"{name}_angle_mm"])
         for row, ax in enumerate(axes[:, col]):
             for j, r in enumerate(radii):
-                ax.plot(deg, L[j] - L[j].min(), color=colors[j], lw=1.2, label=f"R = {r:g}")
-                ax.plot(np.degrees(a[f"{name}_best"][j]), 0.0, "o", color=colors[j], ms=4)
-            ax.axvline(mm, color=_C["target"], ls="--", lw=1.2, label=r"$p^{mm}$")
-            ax.set_ylabel(r"$\log_{10}$ (excess / its minimum)")
+                ax.plot(deg, L[j] - L[j].min(), color=colors[j], lw=1.4)
+                ax.plot(np.degrees(a[f"{name}_best"][j]), 0.0, "o", color=colors[j], ms=5)
+            ax.axvline(mm, color=_C["target"], ls="--", lw=1.4)
+            if col == 0:
+                ax.set_ylabel(r"$\log_{10}$ relative excess")
             ax.grid(alpha=0.3)
             if row == 0:
                 ax.set_ylim(-0.5, 8)
-                ax.set_title(_NAMES.get(name, name), fontsize=10)
+                _plots.title(ax, _NAMES.get(name, name) + ": whole circle", fontsize=11)
             else:
                 ax.set_xlim(mm - 25, mm + 25)
                 ax.set_ylim(-0.1, 2)
-                ax.set_xlabel(r"direction $\theta$ (degrees); below: zoom on $p^{mm}$")
-    axes[0, -1].legend(fontsize=7, loc="upper right", ncol=2)
-    return fig
+                _plots.title(ax, "zoom on $p^{mm}$", fontsize=11)
+                ax.set_xlabel(r"direction $\theta$ (degrees)")
+    key = [Line2D([], [], color=c, lw=2, label=f"$R = {r:g}$") for c, r in zip(colors, radii)]
+    key.append(Line2D([], [], color=_C["target"], ls="--", lw=1.4, label="$p^{mm}$"))
+    fig.legend(handles=key, loc="outside lower center", ncol=5, frameon=False, fontsize=11)
+    return readable(fig)
 
 
 def plot_gd_theorem(res, examples=("e1", "e2")):
@@ -59,7 +66,7 @@ def plot_gd_theorem(res, examples=("e1", "e2")):
     share of the score deficit. Six runs per example. See chapter 2.
     """
     a = res.arrays
-    fig, axes = _plots.new_figure(2, 2, figsize=(8.6, 6.2))  # 2 a row: column width
+    fig, axes = _plots.new_figure(2, 2, figsize=(9.0, 7.8))
     axes = np.asarray(axes).reshape(-1)
     styles = {"e1": (_C["other"], "E1"), "e2": (_C["support"], "E2")}
     for name in examples:
@@ -68,11 +75,11 @@ def plot_gd_theorem(res, examples=("e1", "e2")):
         keep = k > 0
         for j in range(a[f"{name}_cos"].shape[0]):
             lab = label if j == 0 else None
-            axes[0].plot(k[keep], 1 - a[f"{name}_cos"][j][keep], color=color, lw=1, label=lab)
+            axes[0].plot(k[keep], 1 - a[f"{name}_cos"][j][keep], color=color, lw=1.4, label=lab)
             axes[1].plot(np.log(k[keep]), a[f"{name}_norm"][j][keep] / a[f"{name}_p_mm_norm"],
-                         color=color, lw=1, label=lab)
-            axes[2].plot(k[keep], a[f"{name}_inner"][j][keep], color=color, lw=1, label=lab)
-            axes[3].plot(k[keep], a[f"{name}_share"][j][keep], color=color, lw=1, label=lab)
+                         color=color, lw=1.4, label=lab)
+            axes[2].plot(k[keep], a[f"{name}_inner"][j][keep], color=color, lw=1.4, label=lab)
+            axes[3].plot(k[keep], a[f"{name}_share"][j][keep], color=color, lw=1.4, label=lab)
     axes[0].set_xscale("log")
     axes[0].set_yscale("log")
     axes[0].set_ylabel(r"$1-\cos(p(k), p^{mm})$")
@@ -84,15 +91,15 @@ def plot_gd_theorem(res, examples=("e1", "e2")):
     axes[1].plot([lo, hi], [base - (hi - lo), base], "k:", lw=1, label="slope 1")
     axes[2].axhline(0.0, color=_C["ink"], lw=0.8)
     axes[2].set_xscale("log")
-    axes[2].set_ylabel(r"$\cos\angle(\nabla\mathcal{L}(p(k)), p^{mm})$")
+    axes[2].set_ylabel(r"$\cos\angle(\nabla\mathcal{L}(p(k)),\, p^{mm})$")
     axes[3].set_xscale("log")
     axes[3].set_ylim(0, 1.02)
-    axes[3].set_ylabel("support tokens' share of the deficit")
+    axes[3].set_ylabel("support share of deficit")
     for ax, t in zip(axes, ("(a) direction", "(b) norm", "(c) gradient against $p^{mm}$",
                             "(d) support tokens")):
-        _plots.title(ax, t)
+        _plots.title(ax, t, fontsize=11)
         ax.grid(alpha=0.3)
         if ax is not axes[1]:
-            ax.set_xlabel("iteration k")
-        ax.legend(fontsize=8)
-    return fig
+            ax.set_xlabel("iteration $k$")
+        ax.legend(fontsize=11)
+    return readable(fig)
