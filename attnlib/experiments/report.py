@@ -264,6 +264,11 @@ def _css(uid: str, chapters: list[str]) -> str:
 {r} section {{ counter-reset: attn-shown; }}
 {r} .attn-report-shown {{ font-size: .8rem; opacity: .75; margin: 0 0 1.2rem; }}
 {r} .attn-report-shown::before {{ content: "Rows shown: " counter(attn-shown) " of "; }}
+@media (max-width: 576px) {{
+  {r} table {{ font-size: .8rem; }}
+  {r} th:first-child, {r} td:first-child {{ min-width: 8.5rem; max-width: 9.5rem; }}
+  {r} th, {r} td {{ padding: .25rem .35rem; }}
+}}
 {", ".join(hide)} {{ display: none; }}
 """
 
