@@ -216,3 +216,27 @@ def test_matrix_image_symmetric_scale_and_png():
     assert fig._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="W"):
         plots.matrix_image(np.zeros(3))
+
+
+def test_book_figure_png_records_its_smallest_font():
+    """The PNG of a BookFigure carries the smallest font size of its visible text (points),
+    read back with an independent PNG reader (Pillow): the site's phone test relies on it."""
+    import io
+
+    from PIL import Image
+
+    from attnlib.plots.style import FONT_KEY, new_figure
+
+    fig, ax = new_figure()
+    ax.plot([0, 1], [0, 1])
+    ax.tick_params(labelsize=7.5)
+    ax.set_title("a title", fontsize=13)
+    ax.text(0.5, 0.5, "", fontsize=3)  # empty text does not count
+    ax.text(0.5, 0.5, "hidden", fontsize=4).set_visible(False)  # nor does hidden text
+    image = Image.open(io.BytesIO(fig._repr_png_()))
+    image.load()
+    assert image.text[FONT_KEY] == "7.5"
+    ax.set_xlabel("x", fontsize=6)
+    image = Image.open(io.BytesIO(fig._repr_png_()))
+    image.load()
+    assert image.text[FONT_KEY] == "6"

@@ -19,13 +19,14 @@ from .registry import (
            paper_of,
            unregister,
 )
-from .report import report_markdown, report_notes, report_rows, run_all
+from .report import report_html, report_markdown, report_notes, report_rows, run_all
 from .result import Result, run
 from .settings import SettingError
 from .store import CacheWarning, cache_clear, cache_dir, cache_info, source_hash
 
 __all__ = ["Experiment", "Result", "Target", "cache_dir", "experiment", "get", "names", "run",
-           "source_hash", "paper_of", "run_all", "report_rows", "report_markdown", "report_notes",
+           "source_hash", "paper_of", "run_all", "report_rows", "report_html", "report_markdown",
+           "report_notes",
            "unregister", "SettingError", "CacheWarning",
            "cache_info", "cache_clear", "NotRun", "not_run"]
 

@@ -36,7 +36,7 @@ PAPER = "2410.14581"
     ],
 )
 def path(lp: float = 1.75, seed: int = 1, normalized: bool = True, steps: int = MD_BUDGETS[1.75],
-         record_every: int = 10, lr: float = 0.1, progress: bool = False,
+         record_every: int = 10, lr: float = 0.1, eps: float = EPS, progress: bool = False,
          device: str | None = "cpu"):
     r"""ℓp mirror descent (plain GD at p = 2) from :math:`W(0) = 0` on one data set of
     :func:`attnlib.examples.mirror_random_data` (n = 6, T = 8, d = 10), recorded every
@@ -45,13 +45,16 @@ def path(lp: float = 1.75, seed: int = 1, normalized: bool = True, steps: int = 
     Arrays: ``W`` (S, d, d) the iterates, ``steps`` (S,), ``svm_lp`` and ``svm_2`` (d, d)
     (NaN where no solver answered), ``alpha`` (n,), ``entries`` (2, 2) the (row, column) of
     the two largest entries of ``|svm_lp|``, and ``D_lp``, ``D_2`` (S,) the directional
-    Bregman divergences :math:`D_{dir}(W^{mm}, W(k))` in the ℓp geometry. See chapter 9.
+    Bregman divergences :math:`D_{dir}(W^{mm}, W(k))` in the ℓp geometry. ``eps`` is the ε
+    added to the dual-norm of the gradient in the normalised step (see :func:`attnlib.train`):
+    the default 2⁻⁵² as in the official code, or 0 (near p = 1 the default freezes the
+    direction; chapter 9).
     """
     dev = resolve_device(device)
     data = mirror_random_data(seed, device=dev).data
     with few_threads(device=dev):
         run = train(data, "W", method="gd" if lp == 2.0 else "md", lp=lp, lr=lr,
-                    normalized=normalized, steps=steps, eps=EPS, record_every=record_every,
+                    normalized=normalized, steps=steps, eps=eps, record_every=record_every,
                     progress=progress, init={"W": torch.zeros(data.d, data.d, dtype=data.dtype,
                                                               device=dev)})
         alpha = selected_tokens(data, run.W)

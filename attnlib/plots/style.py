@@ -15,8 +15,8 @@ from matplotlib.figure import Figure
 from .._validate import to_numpy
 
 __all__ = ["COLORS", "MARKERS", "PALETTE", "SCORE_CMAP", "SEQUENCE_CMAP", "SIGNED_CMAP",
-           "BAND_QUANTILES", "BAND_TITLE", "BookFigure", "as_array", "as_points", "band_label",
-           "color_of",
+           "BAND_QUANTILES", "BAND_TITLE", "BookFigure", "FONT_KEY", "as_array", "as_points",
+           "band_label", "color_of",
            "log_y", "new_figure", "palette_hex", "plane_labels", "sequence_colors",
            "square_view", "target_axes", "title"]
 
@@ -91,15 +91,47 @@ def plane_labels(ax, what="x"):
         ax.set_ylabel(f"second coordinate of {what}")
 
 
+#: The PNG text key under which :class:`BookFigure` records its smallest font size (points), so
+#: that the site's browser test can check that every figure's text stays readable on a phone.
+FONT_KEY = "attnlib:min_font_pt"
+
+
+def _png_with_text(png: bytes, key: str, value: str) -> bytes:
+    """``png`` with a ``tEXt`` chunk ``key = value`` right after its header chunk."""
+    import struct
+    import zlib
+
+    data = key.encode("latin-1") + b"\0" + value.encode("latin-1")
+    chunk = struct.pack(">I", len(data)) + b"tEXt" + data
+    chunk += struct.pack(">I", zlib.crc32(b"tEXt" + data) & 0xFFFFFFFF)
+    end_of_header = 8 + 8 + 13 + 4  # signature, IHDR length + type, IHDR data, its CRC
+    return png[:end_of_header] + chunk + png[end_of_header:]
+
+
 class BookFigure(Figure):
-    """A matplotlib Figure that displays itself as a PNG in Jupyter (no pyplot needed)."""
+    """A matplotlib Figure that displays itself as a PNG in Jupyter (no pyplot needed).
+
+    The PNG records the smallest font size of the figure's visible text (points) under
+    :data:`FONT_KEY`.
+    """
+
+    def min_font_pt(self) -> float | None:
+        """The smallest font size (points) of the figure's visible, non-empty text, as drawn
+        by its last rendering (None before any rendering or without text)."""
+        from matplotlib.text import Text
+
+        sizes = [t.get_fontsize() for t in self.findobj(Text)
+                 if t.get_visible() and t.get_text().strip() and t.figure is self]
+        return min(sizes) if sizes else None
 
     def _repr_png_(self):
         import io
 
         buf = io.BytesIO()
-        self.savefig(buf, format="png", bbox_inches="tight")
-        return buf.getvalue()
+        self.savefig(buf, format="png", bbox_inches="tight")  # draws: tick labels exist now
+        pt = self.min_font_pt()
+        png = buf.getvalue()
+        return png if pt is None else _png_with_text(png, FONT_KEY, f"{pt:g}")
 
 
 def title(ax, text, fontsize=10):
