@@ -21,9 +21,46 @@ import torch
 
 from attnlib import plots as _plots
 
-__all__ = ["PAPER_IMDB", "plot_convergence", "plot_bias", "plot_unnormalized", "plot_joint",
-           "plot_digits", "plot_attention", "digits_table", "imdb_table", "plot_lp_path",
-           "targets_table"]
+__all__ = ["PAPER_IMDB", "plot_convergence", "plot_bias", "plot_bias_weights",
+           "plot_bias_matrix", "plot_unnormalized", "plot_joint", "plot_digits", "plot_attention",
+           "digits_table", "imdb_table", "plot_lp_path", "targets_table", "readable", "step_histogram",
+           "FONT_SIZE"]
+
+#: the smallest font of the book's figures of chapters 9-10 (points; every figure is at most
+#: 9 inches wide, so the text stays legible when the page scales it to a phone's width)
+FONT_SIZE = 11
+
+
+_STYLES = ("-", "--", ":", "-.")
+
+
+def step_histogram(ax, values: dict, *, xlabel: str, colors: dict | None = None, bins: int = 40,
+                   range=(0.0, 1.0), logy: bool = True, legend: str = "upper right"):
+    """Histograms drawn as outlines, one colour and one line style per entry of ``values``
+    (overlaid filled bars of several colours blend into one another)."""
+    for j, (label, v) in enumerate(values.items()):
+        ax.hist(np.asarray(v, dtype=float).reshape(-1), bins=bins, range=range,
+                histtype="step", lw=2.0, ls=_STYLES[j % len(_STYLES)], label=label,
+                color=(colors or {}).get(label, _plots.COLORS[j % len(_plots.COLORS)]))
+    if logy:
+        _plots.log_y(ax)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("number of entries")
+    ax.legend(fontsize=FONT_SIZE, loc=legend)
+    return ax
+
+
+def readable(fig, size: int = FONT_SIZE):
+    """Raise every text of ``fig`` (titles, labels, tick labels, legends, annotations) to at
+    least ``size`` points; returns ``fig``."""
+    from matplotlib.text import Text
+
+    for ax in fig.axes:
+        ax.tick_params(labelsize=size)
+    for t in fig.findobj(Text):
+        if t.get_fontsize() < size:
+            t.set_fontsize(size)
+    return fig
 
 #: display name of each optimizer of the digits comparison (``lp`` filled in)
 OPTIMIZER_NAMES = {"md": "ℓ{lp:g}-MD", "gd": "GD", "adam": "Adam"}
@@ -36,13 +73,14 @@ def plot_convergence(res):
     """
     a = res.arrays
     lps = a["lps"]
-    fig, axes = _plots.new_figure(1, len(lps), figsize=(4.2 * len(lps), 3.4))
+    fig, axes = _plots.new_figure(len(lps), 1, figsize=(7.0, 2.9 * len(lps)))
     for j, (ax, lp) in enumerate(zip(np.atleast_1d(axes), lps)):
         steps = a[f"steps_{j}"]
         curves = {f"ℓ{q:g}-AttSVM": a[f"ddir_{j}"][i] for i, q in enumerate(lps)}
-        _plots.curves(steps, curves, ax=ax, ylabel=r"$D_{dir}$(SVM, $W(k)$)", logy=True,
-                      title=f"ℓ{lp:g}-MD iterates")
-    return fig
+        _plots.curves(steps, curves, ax=ax, ylabel=r"$D_{dir}$", logy=True,
+                      title=f"ℓ{lp:g}-MD iterates", legend="upper right",
+                      xlabel="step k" if j == len(lps) - 1 else "")
+    return readable(fig)
 
 
 def plot_bias(res):
@@ -52,7 +90,7 @@ def plot_bias(res):
     """
     a = res.arrays
     lps = a["lps"]
-    fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.2, 3.6))
+    fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.0, 3.6))
     _plots.matrix_image(np.log10(a["ddir"]), ax=ax1, title=r"mean $D_{dir}$(ℓq-SVM, ℓp-MD)",
                         signed=False, values=a["ddir"], fmt="{:.1e}",
                         label=r"$\log_{10} D_{dir}$ (darker: closer)")
@@ -66,20 +104,51 @@ def plot_bias(res):
     return fig
 
 
+def plot_bias_weights(res):
+    """The entries ``|W_jk|``/max|W| of the final ℓp-MD iterates, one histogram per p.
+
+    ``res`` is a result of ``md_bias``. See chapter 9 (its opening figure).
+    """
+    a = res.arrays
+    fig, ax = _plots.new_figure(1, 1, figsize=(6.5, 3.8))
+    step_histogram(ax, {f"p = {p:g}": a["rel_abs"][j] for j, p in enumerate(a["lps"])},
+                   xlabel=r"$|W_{jk}|\,/\max|W|$ (final iterates)")
+    return readable(fig)
+
+
+def plot_bias_matrix(res):
+    """Mean directional Bregman divergence of each ℓp-MD run (rows) to each ℓq-AttSVM (columns).
+
+    ``res`` is a result of ``md_bias``. See chapter 9.
+    """
+    a = res.arrays
+    lps = a["lps"]
+    fig, ax = _plots.new_figure(1, 1, figsize=(5.6, 4.2))
+    _plots.matrix_image(np.log10(a["ddir"]), ax=ax, title="",
+                        signed=False, values=a["ddir"], fmt="{:.0e}",
+                        label=r"$\log_{10} D_{dir}$ (darker: closer)")
+    ax.set_xticks(range(len(lps)), [f"q = {q:g}" for q in lps])
+    ax.set_yticks(range(len(lps)), [f"p = {p:g}" for p in lps])
+    ax.set_xlabel(r"$\ell_q$-AttSVM")
+    ax.set_ylabel(r"$\ell_p$ mirror-descent run")
+    return readable(fig)
+
+
 def plot_unnormalized(res):
     """Directional divergence to the matched SVM and ‖W‖_p for constant-step ℓp-MD.
 
     ``res`` is a result of ``md_unnormalized``. See chapter 9.
     """
     a = res.arrays
-    fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.2, 3.4))
+    fig, (ax1, ax2) = _plots.new_figure(2, 1, figsize=(7.0, 6.4))
     lab = [f"p = {p:g}" for p in a["lps"]]
     _plots.curves(a["steps"], dict(zip(lab, a["ddir"])), ax=ax1, logy=True, logx=True,
-                  ylabel=r"$D_{dir}$(ℓp-SVM, $W(k)$)", title="constant step η = 10",
-                  legend="lower left")
+                  ylabel=r"$D_{dir}$ to the $\ell_p$-AttSVM", xlabel="",
+                  title="constant step η = 10", legend="lower left")
     _plots.norm_curves(a["steps"], dict(zip(lab, a["norm"])), ax=ax2, logx=True,
-                       title=r"$\|W(k)\|_p$", ylabel=r"$\|W(k)\|_p$")
-    return fig
+                       title="", ylabel=r"$\|W(k)\|_p$")
+    ax2.set_xlabel("step k")
+    return readable(fig)
 
 
 def plot_joint(res):
@@ -88,7 +157,7 @@ def plot_joint(res):
     ``res`` is a result of ``md_joint``. See chapter 9.
     """
     a = res.arrays
-    fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.2, 3.8))
+    fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.0, 4.4))
     for j, lp in enumerate(a["lps"]):
         c = _plots.COLORS[j % len(_plots.COLORS)]
         for ax, path, ray in ((ax1, a[f"W_path_{j}"][:, 0, :], a[f"W_mm_{j}"][0]),
@@ -97,16 +166,16 @@ def plot_joint(res):
             r = np.asarray(ray) / np.linalg.norm(ray) * np.linalg.norm(path[-1])
             ax.plot(path[:, 0], path[:, 1], color=c, lw=1.4, label=f"p = {lp:g}")
             ax.plot([0, r[0]], [0, r[1]], "--", color=c, lw=1.0)
-    ax1.set_title("W[0,0] vs W[0,1] (dashed: ℓp-AttSVM)", fontsize=10)
-    ax2.set_title("v[0] vs v[1] (dashed: ℓp-SVM of the head)", fontsize=10)
-    ax1.set_xlabel("W[0,0](k)")
-    ax1.set_ylabel("W[0,1](k)")
-    ax2.set_xlabel("v[0](k)")
-    ax2.set_ylabel("v[1](k)")
+    ax1.set_title("attention weights $W$", fontsize=FONT_SIZE)
+    ax2.set_title("head $v$", fontsize=FONT_SIZE)
+    ax1.set_xlabel(r"$W_{11}(k)$")
+    ax1.set_ylabel(r"$W_{12}(k)$")
+    ax2.set_xlabel(r"$v_1(k)$")
+    ax2.set_ylabel(r"$v_2(k)$")
     for ax in (ax1, ax2):
-        ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
-    return fig
+    ax1.legend(fontsize=FONT_SIZE, loc="best")
+    return readable(fig)
 
 
 def plot_digits(res):
@@ -115,16 +184,15 @@ def plot_digits(res):
     ``res`` is a result of ``md_digits``. See chapter 10.
     """
     a = res.arrays
-    fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(9.2, 3.4))
+    fig, (ax1, ax2) = _plots.new_figure(2, 1, figsize=(7.0, 6.6))
     names = {k: v.format(lp=res.params["lp"]) for k, v in OPTIMIZER_NAMES.items()}
     # each optimizer in the colour it has in the text experiment (TEXT_NAMES' order)
     col = {names[k]: _plots.color_of(j) for k, j in (("md", 0), ("gd", 1), ("adam", 3))}
-    _plots.histogram({names[k]: a[f"rel_abs_{k}"] for k in names}, ax=ax1, bins=40, logy=True,
-                     xlabel=r"$|W_{jk}|\,/\max|W|$ (selected models)", range=(0.0, 1.0),
-                     colors=col)
+    step_histogram(ax1, {names[k]: a[f"rel_abs_{k}"] for k in names}, colors=col,
+                   xlabel=r"$|W_{jk}|\,/\max|W|$ (selected models)")
     _plots.curves(a["curve_step"], {names[k]: a[f"curve_val_acc_{k}"].T for k in names}, ax=ax2,
                   ylabel="validation accuracy", xlabel="step", legend="lower right", colors=col)
-    return fig
+    return readable(fig)
 
 
 def plot_attention(res, images: int = 4):
@@ -214,19 +282,18 @@ def plot_lp_path(res):
     to the ℓ2-AttSVM (means over the data sets). See chapter 9.
     """
     a = res.arrays
-    fig, ax = _plots.new_figure(1, 1, figsize=(5.6, 3.6))
+    fig, ax = _plots.new_figure(1, 1, figsize=(7.0, 4.6))
     R = np.asarray(a["radii"])
     for j, lp in enumerate(a["lps"]):
         c = _plots.COLORS[j % len(_plots.COLORS)]
         ax.loglog(R, np.asarray(a[f"ddir_p_{j}"]).mean(0), "o-", color=c,
-                  label=f"p = {lp:g}: to ℓ{lp:g}-AttSVM")
+                  label=f"p = {lp:g}, to the ℓ{lp:g}-AttSVM")
         ax.loglog(R, np.asarray(a[f"ddir_2_{j}"]).mean(0), "s--", color=c,
-                  label=f"p = {lp:g}: to ℓ2-AttSVM")
-    ax.set_xlabel("radius R of the ℓp ball")
+                  label=f"p = {lp:g}, to the ℓ2-AttSVM")
+    ax.set_xlabel(r"radius $R$ of the $\ell_p$ ball")
     ax.set_ylabel(r"$D_{dir}$(SVM, $W_R$)")
-    ax.legend(fontsize=7, loc="lower left")
-    _plots.title(ax, "ℓp regularisation path", fontsize=10)
-    return fig
+    ax.legend(fontsize=FONT_SIZE, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return readable(fig)
 
 
 def targets_table(results, omit=()) -> str:

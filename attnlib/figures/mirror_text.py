@@ -11,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from attnlib import plots as _plots
+from attnlib.figures.mirror import FONT_SIZE, readable, step_histogram
 
 _C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
 
-__all__ = ["TEXT_NAMES", "plot_text", "plot_sentences", "draw_sentence", "text_table",
+__all__ = ["TEXT_NAMES", "plot_text", "plot_sentences", "plot_sentence_grid", "draw_sentence",
+           "text_table",
            "plot_digit_overlay"]
 
 #: display name of each optimizer of ``md_text``
@@ -28,10 +30,10 @@ def plot_text(res):
     ``res`` is a result of ``md_text``. See chapter 10.
     """
     a = res.arrays
-    fig, (ax1, ax2, ax3) = _plots.new_figure(1, 3, figsize=(13.0, 3.5))
+    fig, (ax1, ax2, ax3) = _plots.new_figure(3, 1, figsize=(7.0, 10.5))
     _plots.curves(a["curve_step"], {TEXT_NAMES[k]: a[f"curve_mass_{k}"].T for k in TEXT_NAMES},
-                  ax=ax1, xlabel="step", ylabel="test attention on the planted word",
-                  legend="lower right")
+                  ax=ax1, xlabel="step", ylabel="attention on\nthe planted word",
+                  legend="lower right", styles={"ℓ3-MD": "--", "Adam": ":"})
     ax1.axhline(res.numbers["uniform"], color=_C["neutral"], ls=":", lw=1)
     ax1.set_ylim(0, 1)
     metrics = (("mass", "attention mass"), ("hit", "top-1 hit"), ("test_acc", "test acc."))
@@ -44,11 +46,12 @@ def plot_text(res):
             ax2.plot(np.full(vals.shape[1], x[i]), vals[i], "k.", ms=3)
     ax2.set_xticks(np.arange(len(metrics)), [w for _, w in metrics])
     ax2.set_ylim(0, 1.05)
-    ax2.legend(fontsize=7, loc="lower left")
-    _plots.title(ax2, "on the test sentences (selected models)")
-    _plots.histogram({TEXT_NAMES[k]: a[f"rel_abs_{k}"] for k in TEXT_NAMES}, ax=ax3, bins=40,
-                     logy=True, xlabel=r"$|W_{jk}|\,/\max|W|$ (selected models)", range=(0.0, 1.0))
-    return fig
+    ax2.legend(fontsize=FONT_SIZE, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    _plots.title(ax2, "test sentences, selected models", fontsize=FONT_SIZE)
+    step_histogram(ax3, {TEXT_NAMES[k]: a[f"rel_abs_{k}"] for k in TEXT_NAMES},
+                   colors={TEXT_NAMES[k]: _plots.color_of(j) for j, k in enumerate(TEXT_NAMES)},
+                   xlabel=r"$|W_{jk}|\,/\max|W|$ (selected models)")
+    return readable(fig)
 
 
 def draw_sentence(ax, words, attention, relevant, distractors=(), vmax=1.0):
@@ -60,12 +63,12 @@ def draw_sentence(ax, words, attention, relevant, distractors=(), vmax=1.0):
     for t, (w, s) in enumerate(zip(words, attention)):
         edge = _C["target"] if t == relevant else (_C["support"] if t in distractors
                                                    else _C["neutral"])
-        ax.text(x, 0.5, w, fontsize=8, va="center", ha="left",
+        ax.text(x, 0.5, w, fontsize=FONT_SIZE, va="center", ha="left",
                 color="white" if s > 0.6 * vmax else "black",
                 bbox=dict(boxstyle="round,pad=0.25", fc=cmap(min(float(s) / vmax, 1.0)),
                           ec=edge, lw=1.6 if edge != _C["neutral"] else 0.6))
-        x += 0.6 + 0.075 * len(w)
-    ax.set_xlim(-0.2, max(x, 8.0))
+        x += 0.55 + 0.105 * len(w)
+    ax.set_xlim(-0.2, max(x, 11.0))
     ax.set_ylim(0, 1)
     ax.axis("off")
 
@@ -86,24 +89,57 @@ def plot_sentences(res, sentences: int = 3, seed: int = 0):
 
     a = res.arrays
     rows = [(i, k) for i in range(sentences) for k in TEXT_NAMES]
-    fig = _plots.BookFigure(figsize=(11.0, 0.42 * len(rows)))  # fixed margins, no layout engine
+    fig = _plots.BookFigure(figsize=(9.0, 0.5 * len(rows) + 0.5))  # fixed margins, no layout engine
     axes = fig.subplots(len(rows), 1)
     for ax, (i, k) in zip(np.atleast_1d(axes), rows):
         words, rel, dis = _sentence(a, i)
         draw_sentence(ax, words, np.asarray(a[f"attention_{k}"][seed, i]), rel, dis)
         label = "+" if a["label"][i] > 0 else "−"
-        ax.text(-0.3, 0.5, f"{TEXT_NAMES[k]} ({label})", fontsize=8, ha="right", va="center")
+        ax.text(-0.3, 0.5, f"{TEXT_NAMES[k]} ({label})", fontsize=FONT_SIZE, ha="right",
+                va="center")
     from matplotlib.patches import Patch
 
     key = [Patch(fc="white", ec=_C["target"], lw=1.6, label="planted word"),
            Patch(fc="white", ec=_C["support"], lw=1.6, label="distractor"),
            Patch(fc=mpl.colormaps["Blues"](0.8), ec=_C["neutral"], lw=0.6,
                  label="fill: attention (darker = more)")]
-    fig.legend(handles=key, loc="lower center", ncol=3, fontsize=8, frameon=False,
+    fig.legend(handles=key, loc="lower center", ncol=3, fontsize=FONT_SIZE, frameon=False,
                bbox_to_anchor=(0.55, 1.0 - 0.1 / fig.get_figheight()))
-    fig.subplots_adjust(left=0.12, right=0.99, top=1.0 - 0.45 / fig.get_figheight(),
+    fig.subplots_adjust(left=0.17, right=0.99, top=1.0 - 0.45 / fig.get_figheight(),
                         bottom=0.02, hspace=0.1)
     return fig
+
+
+def plot_sentence_grid(res, sentences: int = 3, seed: int = 0):
+    """Attention over the words of test sentences, one panel per sentence: a row per word (in
+    sentence order), a column per optimizer, shaded by the seed-``seed`` model's attention;
+    the planted word's label in red, the distractors' in orange.
+
+    ``res`` is a result of ``md_text``. See chapter 10 (its opening figure).
+    """
+    import matplotlib as mpl
+
+    a = res.arrays
+    keys = list(TEXT_NAMES)
+    short = {"md": "ℓ1.1", "gd": "GD", "md3": "ℓ3", "adam": "Adam"}
+    fig = _plots.BookFigure(figsize=(9.0, 5.6), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, sentences))
+    norm = mpl.colors.Normalize(0.0, 1.0)
+    for ax, i in zip(axes, range(sentences)):
+        words, rel, dis = _sentence(a, i)
+        att = np.stack([np.asarray(a[f"attention_{k}"][seed, i], dtype=float) for k in keys], 1)
+        ax.imshow(att, cmap="Blues", norm=norm, aspect="auto", interpolation="nearest")
+        ax.set_yticks(np.arange(len(words)), words)
+        for t, tick in enumerate(ax.get_yticklabels()):
+            if t == rel or t in dis:
+                tick.set_color(_C["target"] if t == rel else _C["support"])
+                tick.set_fontweight("bold")
+        ax.set_xticks(np.arange(len(keys)), [short[k] for k in keys], rotation=90)
+        label = "positive" if a["label"][i] > 0 else "negative"
+        ax.set_title(f"sentence {i + 1} ({label})", fontsize=FONT_SIZE)
+    fig.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap="Blues"), ax=list(axes),
+                 label="attention", shrink=0.8)
+    return readable(fig)
 
 
 def text_table(res) -> str:
@@ -166,12 +202,12 @@ def plot_digit_overlay(res, images: int = 4, seed: int = 0):
             ax.set_xticks([])
             ax.set_yticks([])
             if i == 0:
-                ax.set_title(names[k], fontsize=9)
-    fig.subplots_adjust(left=0.02, right=0.84, top=0.95, bottom=0.02, wspace=0.05, hspace=0.05)
-    cax = fig.add_axes((0.87, 0.1, 0.03, 0.8))
+                ax.set_title(names[k], fontsize=FONT_SIZE)
+    fig.subplots_adjust(left=0.02, right=0.80, top=0.95, bottom=0.02, wspace=0.05, hspace=0.05)
+    cax = fig.add_axes((0.84, 0.1, 0.03, 0.8))
     fig.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap="viridis"), cax=cax,
                  label="attention on the patch")
-    return fig
+    return readable(fig)
 
 
 # ------------------------------------------------------------- prose built from the results
@@ -310,7 +346,7 @@ def digits_summary(res) -> str:
         f"{n['gd_entropy']:.2f} ± {n['gd_entropy_std']:.2f}. Test accuracy: "
         f"{_ms(n, 'md_test_acc')}% against {_ms(n, 'gd_test_acc')}% for gradient descent, "
         f"{abs(n['acc_diff']):.1f} points {'above' if better else 'below'} "
-        f"({'inside' if _ok(res, 'acc_diff') else 'outside'} the digest's hypothesis of "
+        f"({'inside' if _ok(res, 'acc_diff') else 'outside'} the expected range of "
         f"$-1$ to $+3$ points), and {_ms(n, 'adam_test_acc')}% for Adam.")
 
 
@@ -325,11 +361,11 @@ def closing_table(res, two, digits, svm, not_run=()) -> str:
     def add(what, paper, book, evidence):
         rows.append(f"| {what} | {paper} | {book} | {evidence} |")
 
-    add("R2: attention on the planted word, ℓ1.1-MD > GD (3 distractors)",
+    add("attention on the planted word, ℓ1.1-MD > GD (3 distractors)",
         "0.4387 vs 0.3122 (IMDb probes, normalised)",
         f"{n['md_mass']:.3f} vs {n['gd_mass']:.3f}, {int(n['mass_seeds'])}/{S} seeds",
         _mark(res, "mass_seeds"))
-    add("R2, two distractors (no one-entry shortcut)", "(same claim)",
+    add("the same, two distractors (no one-entry shortcut)", "(same claim)",
         f"{t['md_mass']:.3f} vs {t['gd_mass']:.3f}, {int(t['mass_seeds'])}/{S} seeds",
         _mark(two, "mass_seeds"))
     add("top-1 hit on the planted word, ℓ1.1-MD − GD (3 / 2 distractors)",
@@ -347,15 +383,15 @@ def closing_table(res, two, digits, svm, not_run=()) -> str:
         f"{n['sparsity_ratio']:.0f}× / {t['sparsity_ratio']:.0f}×",
         f"{_mark(res, 'sparsity_ratio')} / {_mark(two, 'sparsity_ratio')}")
     add("mechanism: each run nearest its own ℓp-AttSVM (smallest ratio)",
-        "converges to the ℓp-AttSVM (theory; digest T11 ≥ 2×)",
+        "converges to the ℓp-AttSVM (theory)",
         f"{s['svm_diag_ratio']:.1f}× (D_dir ℓ1.1 {s['ddir_md_q1.1']:.3f}, ℓ2 "
         f"{s['ddir_gd_q2']:.4f}, ℓ3 {s['ddir_md3_q3']:.4f})", _mark(svm, "svm_diag_ratio"))
-    add("R1 digits: near-zero entries, ℓ1.1-MD / GD", "≥ 3×, ≥ 4/5 seeds",
+    add("digits: near-zero entries, ℓ1.1-MD / GD", "≥ 3×, ≥ 4/5 seeds",
         f"{g['sparsity_ratio']:.0f}×, {int(g['sparsity_seeds'])}/{_seeds(digits)} seeds",
         _mark(digits, "sparsity_ratio"))
-    add("R1 digits: attention entropy, ℓ1.1-MD < GD", "lower",
+    add("digits: attention entropy, ℓ1.1-MD < GD", "lower",
         f"{g['md_entropy']:.2f} vs {g['gd_entropy']:.2f}", _mark(digits, "entropy_lower"))
-    add("R1 digits: test accuracy, ℓ1.1-MD − GD", "−1 to +3 points",
+    add("digits: test accuracy, ℓ1.1-MD − GD", "−1 to +3 points",
         f"{g['acc_diff']:+.1f} points", _mark(digits, "acc_diff"))
     add(f"digits: attention on ink-free patches (uniform {g['uniform_blank']:.2f})",
         "(not in the paper)",
