@@ -18,7 +18,14 @@ from attnlib.figures.mirror_text import TEXT_NAMES
 
 _C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
 
-__all__ = ["word_attention", "TEXT_SETTINGS"]
+__all__ = ["word_attention", "representative_sentence", "TEXT_SETTINGS", "WORD_CAPTION"]
+
+#: What the explorer shows at every setting (the line under it gives the setting's numbers).
+WORD_CAPTION = ("The attention a trained classifier puts on each word of a test sentence: "
+                "the planted sentiment word in red, its opposite-polarity distractors in "
+                "orange, the dotted line at uniform attention. It opens on a typical sentence "
+                "for ℓ1.1 mirror descent; move the sentence slider and switch the optimizer to "
+                "compare where gradient descent, ℓ3 mirror descent and Adam look.")
 
 #: the settings of chapter 10's live run of ``md_text`` (the explorer's default result)
 TEXT_SETTINGS: dict = {}
@@ -47,7 +54,7 @@ def _draw_words(fig, sentence, optimizer, seed, result):
                   for t in ts]
         ax.barh(np.arange(len(ts)), s[ts], color=colors)
         ax.axvline(1.0 / T, color="0.4", ls=":", lw=1, label="uniform 1/T")
-        ax.set_yticks(np.arange(len(ts)), [words[t] for t in ts], fontsize=9)
+        ax.set_yticks(np.arange(len(ts)), [words[t] for t in ts], fontsize=11)
         for tick, t in zip(ax.get_yticklabels(), ts):
             if t == rel or t in dis:
                 tick.set_color(_C["target"] if t == rel else _C["support"])
@@ -57,12 +64,28 @@ def _draw_words(fig, sentence, optimizer, seed, result):
         ax.set_xlabel("attention")
         ax.set_ylabel(f"words {ts[0] + 1}-{ts[-1] + 1}" if ts else "")
         ax.yaxis.set_label_coords(-0.47, 0.5)  # fixed: the phone cuts stay right for any word
-        plots.title(ax, ttl, fontsize=9)
-    axes[1].legend(fontsize=8, loc="lower right")
+        plots.title(ax, ttl, fontsize=11)
+    axes[1].legend(fontsize=11, loc="lower right")
+    for ax in axes:
+        ax.tick_params(labelsize=11)
+        ax.xaxis.label.set_size(11)
+        ax.yaxis.label.set_size(11)
 
 
-def word_attention(result=None, sentence: int = 0, optimizer: str = "md", *, seed: int = 0,
-                   static: dict | None = None, mode: str | None = None):
+def representative_sentence(result, optimizer: str = "md", seed: int = 0) -> int:
+    """The kept test sentence on which ``optimizer``'s seed-``seed`` model puts the median
+    attention on the planted word (the lower of the two middle ones for an even count): the
+    explorer opens on a typical case, neither the best nor a failure."""
+    a = result.arrays
+    att = np.asarray(a[f"attention_{optimizer}"][int(seed)], dtype=float)  # (shown, T)
+    rel = np.asarray(a["relevant"], dtype=int)[: att.shape[0]]
+    mass = att[np.arange(att.shape[0]), rel]
+    order = np.argsort(mass, kind="stable")
+    return int(order[(len(order) - 1) // 2])
+
+
+def word_attention(result=None, sentence: int | None = None, optimizer: str = "md", *,
+                   seed: int = 0, static: dict | None = None, mode: str | None = None):
     r"""Explorer: the attention of each optimizer's classifier over the words of a sentence.
 
     The classifier :math:`f(X) = v^\top X^\top\mathrm{softmax}(XWz)` of chapter 10 (W trained
@@ -76,8 +99,9 @@ def word_attention(result=None, sentence: int = 0, optimizer: str = "md", *, see
     ----------
     result : Result, optional
         A result of ``md_text`` (default: the chapter's run, :data:`TEXT_SETTINGS`).
-    sentence : int
-        One of the kept test sentences (0-7).
+    sentence : int, optional
+        One of the kept test sentences (0-7); default: :func:`representative_sentence`, the
+        one with the median attention on the planted word for ``optimizer`` (a typical case).
     optimizer : {"md", "gd", "md3", "adam"}
     seed : int
         Which initialisation's model is shown (live only; the website shows ``seed``).
@@ -89,6 +113,11 @@ def word_attention(result=None, sentence: int = 0, optimizer: str = "md", *, see
     result = run("md_text", **TEXT_SETTINGS) if result is None else result
     shown = int(np.asarray(result.arrays["words"]).shape[0])
     seeds = int(np.asarray(result.arrays["attention_md"]).shape[0])
+    if sentence is None:
+        sentence = representative_sentence(result, optimizer, seed)
+        shown_static = tuple((static or {}).get("sentence", range(shown)))
+        if sentence not in shown_static:
+            sentence = int(shown_static[0])
     controls = [
         Control("sentence", tuple(range(shown)), default=sentence, label="test sentence"),
         Control("optimizer", tuple(TEXT_NAMES), default=optimizer,
@@ -113,8 +142,6 @@ def word_attention(result=None, sentence: int = 0, optimizer: str = "md", *, see
 
     ex = Explorer(draw, with_static(controls, static), name="word-attention",
                   slider="sentence", figsize=(8.0, 3.6), note=note,
-                  margins=dict(left=0.19, right=0.96, bottom=0.14, top=0.9, wspace=0.62),
-                  caption="Pick a sentence and an optimizer: the attention the trained "
-                          "classifier puts on each word, the planted sentiment word in red, "
-                          "its distractors in orange.")
+                  margins=dict(left=0.19, right=0.96, bottom=0.14, top=0.84, wspace=0.62),
+                  caption=WORD_CAPTION)
     return ex.show(mode)
