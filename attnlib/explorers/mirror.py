@@ -3,7 +3,8 @@ r"""The explorer of *Optimizing Attention with Mirror Descent* (arXiv 2410.14581
 :func:`mirror_descent`: slide the exponent p of ℓp mirror descent,
 :math:`W_{k+1} = \nabla\psi^{-1}(\nabla\psi(W_k) - \eta\nabla\mathcal L(W_k))` with
 :math:`\nabla\psi(W) = \mathrm{sign}(W)|W|^{p-1}`, and watch the iterates follow the
-ℓp-AttSVM (or stall short of it: :func:`mirror_note` says which, from the data). It reads
+ℓp-AttSVM (or stall short of it once the gradient falls below the step's ε:
+:func:`mirror_note` says which, from the data). It reads
 the experiment ``md_path`` (:func:`attnlib.experiments.run`, cached) and
 only draws. Chapters show it as ``al.widgets.mirror_descent(...)``.
 """
@@ -136,9 +137,11 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
     :math:`p \to 1`, flat for :math:`p > 2`); right, the directional Bregman divergence
     :math:`1 - \langle \mathrm{sign}(\bar W_k)|\bar W_k|^{p-1}, \bar W^{mm}\rangle` (bars: unit
     ℓp norm) to the ℓp-SVM (the smaller one) and to the ℓ2-SVM. Close to :math:`p = 1` the
-    normalised steps saturate the softmax within about 100 steps and the direction then moves
-    very slowly (seed 1, p = 1.1: divergence ≈ 0.12 after 1500 steps, against 0.38 to the
-    ℓ2-SVM). See chapter 9.
+    normalised steps saturate the softmax within a few hundred steps; the gradient then falls
+    below the step's :math:`\varepsilon = 2^{-52}` (the official code's value), the steps
+    become tiny and the direction barely moves (seed 1, p = 1.1: divergence ≈ 0.12 after
+    1500 steps, against 0.38 to the ℓ2-SVM): the stall comes from :math:`\varepsilon`, not
+    from the exponent. See chapter 9.
 
     The training and the SVMs are the experiment ``md_path``
     (:mod:`attnlib.experiments.mirror_path`), read through :func:`attnlib.experiments.run`
