@@ -82,12 +82,14 @@ def ray_losses(example, directions, radii, loss: str = "logistic"):
     chapter="01_token_selection",
     title="The risk along rays of p: it falls to ℓ(max γ) only toward the optimal token",
     targets=[
-        Target("risk_decreasing", "risk along the ray toward x1 keeps falling as ‖p‖ grows",
-               "decreasing", 1, 1, "shape", "paper"),
+        Target("risk_decreasing", "risk along the ray toward x1 keeps falling as ‖p‖ grows "
+               "(along a hand-picked ray: a property of the model, not of training)",
+               "decreasing", 1, 1, "shape", "paper", evidence="by construction"),
         Target("gap_inf_x1", "toward x1: |L(R u) − ℓ(γ_1)| at the largest R (the infimum, "
                "reached only in the limit)", "→ 0", 0.0, 1e-6, "≤ 1e-6", "paper"),
-        Target("gap_inf_x2", "toward x2: |L(R u) − ℓ(γ_2)| at the largest R (a worse value)",
-               "→ 0", 0.0, 1e-6, "≤ 1e-6", "paper"),
+        Target("gap_inf_x2", "toward x2: |L(R u) − ℓ(γ_2)| at the largest R (a worse value; "
+               "the limit of the softmax along a hand-picked ray)",
+               "→ 0", 0.0, 1e-6, "≤ 1e-6", "paper", evidence="by construction"),
         Target("s1_Rmax", "toward x1: attention on x1 at the largest R (almost one-hot)",
                "→ 1", 0.9999, 1.0, "> 0.9999", "re-simulation"),
     ],
