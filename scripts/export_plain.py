@@ -12,10 +12,18 @@ chapter (default: every notebook of _toc.yml, into ``_build/plain/book/``) in wh
   ("**Theorem 5.1** (title).") with an HTML anchor for their label;
 * exercises become "**Exercise 5.1**" paragraphs and their solutions folded HTML
   ``<details>`` blocks (both numbered per chapter, "Exercise 5.1" as in the grader);
-* ``{doc}``, ``{ref}``, ``{prf:ref}`` become links with the target's title or number,
+* ``{doc}``, ``{ref}``, ``{prf:ref}`` become links with the target's title or number: inside
+  the chapter an anchor (``#label``), to another page an absolute link to that page of the
+  published site (``https://OWNER.github.io/NAME/book/02_att_svm.html#label``: a relative link
+  breaks in Colab, which opens one notebook alone);
   ``{cite}``/``{cite:t}``/``{cite:p}`` become "Author (year)" citations and the chapters'
   ``[Author, year](cite:KEY)`` links (_config.yml) point to the References cell listing the
-  cited works (from references.bib); Markdown cells tagged remove-cell are dropped;
+  cited works (from references.bib, formatted as the book's bibliography: "Tarzanagh, D. A.,
+  Li, Y., ... & Oymak, S. (2023). Title. Venue."); Markdown cells tagged remove-cell are
+  dropped;
+* the self-study edition (the default) keeps the solutions, folded: written ones in
+  ``<details>``, answer code cells hidden until opened (Colab's form view, JupyterLab's
+  ``source_hidden``); ``--student`` writes the assignment edition (stubs, no solutions);
 * ``(label)=`` targets become ``<a id="label"></a>`` anchors; ``$``/``$$`` math is kept;
 * the Colab install cell is written one way, pinned to the book's release (``--ref``: by
   default the tag of the checked-out commit, else the commit itself).
@@ -78,6 +86,22 @@ def repo_url() -> str:
     import yaml
 
     return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"].rstrip("/")
+
+
+def site_url() -> str:
+    """The published book: ``html.baseurl`` of _config.yml, else the GitHub Pages site of the
+    repository (``https://OWNER.github.io/NAME``, where the build is published)."""
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    base = (cfg.get("html") or {}).get("baseurl") or ""
+    if base:
+        return base.rstrip("/")
+    m = re.fullmatch(r"https://github\.com/([^/]+)/([^/]+)", repo_url())
+    if not m:
+        raise ValueError(f"_config.yml: no html.baseurl and the repository {repo_url()!r} is "
+                         "not on GitHub: cannot tell where the book is published")
+    return f"https://{m.group(1).lower()}.github.io/{m.group(2)}"
 
 
 def install_cell_source(url: str, ref: str) -> str:
@@ -175,6 +199,7 @@ class Index:
             self.titles[doc] = h.group(1).strip() if h else Path(doc).name
             self._index(doc, text)
         self.bib = parse_bib(bib) if bib.is_file() else {}
+        self.repo, self.ref, self.site = repo_url(), None, site_url()
 
     def _index(self, doc: str, text: str) -> None:
         chap = _chapter(doc)
@@ -204,16 +229,14 @@ class Index:
                     self.labels[label] = (doc, f"Exercise {num}")
 
     def link(self, src_doc: str, doc: str, anchor: str = "") -> str:
-        """A link from the export of ``src_doc`` to ``doc`` (a sibling export or the repo)."""
-        target = _doc_path(doc)
+        """A link from the export of ``src_doc`` to ``doc``: an anchor of the same notebook,
+        else the page of the published site (absolute: an export opened alone, in Colab or
+        as a download, has no sibling files)."""
+        _doc_path(doc)  # it exists
         frag = f"#{anchor}" if anchor else ""
-        if target.suffix == ".ipynb":
-            if doc == src_doc:
-                return frag or "#"
-            rel = Path(doc).relative_to(Path(src_doc).parent) if doc.startswith(
-                str(Path(src_doc).parent)) else Path(doc)
-            return f"{rel.as_posix()}.ipynb{frag}"
-        return f"{self.repo}/blob/{self.ref}/{doc}{target.suffix}{frag}"
+        if doc == src_doc:
+            return frag or "#"
+        return f"{self.site}/{doc}.html{frag}"
 
 
 def parse_bib(path: Path) -> dict[str, dict[str, str]]:
@@ -246,8 +269,51 @@ def parse_bib(path: Path) -> dict[str, dict[str, str]]:
     return entries
 
 
+#: the LaTeX accents of references.bib, as parse_bib leaves them (braces removed)
+_ACCENTS = {r'\"e': "ë", r'\"o': "ö", r'\"u': "ü", r'\"a': "ä", r"\'e": "é", r"\'E": "É",
+            r"\'a": "á", r"\`e": "è", r"\L": "Ł", r"\l": "ł", r"\o": "ø", r"\ss": "ß",
+            r"\~n": "ñ", r"\c c": "ç", r"\&": "&"}
+
+
+def detex(text: str) -> str:
+    """references.bib's LaTeX accents as Unicode letters ("Kaiser, \\Lukasz" -> "Łukasz")."""
+    for tex, letter in sorted(_ACCENTS.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(tex, letter)
+    return text
+
+
+def _initials(given: str) -> str:
+    """'Davoud Ataee' -> 'D. A.'; 'Jean-Pierre' -> 'J.-P.'; 'Aidan N.' -> 'A. N.'."""
+    parts = []
+    for name in given.split():
+        parts.append("-".join(f"{piece[0]}." for piece in name.split("-") if piece))
+    return " ".join(parts)
+
+
+def format_authors(field: str) -> str:
+    """A BibTeX author list as the book's bibliography writes it (APA): "Tarzanagh, D. A.,
+    Li, Y., Zhang, X., & Oymak, S."; more than 20 authors: the first 19, "...", the last."""
+    names = [detex(a.strip()) for a in field.split(" and ") if a.strip()]
+    people = []
+    for n in names:
+        if n == "others":
+            continue
+        family, _, given = n.partition(",") if "," in n else (n.rsplit(" ", 1)[-1], "",
+                                                              n.rsplit(" ", 1)[0] if " " in n
+                                                              else "")
+        given = given.strip()
+        people.append(f"{family.strip()}, {_initials(given)}" if given else family.strip())
+    if not people:
+        return "Anonymous"
+    if len(people) > 20:
+        return ", ".join(people[:19]) + ", ... " + people[-1]
+    if len(people) == 1:
+        return people[0]
+    return ", ".join(people[:-1]) + ", & " + people[-1]
+
+
 def _authors(fields: dict[str, str]) -> str:
-    names = [a.strip() for a in fields.get("author", "Anonymous").split(" and ")]
+    names = [detex(a.strip()) for a in fields.get("author", "Anonymous").split(" and ")]
     family = [n.split(",")[0].strip() if "," in n else n.split()[-1] for n in names]
     if len(family) == 1:
         return family[0]
@@ -264,6 +330,7 @@ class Converter:
         self.chap = _chapter(doc)
         self.counts: dict[str, int] = {}
         self.cited: list[str] = []
+        self.last_exercise = "the exercise"  # the exercise an answer code cell answers
 
     def number(self, kind: str) -> str:
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -373,6 +440,8 @@ class Converter:
         if name in ("exercise", "exercise-start"):
             label = opts.get("label")
             anchor = f'<a id="{label}"></a>\n' if label else ""
+            self.last_exercise = f"Exercise {self.chap}.{self.counts.get('Exercise', 0) + 1}" \
+                if self.chap else f"Exercise {self.counts.get('Exercise', 0) + 1}"
             return f"{anchor}**Exercise {self.number('Exercise')}**" + \
                 (f" ({self.inline(arg)})" if arg and name == "exercise" else "") + \
                 (f". {inner}\n" if inner else ".\n")
@@ -399,11 +468,23 @@ class Converter:
             f = self.index.bib[key]
             where = f.get("journal") or f.get("booktitle") or ""
             url = f.get("url") or (f"https://arxiv.org/abs/{f['eprint']}" if "eprint" in f else "")
-            entry = f'<a id="ref-{key}"></a>{f.get("author", "")} ({f.get("year", "n.d.")}). ' \
-                    f'*{f.get("title", key)}*.'
-            entry += (f" {where}." if where else "") + (f" <{url}>" if url else "")
+            title = detex(f.get("title", key)).rstrip(".")
+            entry = f'<a id="ref-{key}"></a>{format_authors(f.get("author", ""))} ' \
+                    f'({f.get("year", "n.d.")}). *{title}*.'
+            entry += (f" {detex(where)}." if where else "") + (f" <{url}>" if url else "")
             lines.append(f"- {entry}")
         return "\n".join(lines)
+
+
+#: the first line of a folded answer cell: Colab shows it as the cell's title (form view)
+ANSWER_TITLE = "# @title Answer code of {exercise} (try it yourself first)"
+
+
+def fold_answer(src: str, exercise: str) -> str:
+    """An answer code cell of the self-study edition: a Colab form title first (Colab hides
+    the code under it), then the code unchanged."""
+    title = ANSWER_TITLE.format(exercise=exercise)
+    return src if src.startswith("# @title") else f"{title}\n{src}"
 
 
 def student_json(nb: dict) -> dict:
@@ -443,6 +524,11 @@ def export(doc: str, index: Index, *, student: bool = False, nb: dict | None = N
             cell["source"] = conv.convert(src)
         elif cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
+            if "solution" in tags and not student:  # the answer, folded until opened
+                cell["source"] = fold_answer(src, conv.last_exercise)
+                meta = cell.setdefault("metadata", {})
+                meta["cellView"] = "form"  # Colab: the title shows, the code on a click
+                meta.setdefault("jupyter", {})["source_hidden"] = True  # JupyterLab
             if INSTALL_MARK in src and "pip" in src:
                 if installed:
                     continue

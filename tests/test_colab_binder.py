@@ -100,15 +100,17 @@ def test_launch_buttons_open_the_repository_in_colab_and_binder():
     assert buttons["notebook_interface"] == "jupyterlab"
     assert buttons["colab_url"].rstrip("/") == "https://colab.research.google.com"
     assert not buttons.get("thebe")
-    # the Colab button opens the plain student export published on this branch
+    # the Colab buttons open the plain exports (self-study, assignment) published on this branch
     assert cfg["sphinx"]["config"]["book_export_branch"] == "gh-pages"
 
 
 @pytest.mark.browser
-def test_built_pages_launch_binder_in_jupyterlab_and_colab_on_the_student_export():
+def test_built_pages_launch_binder_in_jupyterlab_and_colab_on_both_editions():
     """On every chapter page of the built site: Binder opens the chapter in JupyterLab on the
-    configured branch, Colab the plain student export on the export branch (no browser needed:
-    the links are read from the HTML)."""
+    configured branch; two Colab buttons open the plain exports on the export branch, the
+    self-study edition (solutions folded) and the assignment edition (stubs): a reader alone
+    is never stuck on a stub that raises NotImplementedError (no browser needed: the links are
+    read from the HTML)."""
     require_site()
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
     org_repo = cfg["repository"]["url"].removeprefix("https://github.com/")
@@ -120,8 +122,11 @@ def test_built_pages_launch_binder_in_jupyterlab_and_colab_on_the_student_export
         html = (SITE / f"{page}.html").read_text(encoding="utf-8")
         links = re.findall(r'href="(https://(?:mybinder\.org|colab\.research\.google\.com)/'
                            r'[^"]*)"', html)
+        colab = f"https://colab.research.google.com/github/{org_repo}/blob/{export_branch}"
         assert links == [
             f"https://mybinder.org/v2/gh/{org_repo}/{branch}?urlpath=lab/tree/{page}.ipynb",
-            f"https://colab.research.google.com/github/{org_repo}/blob/{export_branch}/"
-            f"plain-student/{page}.ipynb"], page
+            f"{colab}/plain/{page}.ipynb", f"{colab}/plain-student/{page}.ipynb"], page
+        # two Colab buttons, named for what they open
+        assert "Colab: self-study" in html and "Colab: assignment" in html, page
+        assert (SITE / "plain" / f"{page}.ipynb").is_file(), page
         assert (SITE / "plain-student" / f"{page}.ipynb").is_file(), page

@@ -3,9 +3,12 @@
 Colab, downloads and classic Jupyter cannot render MyST; the site's Colab and download buttons
 open this export.  Every chapter of _toc.yml is exported into a temporary folder and read back:
 no directive fence, role, ``(label)=`` target or directive option survives; every link inside
-an export, or from one export to another, lands on an anchor that exists; every citation has
-its entry; exercises are numbered per chapter ("Exercise 5.1") with folded solutions; the Colab
-install cell is written one way, pinned to the release.  The last test installs attnlib from
+an export lands on an anchor that exists, and every link to another page is absolute (the page
+of the published site: Colab opens one notebook alone, a relative link breaks there); every
+citation has its entry, formatted as a bibliography (no raw BibTeX author list); exercises are
+numbered per chapter ("Exercise 5.1") with folded solutions, and the self-study edition keeps
+the answer code (folded) while the assignment edition has the stubs; the Colab install cell is
+written one way, pinned to the release.  The last test installs attnlib from
 that cell's pinned requirement into a clean virtual environment, offline, from this checkout.
 """
 
@@ -72,20 +75,84 @@ def test_install_cell_is_one_and_pinned(exported):
 
 
 def test_links_land_on_anchors(exported):
+    """In-notebook links land on an anchor; links to another page are absolute links to the
+    published site whose page is a page of the book and whose anchor is a label there."""
+    site = export_plain.site_url()
+    assert re.fullmatch(r"https://[\w.-]+(/[\w.-]+)*", site), site
     anchors = {doc: set(re.findall(r'<a id="([^"]+)"></a>', _md(nb)))
                for doc, nb in exported.items()}
-    problems = []
+    index = export_plain.Index(export_plain.toc_docs(), ROOT / "references.bib")
+    problems, absolute = [], 0
     for doc, nb in exported.items():
         for target in re.findall(r"\]\(([^)\s]+)\)", _md(nb)):
-            if target.startswith(("http://", "https://", "mailto:")):
+            if target.startswith(site + "/"):
+                absolute += 1
+                page, _, frag = target.removeprefix(site + "/").partition("#")
+                other = page.removesuffix(".html")
+                if other not in index.titles:
+                    problems.append(f"{doc}: link to a page that is not in the book: {target}")
+                elif frag and frag not in anchors.get(other, set()) \
+                        and index.labels.get(frag, (None,))[0] != other:
+                    problems.append(f"{doc}: link to a missing anchor: {target}")
+            elif target.startswith(("http://", "https://", "mailto:")):
                 continue
-            path, _, frag = target.partition("#")
-            other = doc if not path else str(Path(doc).parent / path.removesuffix(".ipynb"))
-            if other not in exported:
-                problems.append(f"{doc}: link to a notebook that is not exported: {target}")
-            elif frag and frag not in anchors[other]:
+            elif not target.startswith("#"):
+                problems.append(f"{doc}: a relative link (breaks in Colab): {target}")
+            elif target != "#" and target[1:] not in anchors[doc]:
                 problems.append(f"{doc}: link to a missing anchor: {target}")
     assert not problems, "\n".join(problems)
+    assert absolute > 10, f"only {absolute} links between chapters"
+
+
+def test_references_are_formatted(exported):
+    """The References cell reads as a bibliography: "Tarzanagh, D. A., Li, Y., Zhang, X., &
+    Oymak, S. (2023). *Title*. Venue." (no BibTeX "Last, First and Last, First" list, no
+    LaTeX escape)."""
+    up = "A-ZÀ-Ž"
+    person = rf"[{up}][\w'’-]+(?: [{up}][\w'’-]+)*, [{up}]\.(?:-[{up}]\.)?(?: [{up}]\.)*"
+    entry = re.compile(rf'- <a id="ref-[\w:-]+"></a>{person}(?:, {person})*(?:,? & {person})? '
+                       r"\(\d{4}[a-z]?\)\. \*[^*]+\*\.")
+    seen = 0
+    for doc, nb in exported.items():
+        md = _md(nb)
+        if "## References" not in md:
+            continue
+        for line in md[md.index("## References"):].splitlines()[2:]:
+            if not line.strip():
+                continue
+            seen += 1
+            assert entry.match(line), f"{doc}: reference not formatted: {line[:160]}"
+            assert " and " not in line.split("(")[0] and "\\" not in line, line
+    assert seen >= 10
+    assert export_plain.format_authors(
+        "Vaswani, Ashish and Kaiser, {\\L}ukasz".replace("{", "").replace("}", "")) \
+        == "Vaswani, A., & Kaiser, Ł."
+
+
+def test_self_study_edition_keeps_the_answers_folded(exported, tmp_path):
+    """The self-study edition (Colab's first button): every answer code cell is there, its
+    code hidden under a title (Colab's form view, JupyterLab's source_hidden), and no stub
+    raises NotImplementedError; the assignment edition (the second button) has the stubs."""
+    student = tmp_path / "student"
+    assert export_plain.main(["--student", "--out", str(student), "--ref", REF,
+                              str(ROOT / "book" / "02_att_svm.ipynb")]) == 0
+    for doc, nb in exported.items():
+        book = json.loads((ROOT / f"{doc}.ipynb").read_text())
+        n_answers = sum("solution" in c["metadata"].get("tags", []) for c in book["cells"]
+                        if c["cell_type"] == "code")
+        answers = [c for c in nb["cells"] if c["cell_type"] == "code"
+                   and "solution" in c["metadata"].get("tags", [])]
+        assert len(answers) == n_answers, doc
+        for c in answers:
+            src = "".join(c["source"])
+            assert re.match(r"# @title Answer code of Exercise \d+\.\d+", src), src[:80]
+            assert c["metadata"]["cellView"] == "form"
+            assert c["metadata"]["jupyter"]["source_hidden"] is True
+        code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+        assert "NotImplementedError" not in code, f"{doc}: a stub in the self-study edition"
+    ch2 = json.loads((student / "book" / "02_att_svm.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in ch2["cells"] if c["cell_type"] == "code")
+    assert "NotImplementedError" in code and "# @title Answer code" not in code
 
 
 def test_references_read_as_in_the_book(exported):

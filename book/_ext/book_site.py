@@ -12,8 +12,10 @@
    ipywidgets manager (``widgets/``, ``require/``) is removed when no page loads it.
 5. Colab and download buttons of a notebook page point at its plain-Markdown export
    (scripts/export_plain.py, written at the end of the build): the download button at the
-   whole chapter (``<site>/plain/``), the Colab button at the student edition
-   (``<site>/plain-student/``: exercise cells to fill in, no solutions; issue 14).
+   whole chapter (``<site>/plain/``); two Colab buttons, "Colab: self-study" at the same
+   self-study edition (solutions present, folded: a reader alone can check an answer) and
+   "Colab: assignment" at the assignment edition (``<site>/plain-student/``: exercise cells
+   to fill in, no solutions, as in the course kit).
 6. One space in block titles: sphinx-proof writes ``Theorem 2.1 </span> (name)`` (two spaces
    in the title's text) and sphinx-exercise ``Solution to<a ...> Exercise 2.1</a>`` (the space
    inside the link, underlined); the pages get ``Theorem 2.1</span> (name)`` and
@@ -91,13 +93,29 @@ def _page_context(app, pagename, templatename, context, doctree):
             if isinstance(b.get("buttons"), list):
                 fix(b["buttons"])
             url = b.get("url", "")
-            if "colab.research.google.com" in url:
-                b["url"] = re.sub(r"/blob/[^/]+/.*$", f"/blob/{branch}/{student}", url)
-            elif b.get("label", "").startswith("download-") and url.endswith(".ipynb"):
+            if b.get("label", "").startswith("download-") and url.endswith(".ipynb"):
                 b["url"] = f"{context['pathto']('', 1).rstrip('/')}/{export}"
                 b["tooltip"] = "Download notebook (plain Jupyter Markdown)"
+        for k in range(len(buttons) - 1, -1, -1):
+            if "colab.research.google.com" in buttons[k].get("url", ""):
+                buttons[k:k + 1] = _colab_buttons(buttons[k], branch, export, student)
 
     fix(context.get("header_buttons", []))
+
+
+def _colab_buttons(button: dict, branch: str, export: str, student: str) -> list[dict]:
+    """The theme's one Colab button as two: the self-study edition (solutions folded) and
+    the assignment edition (stubs to fill in), both plain exports on the export branch."""
+    def one(path: str, text: str, tooltip: str, label: str) -> dict:
+        return {**button, "url": re.sub(r"/blob/[^/]+/.*$", f"/blob/{branch}/{path}",
+                                        button["url"]),
+                "text": text, "tooltip": tooltip, "label": label}
+
+    return [one(export, "Colab: self-study",
+                "Open in Colab: the chapter with its solutions (folded)", "colab-self-study"),
+            one(student, "Colab: assignment",
+                "Open in Colab: the exercises to fill in, without solutions",
+                "colab-assignment")]
 
 
 def _finish(app, exception):
