@@ -118,16 +118,17 @@ def _history_attention(X, W, P):
                "0.993–0.997, not 0.9999", 0.990, 0.998, "in [0.990, 0.998]",
                "re-simulation",
                "float64, ε = 1e-9 as the notebook: ‖p‖ stalls near 21.5, so the cosine "
-               "stays below 0.998; the same runs with ε = 0 do not stall and pass 0.998 "
-               "(target global_nostall_cos1000_lo)"),
+               "stays below 0.998; the same runs with ε = 0 and attnlib's exact gradient do not "
+               "stall and pass 0.998 (target global_nostall_cos1000_lo)"),
         Target("global_cos1000_hi", "global panel: largest cos(p(1000), p^mm)",
                "0.993–0.997, not 0.9999", 0.990, 0.998, "in [0.990, 0.998]",
                "re-simulation"),
         Target("global_nostall_cos1000_lo", "global panel, the same six runs with ε = 0 "
                "(no stall): smallest cos(p(1000), p^mm)", "above the stalled runs", 0.998, 1.0,
                "≥ 0.998", "suggested",
-               "the stall is the experiment's ε, not the theory: without it ‖p(1000)‖ ≈ 100 "
-               "and the cosine passes the stalled runs' upper bound"),
+               "with attnlib's exact (cancellation-free) gradient and ε = 0, ‖p(1000)‖ ≈ 100 "
+               "and the cosine passes the stalled runs' upper bound; the official autograd "
+               "loop with ε = 0 loses the direction instead (chapter 2 checks it live)"),
     ],
 )
 def e1_basins(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, trials: int = 6,
@@ -357,8 +358,8 @@ not_run("mm_e2_float32_stall", paper=f"{PAPER} Fig. 2 (E2), the notebook's float
         paper_value="0.9977 and 25.5 (the official loop re-run on its own draw)",
         reason="the book trains in float64 (its value is the live target ngd_cos1000_lo); "
                "in float32 the autograd gradient stops resolving the softmax tail and the "
-               "normalised step stalls. Over the figure's 200 iterations the float32 run's "
-               "worst cosine is 0.9985 (the book's float64 value: target ngd_min_cos200)",
+               "normalised step stalls. At iteration 200, where the figure stops, the float32 "
+               "runs' worst cosine is 0.9985 (the book's float64 value: target ngd_min_cos200)",
         chapter="02_att_svm")
 
 
