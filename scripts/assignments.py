@@ -225,11 +225,10 @@ def student_edition(nb):
     out = copy.deepcopy(nb)
     cells, inside, n_ex = [], False, 0
     sources = [c.source for c in nb.cells]
-    label = None  # the label of the last exercise seen
+    under = exercise_names(nb)  # "Exercise 2.2": the name the book gives the exercise
     for k, cell in enumerate(nb.cells):
         t = tags(cell)
         if cell.cell_type == "markdown":
-            label = (_exercise_labels(cell.source) or [label])[-1]
             text, inside = strip_solutions(cell.source, inside)
             if text.strip():
                 new = _cleared(cell)
@@ -241,7 +240,7 @@ def student_edition(nb):
             later = set().union(*(used_names(s) for s in sources[k + 1:]
                                   if isinstance(s, str)), set())
             new = _cleared(cell)
-            new.source = stub_source(cell.source, later, label=label or f"exercise {n_ex}")
+            new.source = stub_source(cell.source, later, label=under[k] or f"exercise {n_ex}")
             new.metadata["tags"] = [x for x in new.metadata.get("tags", []) if x != "solution"]
             new.metadata["tags"].append("stub")
             cells.append(new)
@@ -309,6 +308,37 @@ def _exercise_labels(text: str) -> list:
     lines = text.splitlines()
     return [next((m[1] for m in map(LABEL.match, lines[k + 1:k + 6]) if m), None)
             for k, line in enumerate(lines) if EX_START.match(line)]
+
+
+NUMBERING = re.compile(r"^\s*enumerator:\s*[\"']?(\d+)\.%s", re.M)
+
+
+def chapter_number(nb, path=None) -> int | None:
+    """The chapter's number: its numbering cell (``enumerator: "2.%s"``), else the ``NN_``
+    of its file name; None for a notebook that has neither."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and (m := NUMBERING.search(cell.source)):
+            return int(m[1])
+    m = re.match(r"(\d\d)_", Path(path).name) if path else None
+    return int(m[1]) if m else None
+
+
+def exercise_names(nb, path=None) -> list:
+    """The name each cell stands under: "Exercise 2.3" for every cell from the third exercise
+    of chapter 2 on (as the book numbers it), None before the first exercise.
+
+    The book, the student edition's stubs, the grader's rows and its feedback all use this
+    name (a notebook without a chapter number gets "Exercise 3").
+    """
+    chapter = chapter_number(nb, path)
+    names, k, current = [], 0, None
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and "written" not in tags(cell):
+            for _ in _exercise_labels(cell.source):
+                k += 1
+                current = f"Exercise {chapter}.{k}" if chapter is not None else f"Exercise {k}"
+        names.append(current)
+    return names
 
 
 # -- drift: structural checks on a master notebook ------------------------------------------

@@ -80,25 +80,30 @@ class Exercise:
 @dataclass
 class Row:
     submission: str
-    exercise: str
+    exercise: str  # the book's name: "Exercise 2.2" (a written answer: "Exercise 2.1 (written)")
     points: float
     max_points: float
-    status: str  # passed | failed | missing | error
+    status: str  # passed | failed | missing | error | manual
     message: str
+    chapter: str = ""  # the master's file name without .ipynb: "02_att_svm"
+    order: int = 0  # the answer's cell in the master: rows are listed in the book's order
+
+    @property
+    def graded(self) -> str:
+        """``auto`` (a check decides) or ``hand`` (a written answer the instructor grades)."""
+        return "hand" if self.exercise.endswith("(written)") else "auto"
 
 
 # -- the master: which checks, worth how much -----------------------------------------------
 def exercises(master) -> list[Exercise]:
-    """The graded checks of a master notebook, in order."""
-    out, label, seen = [], None, {}
+    """The graded checks of a master notebook, in order, named as the book names them."""
+    out, seen = [], {}
+    under = asg.exercise_names(master)
     for i, cell in enumerate(master.cells):
-        if cell.cell_type == "markdown":
-            label = (asg._exercise_labels(cell.source) or [label])[-1]
-            continue
-        if "check" not in asg.tags(cell):
+        if cell.cell_type == "markdown" or "check" not in asg.tags(cell):
             continue
         calls = asg._check_calls(cell.source)
-        name = label or f"check-{len(out) + 1}"
+        name = under[i] or f"check-{len(out) + 1}"
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:
             name = f"{name}#{seen[name]}"
@@ -122,12 +127,11 @@ class Written:
 
 def written(master) -> list[Written]:
     """The master's answer places for written exercises, in order."""
-    out, label = [], None
+    out = []
+    under = asg.exercise_names(master)
     for i, cell in enumerate(master.cells):
-        if cell.cell_type == "markdown" and "written" not in asg.tags(cell):
-            label = (asg._exercise_labels(cell.source) or [label])[-1]
-        elif cell.cell_type == "markdown":
-            out.append(Written(f"{label or f'written-{len(out) + 1}'} (written)", i,
+        if cell.cell_type == "markdown" and "written" in asg.tags(cell):
+            out.append(Written(f"{under[i] or f'written-{len(out) + 1}'} (written)", i,
                                cell.get("id"), cell.source.strip(),
                                float(cell.get("metadata", {}).get("points", 1))))
     return out
@@ -143,11 +147,12 @@ def written_rows(name: str, submission, master) -> list[tuple[Row, str]]:
         text = cell.source.strip() if cell is not None else ""
         if not text or text == w.placeholder:
             why = "the answer cell was deleted" if cell is None else "the answer is still empty"
-            out.append((Row(name, w.label, 0.0, w.points, "missing", f"no answer: {why}"), ""))
+            out.append((Row(name, w.label, 0.0, w.points, "missing", f"no answer: {why}",
+                            order=w.cell), ""))
         else:
             out.append((Row(name, w.label, 0.0, w.points, "manual",
-                            f"grade by hand: {len(text.split())} words (in the feedback file)"),
-                        text))
+                            f"grade by hand: {len(text.split())} words (in the feedback file)",
+                            order=w.cell), text))
     return out
 
 
@@ -166,7 +171,10 @@ def plan(submission, master, exs: list[Exercise]) -> list[dict]:
     for k, e in reversed(list(enumerate(exs))):
         by_src[e.source.strip()] = k
         by_src[asg.GRADER_ONLY.format(names=", ".join(e.answers)).strip()] = k
-    cells = [c for c in submission.cells if c.cell_type == "code"]
+    under = asg.exercise_names(submission)  # where a cell stands, in the book's words
+    code = [i for i, c in enumerate(submission.cells) if c.cell_type == "code"]
+    cells = [submission.cells[i] for i in code]
+    where = [f"under {under[i]}" if under[i] else "before the first exercise" for i in code]
 
     def which(c):
         if c.get("id") in by_id:
@@ -184,7 +192,7 @@ def plan(submission, master, exs: list[Exercise]) -> list[dict]:
     for j in range(len(cells) + 1):
         steps += [{"capture": k} for k in range(len(exs)) if anchor[k] == j]
         if j < len(cells) and which(cells[j]) is None:
-            steps.append({"run": cells[j].source, "cell": j})
+            steps.append({"run": cells[j].source, "cell": j, "where": where[j]})
     return steps
 
 
@@ -522,7 +530,8 @@ def _collect_main(job_path: str) -> int:
             err = res.error_in_exec or res.error_before_exec
             if err is not None:
                 result["errors"].append(
-                    f"code cell {step['cell'] + 1}: {type(err).__name__}: {err}"[:300])
+                    f"a code cell {step.get('where', '')} (code cell {step['cell'] + 1} of the "
+                    f"notebook): {type(err).__name__}: {err}"[:300])
             continue
         k = step["capture"]
         got = []
@@ -747,18 +756,20 @@ def grade_batch(subs: list[Path], out: Path, master: Path | None = None, book: P
                 if v["status"] == "missing" and run.status != "ok":
                     msg += f" ({run.message})"
                 rows.append(Row(name, e.label, e.points if v["status"] == "passed" else 0.0,
-                                e.points, v["status"], msg))
+                                e.points, v["status"], msg, m.stem, e.cell))
             for row, text in written_rows(name, notebooks[name], master_nbs[m]):
+                row.chapter = m.stem
                 rows.append(row)
                 texts[(name, row.exercise)] = text
     for name in fatal:
         m = masters.get(name)
         exs = exercises(master_nbs[m]) if m in master_nbs else [
             Exercise("(all)", -1, None, "", [], 0.0)]
-        rows += [Row(name, e.label, 0.0, e.points, "error", fatal[name]) for e in exs]
+        rows += [Row(name, e.label, 0.0, e.points, "error", fatal[name],
+                     m.stem if m else "", e.cell) for e in exs]
     graded = not any(r.status == "error" for r in rows)
     order = {n: i for i, n in enumerate(names)}
-    rows.sort(key=lambda r: order[r.submission])
+    rows.sort(key=lambda r: (order[r.submission], r.order))  # the book's order of exercises
     _write(out, rows, runs, names, fatal, texts)
     return rows, graded
 
@@ -807,10 +818,12 @@ def _names(subs):
 def _write(out: Path, rows, runs, names, fatal, texts):
     with open(out / "grades.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["submission", "exercise", "points", "max_points", "status", "message"])
+        w.writerow(["submission", "chapter", "exercise", "graded", "points", "max_points",
+                    "status", "message"])
         for r in rows:
-            w.writerow([r.submission, r.exercise, f"{r.points:g}", f"{r.max_points:g}",
-                        r.status, r.message.splitlines()[0] if r.message else ""])
+            w.writerow([r.submission, r.chapter, r.exercise, r.graded, f"{r.points:g}",
+                        f"{r.max_points:g}", r.status,
+                        r.message.splitlines()[0] if r.message else ""])
     used = set()
     for name in names:
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(name).with_suffix("").as_posix()).strip("_")
@@ -818,8 +831,15 @@ def _write(out: Path, rows, runs, names, fatal, texts):
             stem += "_"
         used.add(stem)
         mine = [r for r in rows if r.submission == name]
-        got, total = sum(r.points for r in mine), sum(r.max_points for r in mine)
-        lines = [f"# Feedback: {name}", "", f"**Score: {got:g} / {total:g}**", ""]
+        auto = [r for r in mine if r.graded == "auto"]
+        hand = [r for r in mine if r.graded == "hand"]
+        got, total = sum(r.points for r in auto), sum(r.max_points for r in auto)
+        score = f"**Score: {got:g} / {total:g}** (checked automatically)"
+        if hand:
+            pts = sum(r.max_points for r in hand)
+            score += (f"; {len(hand)} written answer{'s' * (len(hand) > 1)} "
+                      f"({pts:g} point{'s' * (pts != 1)}) to be graded by hand")
+        lines = [f"# Feedback: {name}", "", score, ""]
         run = runs.get(name)
         if name in fatal:
             lines += [f"Could not be graded: {fatal[name]}", ""]

@@ -72,7 +72,9 @@ def test_student_edition_structure():
     assert len(stubs) == 2 and not any("solution" in asg.tags(c) for c in st.cells)
     rank, md = stubs[0].source, stubs[1].source
     assert "# Compute the numerical rank r of W." in rank  # the instruction is kept
-    assert rank.startswith("# Your turn (ex-rank):") and md.startswith("# Your turn (ex-md):")
+    # the book's name of each exercise (this test chapter has no number: "Exercise 1")
+    assert rank.startswith("# Your turn (Exercise 1):")
+    assert md.startswith("# Your turn (Exercise 2):")
     assert "r = None" in rank and "s = None" not in rank  # only names used later
     assert "svdvals" not in rank and rank.rstrip().endswith('in this cell, then run the check '
                                                             'cell below.")')
@@ -302,3 +304,32 @@ def test_student_zips_hold_no_solution_text(tmp_path):
         text = "\n".join(c.source for c in nb.cells)
         assert not [x for x in lines if x in text], path.stem
         assert "solution-start" not in raw and "{solution}" not in raw
+
+
+def test_exercise_names_are_the_books_numbers():
+    """Stubs, grader rows and feedback name an exercise as the book does ("Exercise 2.2"): the
+    names agree with the plain export's index of the book (its own walk of the directives)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import export_plain as ep
+    finally:
+        sys.path.pop(0)
+    docs = ep.toc_docs()
+    index = ep.Index(docs, ROOT / "references.bib")
+    checked = 0
+    for doc in docs:
+        path = ROOT / f"{doc}.ipynb"
+        if not asg.CHAPTER.match(path.name):
+            continue
+        nb = nbformat.read(path, as_version=4)
+        names = asg.exercise_names(nb, path)
+        for i, cell in enumerate(nb.cells):
+            labels = asg._exercise_labels(cell.source) if cell.cell_type == "markdown" else []
+            if len(labels) == 1 and labels[0]:
+                assert names[i] == index.labels[labels[0]][1], (doc, labels[0])
+                checked += 1
+        stubs = [c.source.splitlines()[0] for c in asg.student_edition(nb).cells
+                 if "stub" in asg.tags(c)]
+        number = int(path.name[:2])
+        assert all(s.startswith(f"# Your turn (Exercise {number}.") for s in stubs), stubs
+    assert checked >= 30  # every chapter's exercises (10 chapters, 3 or more each)

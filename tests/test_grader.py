@@ -61,7 +61,7 @@ def test_exercises_come_from_the_master():
     m.cells[9].metadata["points"] = 3
     exs = grader.exercises(m)
     assert [(e.label, e.cell, e.answers, e.points) for e in exs] == [
-        ("ex-rank", 5, ["r"], 1.0), ("ex-md", 9, ["md_step(W, W, 0.1, 3.0)"], 3.0)]
+        ("Exercise 1", 5, ["r"], 1.0), ("Exercise 2", 9, ["md_step(W, W, 0.1, 3.0)"], 3.0)]
 
 
 def test_plan_skips_the_submissions_checks_and_captures_where_they_stood():
@@ -77,6 +77,14 @@ def test_plan_skips_the_submissions_checks_and_captures_where_they_stood():
     at = [next(j for j, c in enumerate(code) if c.get("id") == e.cell_id) for e in exs]
     plan = kinds(st)
     assert plan == [j if j not in at else ("capture", at.index(j)) for j in range(len(code))]
+    # each step says, in the book's words, where its cell stands (for the feedback on errors)
+    runs = [s for s in grader.plan(st, m, exs) if "run" in s]
+    first = [c.get("id") for c in st.cells].index(code[runs[0]["cell"]].get("id"))
+    opened = [i for i, c in enumerate(st.cells) if c.cell_type == "markdown"
+              and asg._exercise_labels(c.source)]
+    assert runs[0]["where"] == ("before the first exercise" if first < opened[0]
+                                else "under Exercise 1")
+    assert runs[-1]["where"] == "under Exercise 2"
     # the check cell's tag removed, its source replaced: still not run, still captured there
     st2 = student_with({}, edit=lambda cells: [cells[i].metadata.update(tags=[])
                                                for i in checks(cells)])
@@ -264,13 +272,13 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox):
     assert took < 60 * len(paths) / 2 + 120  # every submission within its limit
     with open(tmp_path / "out/grades.csv") as f:
         got = list(csv.DictReader(f))
-    assert [(r["submission"], r["exercise"]) for r in got] == [
-        (str(p), ex) for p in paths for ex in ("ex-rank", "ex-md")]
+    assert [(r["submission"], r["chapter"], r["exercise"], r["graded"]) for r in got] == [
+        (str(p), "01_test", ex, "auto") for p in paths for ex in ("Exercise 1", "Exercise 2")]
     for r in got:
         name = Path(r["submission"]).stem
-        want = expected[name][1 if r["exercise"] == "ex-rank" else 2]
+        want = expected[name][1 if r["exercise"] == "Exercise 1" else 2]
         assert r["status"] == want, (name, r)
-        assert r["max_points"] == ("1" if r["exercise"] == "ex-rank" else "2")
+        assert r["max_points"] == ("1" if r["exercise"] == "Exercise 1" else "2")
         assert r["points"] == (r["max_points"] if want == "passed" else "0")
     passed_all = {Path(r["submission"]).stem for r in got} - {
         Path(r["submission"]).stem for r in got if r["status"] != "passed"}
@@ -280,7 +288,8 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox):
     assert "Score: 3 / 3" in next(fb.glob("*honest_correct.md")).read_text()
     assert "Score: 0 / 3" in next(fb.glob("*fake_monkeypatch.md")).read_text()
     if sandbox == "auto":
-        loop = next(r for r in got if "endless" in r["submission"] and r["exercise"] == "ex-md")
+        loop = next(r for r in got if "endless" in r["submission"]
+                    and r["exercise"] == "Exercise 2")
         assert "limit" in loop["message"]
         huge = fb.glob("*huge_output.md")
         assert all(p.stat().st_size < 20_000 for p in huge)
@@ -305,12 +314,20 @@ def test_unreadable_submission_is_recorded_and_the_exit_status_says_so(tmp_path)
                    str(book), "--out", str(tmp_path / "out"), "--timeout", "60"])
     assert rc == 1
     text = (tmp_path / "out/grades.csv").read_text()
-    assert "01_test_broken.ipynb,ex-rank,0,1,error,not a readable notebook" in text
-    assert "01_test_alice.ipynb,ex-rank,1,1,passed" in text
-    assert "01_test_alice.ipynb,ex-md,0,1,missing" in text
-    assert "01_test_alice.ipynb,ex-md (written),0,1,manual,grade by hand: 5 words" in text
-    assert "> Two singular values are nonzero." in next(
-        (tmp_path / "out/feedback").glob("*alice.md")).read_text()
+    assert "01_test_broken.ipynb,01_test,Exercise 1,auto,0,1,error,not a readable notebook" \
+        in text
+    # the book's order: Exercise 1, Exercise 2, then the written answer placed after Exercise 2
+    alice = [line for line in text.splitlines() if "01_test_alice.ipynb" in line]
+    assert [line.split(",")[2:8] for line in alice] == [
+        ["Exercise 1", "auto", "1", "1", "passed", alice[0].split(",")[7]],
+        ["Exercise 2", "auto", "0", "1", "missing", alice[1].split(",")[7]],
+        ["Exercise 2 (written)", "hand", "0", "1", "manual", "grade by hand: 5 words (in the "
+         "feedback file)"]]
+    feedback = next((tmp_path / "out/feedback").glob("*alice.md")).read_text()
+    assert "> Two singular values are nonzero." in feedback
+    # the written answer is counted apart: a correct Exercise 1 reads 1 / 2, not 1 / 3
+    assert ("**Score: 1 / 2** (checked automatically); 1 written answer (1 point) to be "
+            "graded by hand") in feedback
 
 
 def test_grade_one_reads_only_data_and_survives_hostile_data(monkeypatch):
@@ -348,7 +365,7 @@ def test_written_answers_are_listed_for_manual_grading():
     place = new_markdown_cell("*Your answer here.*", metadata={"tags": ["written"],
                                                               "points": 2})
     m.cells.insert(7, place)  # after ex-rank's solution block, before ex-md
-    assert [(w.label, w.points) for w in grader.written(m)] == [("ex-rank (written)", 2.0)]
+    assert [(w.label, w.points) for w in grader.written(m)] == [("Exercise 1 (written)", 2.0)]
     st = asg.student_edition(m)
     assert any(c.get("id") == place.get("id") and "written" in asg.tags(c) for c in st.cells)
     rows = grader.written_rows("s", st, m)
