@@ -68,7 +68,7 @@ class Example:
         The paper's training settings (``param``, ``lr``, ``steps``, ``eps``, ...), ready for
         ``train(example.data, **example.settings, init=example.init)``.
     known : dict
-        Closed-form reference values from the digests (SVM solutions, labels, ...).
+        Closed-form reference values (SVM solutions, labels, ...) from the papers and their code.
     source : str
         Paper and notebook the example comes from.
     """

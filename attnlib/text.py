@@ -17,8 +17,8 @@ internet abbreviations that open the file are dropped) we draw, with a seed,
 Each sentence has T words: one strong word at a uniformly random position, k weak words of the
 *opposite* polarity at other positions (the distractors), and filler elsewhere. The label is the
 polarity of the strong word, :math:`Y_i = \mathrm{sign}(\text{valence}(w_{i,r_i}))`, so the
-relevant token :math:`r_i` of every sentence is known: this is the digest's planted-keyword
-setting (R2) with real vocabulary. The sentences are not grammatical; they are bags of real
+relevant token :math:`r_i` of every sentence is known: this is a planted-keyword setting
+with real vocabulary. The sentences are not grammatical; they are bags of real
 words in random order.
 
 Each word gets a fixed embedding :math:`e_w = (\text{valence}_w/4,\ g_w)`: its first coordinate

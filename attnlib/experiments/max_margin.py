@@ -265,7 +265,7 @@ not_run("mm_e1_float32", paper=f"{PAPER} Fig. 1 (E1), the notebook's float32 run
                0.9999, 1.0, "≥ 0.9999", "re-simulation",
                "the official loop re-run in float64 on the same draw gives 0.99994; in its "
                "float32 the normalised step stalls at ‖p‖ ≈ 25.5 and the cosine at 0.9977. "
-               "The digest's 0.993–0.997 came from other (NumPy) draws"),
+               "A re-simulation with other (NumPy) draws gives 0.993–0.997"),
         Target("ngd_prob50", "NGD from p(0)=0: mean optimal-token probability at iteration 50",
                "≥ 0.96", 0.95, 1.0, "≥ 0.95", "re-simulation"),
         Target("ngd_prob200", "NGD from p(0)=0: mean optimal-token probability at iteration 200",

@@ -38,8 +38,8 @@ PAPER = "2410.14581"
     targets=[
         Target("ddir_last_max", "D_dir(ℓp-AttSVM, W_R) at the largest radius, max over p and "
                "data sets", "→ 0", 0.0, 0.02, "≤ 0.02", "suggested",
-               "the path theorem is reconstructed from the predecessors (digest [R]); the "
-               "book checks its conclusion numerically"),
+               "the ℓp path statement is read from the p = 2 predecessors (arXiv:2306.13596, "
+               "2308.16898); the book checks its conclusion numerically"),
         Target("ddir_falls", "the mean D_dir to the ℓp-AttSVM falls from each radius to the "
                "next, every p", "monotone", 1, 1, "exact", "suggested"),
         Target("matched_closer", "at the largest radius every W_R is closer (D_dir) to its "

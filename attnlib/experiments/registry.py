@@ -239,7 +239,7 @@ def not_run(key: str, *, paper: str, what: str, paper_value: str, reason: str,
     """Declare a paper target that the book does not run, and why.
 
     The reproduction report lists it as a row marked "not run" with ``reason``, so every
-    target of the papers' digests has a row. Call it at import time, next to the experiment
+    target of the papers has a row. Call it at import time, next to the experiment
     that would run it.
 
     Raises

@@ -73,7 +73,7 @@ def _at(steps: np.ndarray, k: int) -> int:
 
 def _local_share(data: AttentionData, W_mm: torch.Tensor, alpha: torch.Tensor) -> float:
     """Share of trials whose selection α is locally optimal, read from its solved SVM: support
-    tokens are the constraints active within 1e-4 (relative), as in the digest's
+    tokens are the constraints active within 1e-4 (relative), as in the
     re-simulation (:func:`attnlib.optimality.locally_optimal_from`)."""
     return float(locally_optimal_from(data, W_mm, alpha, tol=1e-4).double().mean())
 
@@ -145,7 +145,7 @@ def _layout_numbers(layouts: int, seed: int, kw: dict, device) -> dict:
     targets=[
         Target("corr_W_fro", "corr(W(2000), W^mm_α) on the paper's 2-D example", "≥ 0.99",
                0.99, 1.0, "≥ 0.99", "re-simulation",
-               "α = GD's final selection (not best_ids), as the digest prescribes"),
+               "α = GD's final selection (not the official notebook's best_ids)"),
         Target("corr_KQ_nuc", "corr(KQᵀ(2000), W^mm_⋆,α) on the paper's 2-D example", "≥ 0.99",
                0.99, 1.0, "≥ 0.99", "re-simulation"),
         Target("selects_opt", "GD (W and (K,Q)) selects the optimal token of both inputs, "
