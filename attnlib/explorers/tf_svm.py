@@ -154,9 +154,9 @@ def parameterisation(example: int = 2, *, param: str = "both", iterations: int =
     lr, normalized
         Step size, normalised GD or not.
     static, mode
-        As in :func:`attnlib.explorers.max_margin.token_plane`; default: the website offers
-        the step size, the parameterisation and every iteration of ``_PM_ITER`` (10 frames
-        for the play button).
+        As in :func:`attnlib.explorers.max_margin.token_plane`; default: the website shows
+        both runs and offers the step size and every iteration of ``_PM_ITER`` (10 frames for
+        the play button).
     """
     controls = [
         Control("example", (1, 2), default=example),
@@ -166,7 +166,9 @@ def parameterisation(example: int = 2, *, param: str = "both", iterations: int =
                 static=(0.01, 0.1, 0.5)),
         Control("normalized", (True, False), default=normalized),
     ]
-    static = {"param": ("both", "W", "KQ"), **(static or {})}
+    # the site: both runs, every iteration (play) and every step size (30 frames; the runs
+    # alone would triple the frames and lower the resolution to fit the page's weight)
+    static = {"param": ("both",), **(static or {})}
     ex = Explorer(_draw_parameterisation, with_static(controls, static),
                   name="parameterisation", slider="iterations", figsize=(11.5, 3.6),
                   margins=dict(left=0.05, right=0.98, wspace=0.28), note=parameterisation_note,
