@@ -40,6 +40,12 @@ def test_run_all_and_report(dummy, fakes):  # noqa: F811
     assert "(the experiment raised RuntimeError: solver diverged)" in md
     assert next(x for x in lines if "raised RuntimeError" in x).count("✗") == 1
     assert experiments.report_notes(res) == "- `dummy` — mean equals steps: a test row"
+    from attnlib.experiments.report import report_notes_html
+
+    notes = report_notes_html(res)
+    assert notes.startswith('<details class="attn-report-notes"><summary>All notes (1)')
+    assert "<li><code>dummy</code> — mean equals steps: a test row</li>" in notes
+    assert "No target declares" in report_notes_html({})
     assert experiments.report_markdown({}) == "*No experiments are registered yet.*"
 
 

@@ -16,7 +16,8 @@ from .ledger import report_anchor
 from .registry import PAPERS, arxiv_id, get, names, not_run_targets, paper_of
 from .result import Result, run
 
-__all__ = ["run_all", "report_rows", "report_markdown", "report_notes", "report_html"]
+__all__ = ["run_all", "report_rows", "report_markdown", "report_notes", "report_html",
+           "report_notes_html"]
 
 _ARXIV_ID = re.compile(r"\d{4}\.\d{4,5}")
 
@@ -75,6 +76,11 @@ def _fmt(v) -> str:
 def _cell(text) -> str:
     """Text safe inside a Markdown table cell."""
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _e(text) -> str:
+    """Text safe inside HTML (and inside an attribute)."""
+    return html.escape(str(text), quote=True)
 
 
 def report_rows(results: dict, *, not_run: bool | str = False) -> list[dict]:
@@ -173,6 +179,17 @@ def report_markdown(results: dict, *, not_run: bool | str = False) -> str:
     return "\n".join(out)
 
 
+def report_notes_html(results: dict) -> str:
+    """The notes of :func:`report_notes` as one folded HTML list (each is also in its row)."""
+    items = [f"<li><code>{_e(n)}</code> — {_e(r['what'])}: {_e(r['note'])}</li>" for n in results
+             for r in ([] if isinstance(results[n], Exception) else results[n].check())
+             if r["note"]]
+    if not items:
+        return "<p><em>No target declares a difference.</em></p>"
+    return (f'<details class="attn-report-notes"><summary>All notes ({len(items)}), one per '
+            "target that differs</summary><ul>" + "".join(items) + "</ul></details>")
+
+
 def report_notes(results: dict) -> str:
     """A bulleted list of every target note (where the book deliberately differs)."""
     items = [f"- `{n}` — {r['what']}: {r['note']}" for n in results for r in
@@ -243,19 +260,20 @@ def _css(uid: str, chapters: list[str]) -> str:
 {r} .attn-report-scroll {{ overflow-x: auto; max-width: 100%; margin: .3rem 0 .2rem;
   -webkit-overflow-scrolling: touch; }}
 {r} table {{ display: table; border-collapse: separate; border-spacing: 0;
-  font-size: .85rem; width: 100%; margin: 0; overflow: visible; }}
-{r} th, {r} td {{ border-bottom: 1px solid var(--attn-line); padding: .3rem .45rem;
+  font-size: .85rem; line-height: 1.35; width: 100%; margin: 0; overflow: visible; }}
+{r} th, {r} td {{ border-bottom: 1px solid var(--attn-line); padding: .25rem .4rem;
   vertical-align: top; text-align: left; white-space: normal; }}
 {r} th:first-child, {r} td:first-child {{ position: sticky; left: 0; z-index: 1;
-  background: var(--pst-color-background, #fff); min-width: 11rem; max-width: 20rem;
+  background: var(--pst-color-background, #fff); min-width: 14rem; max-width: 24rem;
   box-shadow: 1px 0 0 var(--attn-line); }}
+{r} td:nth-child(4) {{ min-width: 4rem; max-width: 12rem; }}
 {r} td.attn-num {{ white-space: nowrap; font-variant-numeric: tabular-nums; }}
-{r} td details {{ min-width: 9rem; max-width: 22rem; }}
+{r} td details {{ min-width: 7rem; max-width: 22rem; }}
+{r} td details[open] {{ min-width: 16rem; }}
 {r} td details summary {{ cursor: pointer; }}
 {r} td details dl {{ margin: .2rem 0 0; }}
 {r} td details dt {{ font-weight: 600; }}
 {r} td details dd {{ margin: 0 0 .25rem; }}
-{r} .attn-exp {{ display: block; font-size: .75rem; opacity: .75; word-break: break-all; }}
 {r} tr[data-status="missed"] td:nth-child(2) {{ color: #b00020; font-weight: 700; }}
 {r} tr[data-status="met"] td:nth-child(2), {r} tr[data-status="identity"] td:nth-child(2) {{
   color: #1b7f3b; }}
@@ -271,10 +289,6 @@ def _css(uid: str, chapters: list[str]) -> str:
 }}
 {", ".join(hide)} {{ display: none; }}
 """
-
-
-def _e(text) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def report_html(results: dict, *, not_run: bool | str = False, uid: str = "attn-report") -> str:
@@ -316,8 +330,9 @@ def report_html(results: dict, *, not_run: bool | str = False, uid: str = "attn-
             f"<dt>✓ identities (not counted)</dt><dd data-count=\"identity\">"
             f"{counts['identity']}</dd>"
             f"<dt>not run</dt><dd data-count=\"not-run\">{counts['not-run']}</dd>"
-            f"<dt>rows</dt><dd data-count=\"rows\">{len(rs)}</dd>"
-            f"<dt>experiments, run time</dt><dd>{len(exps)}, {secs:.0f} s</dd></dl></div>")
+            f"<dt>targets in all</dt><dd data-count=\"rows\">{len(rs)}</dd>"
+            f"<dt>experiments</dt><dd>{len(exps)}</dd>"
+            f"<dt>run time</dt><dd>{secs:.0f} s</dd></dl></div>")
         body = []
         for r in rs:
             anchor = _row_anchor(r)
@@ -332,19 +347,20 @@ def report_html(results: dict, *, not_run: bool | str = False, uid: str = "attn-
                     else "—")
             exp = r["experiment"] or "not run by the book"
             t = "" if r["seconds"] is None else f", run in {r['seconds']:.1f} s"
-            info = [("Experiment", f"<code>{_e(exp)}</code> ({_e(r['paper_figure'])}{t})"),
+            info = [("Experiment", f"<code>{_e(exp)}</code> ({_e(r['paper_figure'])}{t})"
+                                   + (f", target <code>{_e(r['key'])}</code>" if r["key"] else "")),
                     ("Evidence", _e(r["evidence"])), ("Source", _e(r["source"] or "—"))]
             if r["note"]:
                 info.append(("Note" if status != "not-run" else "Why not run", _e(r["note"])))
             folded = ("<details><summary>"
-                      + _e(r["source"] or r["evidence"]) + (" · note" if r["note"] else "")
+                      + _e(r["source"] or r["evidence"]) + (" + note" if r["note"] else "")
                       + "</summary><dl>" + "".join(f"<dt>{a}</dt><dd>{b}</dd>" for a, b in info)
                       + "</dl></details>")
             tol = r["tolerance"] or r.get("bound", "")
             body.append(
                 f'<tr id="{_e(anchor)}" data-status="{status}" data-chapter="{_e(stem)}" '
                 f'data-evidence="{_e(r["evidence"])}">'
-                f"<td>{_e(r['what'])}<span class=\"attn-exp\">{_e(r['key'] or exp)}</span></td>"
+                f"<td>{_e(r['what'])}</td>"
                 f"<td>{_STATUS[status][1]}</td>"
                 f'<td class="attn-num">{_e(r["book"])}</td>'
                 f"<td>{_e(r['paper'])}</td><td>{_e(tol)}</td><td>{chap}</td>"
