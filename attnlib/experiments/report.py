@@ -268,6 +268,7 @@ def _css(uid: str, chapters: list[str]) -> str:
   box-shadow: 1px 0 0 var(--attn-line); }}
 {r} td:nth-child(4) {{ min-width: 4rem; max-width: 12rem; }}
 {r} td.attn-num {{ white-space: nowrap; font-variant-numeric: tabular-nums; }}
+{r} td:nth-child(2) {{ white-space: nowrap; }}
 {r} td details {{ min-width: 7rem; max-width: 22rem; }}
 {r} td details[open] {{ min-width: 16rem; }}
 {r} td details summary {{ cursor: pointer; }}
