@@ -27,7 +27,7 @@ The explorers (see each docstring):
 - chapters 1-4 (:mod:`attnlib.explorers.max_margin`): ``token_plane``, ``selection``,
   ``softmax_explorer``, ``joint_explorer``;
 - chapters 5-8 (:mod:`attnlib.explorers.tf_svm`): ``parameterisation``, ``sweep``,
-  ``causal_explorer``;
+  ``global_share`` (chapter 6), ``lambda_head`` (chapter 7), ``causal_explorer``;
 - chapter 9 (:mod:`attnlib.explorers.mirror`): ``mirror_descent``; chapter 10
   (:mod:`attnlib.explorers.mirror_text`): ``word_attention``.
 
@@ -53,12 +53,13 @@ from .explorers.max_margin import (
 )
 from .explorers.mirror import mirror_descent
 from .explorers.mirror_text import word_attention
-from .explorers.tf_svm import causal_explorer, parameterisation, sweep
+from .explorers.tf_svm import causal_explorer, global_share, lambda_head, parameterisation, sweep
 
 __all__ = [
     "ENV_VAR", "MODES", "Control", "Explorer", "LiveExplorer", "StaticExplorer",
     "explorer_mode", "token_plane", "selection", "softmax_explorer", "joint_explorer",
-    "parameterisation", "sweep", "causal_explorer", "mirror_descent", "word_attention",
+    "parameterisation", "sweep", "global_share", "lambda_head", "causal_explorer",
+    "mirror_descent", "word_attention",
     "TOKEN_EXAMPLES",
     "SELECTION_POSITIONS",
 ]

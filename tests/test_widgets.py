@@ -20,6 +20,7 @@ HOMES = {
     "token_plane": max_margin, "selection": max_margin, "softmax_explorer": max_margin,
     "joint_explorer": max_margin, "TOKEN_EXAMPLES": max_margin,
     "SELECTION_POSITIONS": max_margin, "parameterisation": tf_svm, "sweep": tf_svm,
+    "global_share": tf_svm, "lambda_head": tf_svm,
     "causal_explorer": tf_svm, "mirror_descent": mirror, "word_attention": mirror_text,
     **dict.fromkeys(["ENV_VAR", "MODES", "Control", "Explorer", "LiveExplorer",
                      "StaticExplorer", "explorer_mode"], explore),
@@ -49,5 +50,5 @@ def _used_names():
 
 def test_every_name_the_book_uses_resolves():
     used = _used_names()
-    assert {"token_plane", "mirror_descent", "sweep"} <= used  # the scan finds the calls
+    assert {"token_plane", "mirror_descent", "parameterisation"} <= used  # the scan finds them
     assert not {n for n in used if not hasattr(widgets, n)}
