@@ -167,66 +167,90 @@ def plot_e2(res, steps=200, panels=("paths", "prob", "norm")):
     return readable(fig)
 
 
-def plot_e3(res, steps=200):
-    """E3 figure: (a) tight and (b) non-tight paths of p (red) and v (blue) with the SVM rays;
-    (c) mean softmax probability of the optimal token and mean logistic probability, run (a).
+def plot_e3(res, steps=200, panels=("tight", "nontight", "prob")):
+    """E3 figure, ``panels`` (stacked) among: the ``"tight"`` and ``"nontight"`` paths of p
+    (red) and v (blue) with the SVM rays; ``"prob"``: mean softmax probability of the optimal
+    token and mean logistic probability of the tight run.
 
     See chapter 4.
     """
+    from attnlib.figures.max_margin_local import legible
+
     a = res.arrays
-    fig, axes = _plots.new_figure(1, 3, figsize=(13.0, 3.8))
+    fig, axes = _plots.new_figure(len(panels), 1, figsize=(6.4, sum(
+        4.2 if p == "prob" else 5.0 for p in panels)),
+        gridspec_kw=dict(height_ratios=[4.2 if p == "prob" else 5.0 for p in panels]))
+    axes = dict(zip(panels, np.atleast_1d(axes)))
+    letter = {p: f"({chr(97 + j)}) " if len(panels) > 1 else "" for j, p in enumerate(panels)}
     k = _upto(a["steps"], steps)
-    for j, (ax, name) in enumerate(zip(axes[:2], ("(a) tight", "(b) non-tight"))):
+    for j, name in enumerate(("tight", "nontight")):
+        if name not in axes:
+            continue
+        ax = axes[name]
         dirs = [a["p_relax"][j], a["v_mm"][j]] + ([a["p_mm"][j]] if j == 1 else [])
         labels = [r"$p^{relax}$" if j else r"$p^{mm}$", r"$v^{mm}$"] + ([r"$p^{mm}$"] if j else [])
         _plots.token_scatter(a["X"][j], ax=ax, colorbar=False, annotate=False)
-        _plots.trajectories(a["p_path"][j, :k], ax=ax, color=_C["target"], label="p")
-        _plots.trajectories(a["v_path"][j, :k], ax=ax, color=_C["other"], label="v")
+        _plots.trajectories(a["p_path"][j, :k], ax=ax, color=_C["target"], label="$p(k)$")
+        _plots.trajectories(a["v_path"][j, :k], ax=ax, color=_C["other"], label="$v(k)$")
         _plots.rays(dirs, ax=ax, labels=labels, colors=[_C["target"], _C["other"],
-                                                     _C["neutral"]])
-        ax.set_title(f"{name}: paths of p and v", fontsize=10)
-        ax.legend(fontsize=7)
-    _plots.probability_curves(a["steps"][:k], {"softmax prob. of optimal token":
-                                               a["softmax_prob"][0, :k],
-                                               "logistic prob. σ(Y f)": a["logistic_prob"][0, :k]},
-                              ax=axes[2], title="(c) probabilities, tight run")
-    axes[2].set_ylabel("probability")
-    return fig
+                                                     _C["path"]])
+        ax.set_title(letter[name] + ("tight" if j == 0 else "non-tight")
+                     + " example: paths of $p$ and $v$")
+        ax.set_xlabel("first coordinate")
+        ax.set_ylabel("second coordinate")
+        ax.legend(loc="upper right", ncol=2)
+    if "prob" in axes:
+        ax = axes["prob"]
+        _plots.probability_curves(a["steps"][:k], {"softmax, optimal token":
+                                                   a["softmax_prob"][0, :k],
+                                                   r"logistic, $\sigma(Y f)$":
+                                                   a["logistic_prob"][0, :k]},
+                                  ax=ax, title=letter["prob"] + "mean probabilities, tight run",
+                                  styles={r"logistic, $\sigma(Y f)$": "--"})
+        ax.set_ylabel("probability")
+        ax.set_xlabel("iteration $k$")
+    return legible(fig)
 
 
 def plot_e4(res, steps=200):
     """E4 figure: paths of p for every C, correlation loss (red) and logistic loss (blue),
-    opacity growing with C, C = 100 dashed; the p^mm axis in black.
+    opacity growing with C, C = 100 dashed; the p^mm axis in black; the key under the axes.
 
     See chapter 3.
     """
+    from attnlib.figures.max_margin_local import legible
+
     a = res.arrays
-    fig, ax = _plots.new_figure(figsize=(5.6, 4.2))
+    fig, ax = _plots.new_figure(figsize=(6.4, 6.2))
     k = _upto(a["steps"], steps)
     C = np.asarray(a["C"])
     for j, color in enumerate((_C["target"], _C["other"])):  # correlation, logistic loss
         for b, c in enumerate(C):
             alpha = 0.25 + 0.75 * b / max(len(C) - 1, 1)
             ax.plot(a["paths"][j, b, :k, 0], a["paths"][j, b, :k, 1], color=color, alpha=alpha,
-                    ls="--" if c >= 100 else "-", lw=1.2)
-    ax.axhline(0, color=_C["ink"], lw=0.8, ls=":")
+                    ls="--" if c >= 100 else "-", lw=1.6)
+    ax.axhline(0, color=_C["ink"], lw=1.0, ls=":")
     # the key of discrete values: a colour per loss, the opacity and the line style per C
-    key = [Line2D([], [], color=col, label=_LOSS_NAMES[loss])
+    key = [Line2D([], [], color=col, lw=2, label=_LOSS_NAMES[loss])
            for loss, col in (("correlation", _C["target"]), ("logistic", _C["other"]))]
     solid = [c for c in C if c < 100]
     if solid:
-        key += [Line2D([], [], color=_C["ink"], alpha=0.25, label=f"C = {solid[0]:g} (faint)"),
-                Line2D([], [], color=_C["ink"], label=f"C = {solid[-1]:g} (opaque)")]
+        key += [Line2D([], [], color=_C["ink"], alpha=0.25, lw=2,
+                       label=f"C = {solid[0]:g} (faint)"),
+                Line2D([], [], color=_C["ink"], lw=2, label=f"C = {solid[-1]:g} (opaque)")]
     if (C >= 100).any():
-        key.append(Line2D([], [], color=_C["ink"], ls="--",
+        key.append(Line2D([], [], color=_C["ink"], ls="--", lw=2,
                           label=f"C = {C[C >= 100][0]:g} (dashed)"))
-    key.append(Line2D([], [], color=_C["ink"], lw=0.8, ls=":", label=r"$p^{mm}$ axis"))
+    key.append(Line2D([], [], color=_C["ink"], lw=1.0, ls=":", label=r"$p^{mm}$ axis"))
     ax.set_xlabel("$p_1$")
     ax.set_ylabel("$p_2$")
-    ax.set_title(f"paths of p for C = {', '.join(f'{c:g}' for c in C)}", fontsize=9)
-    ax.legend(handles=key, fontsize=7, loc="lower left")
+    shown = ", ".join(f"{c:g}" for c in C) if len(C) <= 4 else \
+        f"{C[0]:g}, {C[1]:g}, …, {C[-2]:g}, {C[-1]:g}"
+    ax.set_title(f"paths of $p$ for $C$ = {shown}")
+    ax.legend(handles=key, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
+              frameon=False)
     ax.set_aspect("equal", adjustable="datalim")
-    return fig
+    return legible(fig)
 
 
 def plot_regpath(res):
@@ -252,22 +276,30 @@ def plot_regpath(res):
 
 
 def plot_certificate(res):
-    """Where random initialisations end: count of GD endpoints per selection, bars coloured
-    by whether the selection is locally optimal (the globally optimal one starred).
+    """Where random initialisations end: count of GD endpoints per selection (all of them,
+    in lexicographic order), bars red where the selection is locally optimal, grey where not;
+    only the locally optimal selections are named, the global one starred.
 
     See chapter 3.
     """
+    from attnlib.figures.max_margin_local import legible
+
     a = res.arrays
-    fig, ax = _plots.new_figure(figsize=(7.0, 3.4))
+    fig, ax = _plots.new_figure(figsize=(6.4, 4.4))
     K = len(a["locally_optimal"])
     counts = np.bincount(np.asarray(a["endpoint_index"], dtype=int), minlength=K)
-    colors = [_C["target"] if lo else _C["neutral"] for lo in a["locally_optimal"]]
+    lo = np.asarray(a["locally_optimal"], dtype=bool)
+    colors = [_C["target"] if x else _C["neutral"] for x in lo]
     ax.bar(np.arange(K), counts, color=colors)
-    ax.set_xticks(np.arange(K))
-    ax.set_xticklabels(["".join(str(int(u) + 1) for u in s) for s in a["alpha"]], rotation=90,
-                       fontsize=7)
+    names = ["".join(str(int(u) + 1) for u in s) for s in a["alpha"]]
     g = int(np.flatnonzero(a["globally_optimal"])[0])
-    ax.annotate("★ global", (g, counts[g]), ha="center", va="bottom", fontsize=8)
-    ax.set_xlabel("selection α (tokens of inputs 1, 2, 3; red: locally optimal)")
+    shown = np.flatnonzero(lo)
+    ax.set_xticks(np.arange(K), minor=True)
+    ax.set_xticks(shown)
+    ax.set_xticklabels([names[i] + (" ★" if i == g else "") for i in shown], rotation=90)
+    ax.set_xlim(-1, K)
+    ax.set_ylim(0, max(int(counts.max()), 1) * 1.15)
+    ax.set_xlabel(f"the {K} selections α (red: locally optimal; ★ global)")
     ax.set_ylabel("GD runs ending there")
-    return fig
+    ax.grid(axis="y", alpha=0.3)
+    return legible(fig)
