@@ -214,6 +214,8 @@ def test_report_html_rows_anchors_counts_and_filters(fakes):  # noqa: F811
         for c in chapters:
             assert (f'#attn-report:has(#attn-report-ch-{c}:checked) '
                     f'tbody tr:not([data-chapter="{c}"])') in page
+            assert (f'#attn-report:has(#attn-report-ch-{c}:checked) '
+                    f'section:not(:has(tr[data-chapter="{c}"]))') in page
         assert "<script" not in page and "http://" not in page
         # long text is folded per row and escaped
         assert page.count("<details>") == len(p.rows)

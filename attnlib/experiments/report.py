@@ -240,6 +240,8 @@ def _css(uid: str, chapters: list[str]) -> str:
     hide = [f"{r}:has(#{uid}-st-{s}:not(:checked)) tr[data-status=\"{s}\"]" for s in _STATUS]
     hide += [f"{r}:has(#{uid}-ch-{c}:checked) tbody tr:not([data-chapter=\"{c}\"])"
              for c in chapters]
+    hide += [f"{r}:has(#{uid}-ch-{c}:checked) section:not(:has(tr[data-chapter=\"{c}\"]))"
+             for c in chapters]  # a paper with no target in the chapter
     return f"""
 {r} {{ --attn-line: rgba(127,127,127,.35); max-width: 100%; }}
 {r} .attn-report-cards {{ display: grid; gap: .6rem;
