@@ -40,7 +40,7 @@ def test_the_page_opens_on_the_chapter_call():
     assert calls == ["al.widgets.mirror_descent(lp=1.75)"]
     st = M.mirror_descent(lp=1.75, mode="static", static={"lp": (1.1, 1.75)})
     assert {k: v[i] for k, v, i in zip(st.names, st.values, st.start)} == \
-        dict(lp=1.75, iterations=1500, seed=1, normalized=True)
+        dict(lp=1.75, iterations=1500, seed=1, normalized=True, eps="2⁻⁵² (official)")
     assert not re.search(r"\d", M.MD_CAPTION.replace("ℓ2", "").replace("ℓp", ""))
 
 

@@ -22,13 +22,30 @@ from attnlib.explore import Control, Explorer, show_progress, with_static
 _C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
 
 __all__ = ["mirror_descent", "mirror_data", "mirror_note", "MD_LP", "MD_LP_STATIC",
-           "MD_ITERATIONS", "MD_ITERATIONS_STATIC", "MD_CAPTION", "MD_CLOSE", "MD_STALL"]
+           "MD_ITERATIONS", "MD_ITERATIONS_STATIC", "MD_CAPTION", "MD_CLOSE", "MD_STALL",
+           "MD_EPS", "MD_EPS_NAMES"]
+
+#: the ε of the normalised step: the official code's 2⁻⁵² (the default), or 0 (exact steps)
+MD_EPS = (2.0 ** -52, 0.0)
+#: the explorer's ε control: its values as the reader reads them
+MD_EPS_NAMES = {"2⁻⁵² (official)": 2.0 ** -52, "0": 0.0}
+
+
+def _eps(eps) -> float:
+    """ε as a float, from a float or from the name the explorer's control shows."""
+    return float(MD_EPS_NAMES.get(eps, eps))
+
+
+def _eps_name(eps) -> str:
+    e = _eps(eps)
+    return next(k for k, v in MD_EPS_NAMES.items() if v == e) if e in MD_EPS else f"{e:g}"
 
 MD_LP = tuple(round(1.1 + 0.1 * j, 2) for j in range(20))  # 1.1 ... 3.0
 #: the exponents on the website (the chapter's 1.75 among them; the page opens on it)
 MD_LP_STATIC = (1.1, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
 #: What the explorer shows at every setting (what depends on it is in ``mirror_note``).
-MD_CAPTION = ("Move the exponent lp and the number of steps. Panels: the iterates W(k) on the "
+MD_CAPTION = ("Move the exponent lp, the number of steps and the step's ε (the official value "
+              "or zero). Panels: the iterates W(k) on the "
               "two largest entries of the ℓp-AttSVM, with the ℓp- and ℓ2-AttSVM rays; how "
               "sparse the iterate and the ℓp-AttSVM are; the divergence of the iterates' "
               "direction from both SVMs. The line under the figure gives this setting's "
@@ -43,7 +60,7 @@ _RECORD = 10  # the iterate is recorded every _RECORD steps
 
 
 @functools.lru_cache(maxsize=48)
-def mirror_data(lp: float, seed: int, normalized: bool) -> dict:
+def mirror_data(lp: float, seed: int, normalized: bool, eps: float = MD_EPS[0]) -> dict:
     """The arrays behind one setting of :func:`mirror_descent`: the experiment ``md_path``.
 
     Returns ``H`` (S, d, d) the iterates, ``steps`` (S,), ``svm_lp`` and ``svm_2`` (d, d),
@@ -51,20 +68,21 @@ def mirror_data(lp: float, seed: int, normalized: bool) -> dict:
     and ``D_2`` (S,) the directional Bregman divergences to both SVMs and ``alpha`` (n,).
     """
     res = run("md_path", lp=float(lp), seed=int(seed), normalized=bool(normalized),
-              steps=MD_ITERATIONS[-1], record_every=_RECORD, progress=show_progress())
+              steps=MD_ITERATIONS[-1], record_every=_RECORD, eps=float(eps),
+              progress=show_progress())
     a = res.arrays
     return dict(H=a["W"], svm_lp=a["svm_lp"], svm_2=a["svm_2"], steps=a["steps"],
                 entries=[(int(r), int(c)) for r, c in a["entries"]], D_lp=a["D_lp"],
                 D_2=a["D_2"], alpha=a["alpha"].astype(int))
 
 
-def mirror_note(lp, iterations, seed=1, normalized=True) -> str:
+def mirror_note(lp, iterations, seed=1, normalized=True, eps=MD_EPS[0]) -> str:
     """The line under :func:`mirror_descent`'s figure, from the data: the directional Bregman
     divergences to both SVMs at this setting, and what the direction does. It has reached
     the ℓp-AttSVM when its divergence is below ``MD_CLOSE``; otherwise, from 200 steps on, it
     has stalled when the divergence fell by less than ``MD_STALL`` over the second half of
     the steps, else it is still converging."""
-    d = mirror_data(float(lp), int(seed), bool(normalized))
+    d = mirror_data(float(lp), int(seed), bool(normalized), _eps(eps))
     k = int(iterations) // _RECORD
     dl, d2 = float(d["D_lp"][k]), float(d["D_2"][k])
     name = f"ℓ{float(lp):g}-AttSVM"
@@ -86,9 +104,9 @@ def mirror_note(lp, iterations, seed=1, normalized=True) -> str:
     return text + "."
 
 
-def _draw_mirror(fig, lp, iterations, seed, normalized):
+def _draw_mirror(fig, lp, iterations, seed, normalized, eps=MD_EPS[0]):
     lp = float(lp)
-    d = mirror_data(lp, int(seed), bool(normalized))
+    d = mirror_data(lp, int(seed), bool(normalized), _eps(eps))
     k = int(iterations) // _RECORD + 1
     ax0, ax1, ax2 = fig.subplots(1, 3)
     # (a) the iterates on the two largest entries of the lp-SVM solution, with the SVM rays
@@ -125,7 +143,7 @@ def _draw_mirror(fig, lp, iterations, seed, normalized):
 
 
 def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
-                   normalized: bool = True, static: dict | None = None,
+                   normalized: bool = True, eps: float = MD_EPS[0], static: dict | None = None,
                    mode: str | None = None):
     r"""Explorer: ℓp mirror descent and the ℓp-AttSVM, for an exponent ``lp`` in [1.1, 3].
 
@@ -157,6 +175,10 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
         The data set.
     normalized : bool
         Normalised steps (the paper's synthetic runs) or plain ones.
+    eps : {2**-52, 0.0} or the control's names ``MD_EPS_NAMES``
+        The ε added to the gradient's dual norm in the normalised step: the official code's
+        2⁻⁵² (default) or 0, with which the direction keeps turning near p = 1 (both on the
+        website).
     static : dict, optional
         ``{control: values}``: the settings rendered on the static site.
     mode : {"live", "static"}, optional
@@ -168,6 +190,8 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
         Control("iterations", MD_ITERATIONS, default=iterations),
         Control("seed", (1, 2, 3), default=seed, label="data seed"),
         Control("normalized", (True, False), default=normalized),
+        Control("eps", tuple(MD_EPS_NAMES), default=_eps_name(eps), static=tuple(MD_EPS_NAMES),
+                label="step ε"),
     ]
     static = {"iterations": MD_ITERATIONS_STATIC, **(static or {})}
     ex = Explorer(_draw_mirror, with_static(controls, static), name="mirror-descent",
