@@ -282,7 +282,7 @@ def plot_lp_path(res):
     to the ℓ2-AttSVM (means over the data sets). See chapter 9.
     """
     a = res.arrays
-    fig, ax = _plots.new_figure(1, 1, figsize=(7.0, 4.6))
+    fig, ax = _plots.new_figure(1, 1, figsize=(5.6, 4.6))
     R = np.asarray(a["radii"])
     for j, lp in enumerate(a["lps"]):
         c = _plots.COLORS[j % len(_plots.COLORS)]
