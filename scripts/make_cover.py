@@ -29,8 +29,8 @@ STEPS = 80
 
 
 def main() -> Path:
-    plt.rcParams.update({"svg.hashsalt": "attention-svm-cover", "font.size": 13,
-                         "axes.titlesize": 14, "axes.spines.top": False,
+    plt.rcParams.update({"svg.hashsalt": "attention-svm-cover", "font.size": 15,
+                         "axes.titlesize": 15, "axes.spines.top": False,
                          "axes.spines.right": False})
     ex = al.examples.three_token_example("global", device="cpu", dtype=torch.float64)
     res = al.train(ex.data, **{**ex.settings, "steps": STEPS}, device="cpu",
@@ -57,7 +57,7 @@ def main() -> Path:
     ax.annotate("", xy=ends[0], xytext=ends[1],
                 arrowprops=dict(arrowstyle="<->", color="0.3", lw=1.2, shrinkA=0, shrinkB=0))
     ax.text(ends[1][0] + 0.05, (ends[0][1] + ends[1][1]) / 2, "margin", color="0.3",
-            fontsize=11, va="center", ha="left", rotation=90)
+            fontsize=13, va="center", ha="left", rotation=90)
     for t in (0, 6, 12, 25, STEPS):
         d = P[t] / np.linalg.norm(P[t])
         alpha = 0.3 + 0.7 * t / STEPS
@@ -65,13 +65,13 @@ def main() -> Path:
                     arrowprops=dict(arrowstyle="-|>", color="#3b3b98", alpha=alpha, lw=1.6))
     ax.annotate("", xy=1.45 * u, xytext=(0, 0),
                 arrowprops=dict(arrowstyle="-|>", color="black", lw=2.2))
-    ax.text(1.45 * u[0] + 0.1, 1.45 * u[1] - 0.05, r"$p^{\rm mm}$", fontsize=14)
+    ax.text(1.45 * u[0] + 0.1, 1.45 * u[1] - 0.05, r"$p^{\rm mm}$", fontsize=16)
     d0 = P[0] / np.linalg.norm(P[0])
-    ax.text(1.15 * d0[0] + 0.08, 1.15 * d0[1], r"$p(0)$", color="#3b3b98", fontsize=13)
+    ax.text(1.15 * d0[0] + 0.08, 1.15 * d0[1], r"$p(0)$", color="#3b3b98", fontsize=15)
     for t, (x, y) in enumerate(K):
         ax.scatter([x], [y], s=140, color=COLORS[t], edgecolor="black", zorder=3)
         dx, dy = ((0.14, -0.27), (-0.1, 0.16), (0.1, 0.12))[t]
-        ax.text(x + dx, y + dy, f"$x_{t + 1}$", fontsize=14, zorder=4)
+        ax.text(x + dx, y + dy, f"$x_{t + 1}$", fontsize=16, zorder=4)
     ax.set_xlim(-1.3, 1.65)
     ax.set_ylim(-1.3, 1.75)
     ax.set_aspect("equal")
