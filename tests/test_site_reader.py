@@ -45,7 +45,6 @@ from __future__ import annotations
 import base64
 import io
 import re
-from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -239,7 +238,8 @@ const shown = el => {
 };
 const cells = Array.from(article.querySelectorAll('div.cell'));
 const heading = el => {
-  for (let s = el.closest('section'); s; s = s.parentElement && s.parentElement.closest('section')) {
+  for (let s = el.closest('section'); s;
+       s = s.parentElement && s.parentElement.closest('section')) {
     const h = s.querySelector(':scope > h1, :scope > h2, :scope > h3, :scope > h4');
     if (h) return h.textContent.replace(/[#¶]\s*$/, '').trim().slice(0, 60);
   }
@@ -276,7 +276,8 @@ const code = cells.map((c, k) => {
   return pre ? {where: where(pre), shown: shown(pre), source: pre.textContent} : null;
 }).filter(x => x);
 const plain = Array.from(article.querySelectorAll('.output.text_plain'))
-  .map(o => ({where: where(o), shown: shown(o), text: o.textContent.trim().slice(0, 80)}));
+  .map(o => ({where: where(o), shown: shown(o),
+              text: (o.querySelector('pre') || o).textContent.trim().slice(0, 80)}));
 // figures: images in cell outputs, explorers and widgets aside
 const figures = Array.from(article.querySelectorAll('.cell_output img'))
   .filter(i => !i.closest('.attnlib-explorer, .attnlib-drag, .jupyter-widgets, .widget-area'))
@@ -284,8 +285,9 @@ const figures = Array.from(article.querySelectorAll('.cell_output img'))
     const fig = i.closest('figure');
     const cap = fig && fig.querySelector('figcaption');
     const r = i.getBoundingClientRect();
-    return {where: where(i), src: i.currentSrc || i.src, file: i.getAttribute('src').slice(0, 80),
-            alt: i.getAttribute('alt'), in_figure: !!fig, caption: cap ? cap.textContent.trim() : null,
+    return {where: where(i), src: i.currentSrc || i.src,
+            file: (i.getAttribute('src') || '').slice(0, 80), alt: i.getAttribute('alt'),
+            in_figure: !!fig, caption: cap ? cap.textContent.trim() : null,
             numbered: !!(cap && cap.querySelector('.caption-number')), shown: shown(i),
             width: r.width, natural: i.naturalWidth};
   });
@@ -299,12 +301,20 @@ const scrolls = e => {
   }
   return false;
 };
+// (a drawer off screen, such as the phone's table of contents, is fixed and widens nothing)
+const fixed = e => {
+  for (let a = e; a && a !== document.body; a = a.parentElement) {
+    if (getComputedStyle(a).position === 'fixed') return true;
+  }
+  return false;
+};
 const sticking = [];
 for (const e of document.querySelectorAll('body *')) {
   if (sticking.length >= 8) break;
   if (sticking.some(s => s.contains(e))) continue;
   const r = e.getBoundingClientRect();
-  if (r.width && r.right > vw + 1 && getComputedStyle(e).position !== 'fixed' && !scrolls(e)) {
+  if (r.width && r.right > vw + 1 && getComputedStyle(e).visibility !== 'hidden'
+      && !scrolls(e) && !fixed(e)) {
     sticking.push(e);
   }
 }
@@ -327,10 +337,18 @@ def collect(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
     key = (page, size)
     if key not in _COLLECTED:
         w, h = SIZES[size]
-        if browser.get_window_size() != {"width": w, "height": h}:
-            browser.set_window_size(w, h)
-        entries = open_page(browser, f"{served_site}/{page}")
-        info = browser.execute_script(_COLLECT)
+        if browser.get_window_size() != {"width": 1366, "height": 768}:
+            browser.set_window_size(1366, 768)
+        phone = w < 600
+        if phone:  # a phone: its viewport (meta viewport honoured), overlay scroll bars
+            browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+                "width": w, "height": h, "deviceScaleFactor": 3, "mobile": True})
+        try:
+            entries = open_page(browser, f"{served_site}/{page}")
+            info = browser.execute_script(_COLLECT)
+        finally:
+            if phone:
+                browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         info["console"] = console_errors(entries)
         _COLLECTED[key] = info
     return _COLLECTED[key]
@@ -445,13 +463,15 @@ def test_figure_text_readable_on_phone(page, browser, served_site):  # noqa: F81
 _SEARCH = r"""
 const done = arguments[arguments.length - 1];
 const t0 = Date.now();
+let finishedAt = null;
 const poll = () => {
-  const status = document.querySelector('#search-results .search-summary, #search-results p');
+  const status = document.querySelector('#search-results p.search-summary');
   const items = Array.from(document.querySelectorAll('#search-results ul.search li'));
-  const finished = status && /finished|did not match|found/i.test(status.textContent);
-  const pending = items.some(li => !li.querySelector('p.context')
-                                   && !li.querySelector('span'));
-  if ((finished && !pending && Date.now() - t0 > 1500) || Date.now() - t0 > 30000) {
+  if (finishedAt === null && status && status.textContent.trim()) finishedAt = Date.now();
+  // each result's snippet is fetched after the list is shown: wait for them (or 5 s)
+  const pending = items.some(li => !li.querySelector('p.context, span'));
+  if ((finishedAt !== null && (!pending || Date.now() - finishedAt > 5000))
+      || Date.now() - t0 > 30000) {
     done(items.map(li => ({href: li.querySelector('a').getAttribute('href'),
                            title: li.querySelector('a').textContent,
                            score: Number(li.querySelector('a').dataset.score),
@@ -488,8 +508,10 @@ def test_search_snippets_without_raw_tex(query, browser, served_site):  # noqa: 
     _need_search_page()
     results, errors = search(browser, served_site, query)
     assert results, f"no search results for {query!r}"
-    raw = [f"{r['href']}: {r['context'][:120]!r}" for r in results if _RAW_TEX.search(r["context"])]
-    assert not raw, f"search {query!r}: {len(raw)} snippets with raw TeX:\n  " + "\n  ".join(raw[:10])
+    raw = [f"{r['href']}: {r['context'][:120]!r}" for r in results
+           if _RAW_TEX.search(r["context"])]
+    assert not raw, (f"search {query!r}: {len(raw)} snippets with raw TeX:\n  "
+                     + "\n  ".join(raw[:10]))
     assert not errors, f"search {query!r}: console errors: {errors}"
 
 
@@ -498,7 +520,7 @@ def test_search_exercise_without_console_error(browser, served_site):  # noqa: F
     ``#book/02_att_svm-solution-5`` is no CSS selector)."""
     _need_search_page()
     results, errors = search(browser, served_site, "exercise 2.1")
-    assert not errors, f"search 'exercise 2.1': console errors:\n  " + "\n  ".join(errors)
+    assert not errors, "search 'exercise 2.1': console errors:\n  " + "\n  ".join(errors)
     assert any("02_att_svm" in r["href"] for r in results), \
         f"search 'exercise 2.1' does not find chapter 2: {[r['href'] for r in results[:5]]}"
 
