@@ -337,8 +337,8 @@ def collect(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
     key = (page, size)
     if key not in _COLLECTED:
         w, h = SIZES[size]
-        if browser.get_window_size() != {"width": 1366, "height": 768}:
-            browser.set_window_size(1366, 768)
+        old = browser.get_window_size()
+        browser.set_window_size(1366, 768)
         phone = w < 600
         if phone:  # a phone: its viewport (meta viewport honoured), overlay scroll bars
             browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
@@ -349,6 +349,7 @@ def collect(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
         finally:
             if phone:
                 browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            browser.set_window_size(old["width"], old["height"])
         info["console"] = console_errors(entries)
         _COLLECTED[key] = info
     return _COLLECTED[key]
@@ -487,11 +488,15 @@ def search(browser, served_site, query: str) -> tuple[list[dict], list[str]]:  #
     """The results (in order) and console errors of ``query`` on the site's search page."""
     from urllib.parse import quote
 
+    old = browser.get_window_size()
     browser.set_window_size(*SIZES["1366x768"])
-    browser.get_log("browser")
-    browser.get(f"{served_site}/search.html?q={quote(query)}")
-    results = browser.execute_async_script(_SEARCH)
-    return results, console_errors(browser.get_log("browser"))
+    try:
+        browser.get_log("browser")
+        browser.get(f"{served_site}/search.html?q={quote(query)}")
+        results = browser.execute_async_script(_SEARCH)
+        return results, console_errors(browser.get_log("browser"))
+    finally:
+        browser.set_window_size(old["width"], old["height"])
 
 
 _RAW_TEX = re.compile(r"\\[()\[\]]|\$\$|\\[A-Za-z]+")
