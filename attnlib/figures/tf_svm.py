@@ -197,35 +197,52 @@ def plot_rank(res):
 
 
 def plot_feasibility(res):
-    """Chapter 6: share of feasible Att-SVM instances per (n, T, d), at α = opt and random α."""
+    """Chapter 6: share of feasible Att-SVM instances per (n, T, d), at α = opt and random α;
+    the sizes at or above d = max(T−1, n) left of the dashed line, those below it right."""
+    from .tf_svm_heads import FONT, legible
+
     A = res.arrays
-    fig, ax = new_figure(1, 1, figsize=(6.0, 3.4))
-    labels = [f"({n},{T},{d})" for n, T, d in A["cells"]]
+    fig, ax = new_figure(1, 1, figsize=(6.6, 4.0))
+    cells = [tuple(int(v) for v in c) for c in A["cells"]]
+    labels = [f"({n},{T},{d})" for n, T, d in cells]
     x = np.arange(len(labels))
     ax.bar(x - 0.2, A["feasible_opt"], 0.4, label="α = opt", color=PALETTE["target"])
-    ax.bar(x + 0.2, A["feasible_random"], 0.4, label="random α", color=PALETTE["other"])
-    ax.set_xticks(x, labels, rotation=30, fontsize=8)
+    ax.bar(x + 0.2, A["feasible_random"], 0.4, label="random α", color=PALETTE["other"],
+           hatch="//", edgecolor="white")
+    above = [d >= max(T - 1, n) for n, T, d in cells]
+    if any(above) and not all(above):
+        cut = above.index(False) - 0.5
+        ax.axvline(cut, color=PALETTE["ink"], ls="--", lw=1)
+        ax.text(cut - 0.1, 1.04, r"$d \geq \max(T-1, n)$", ha="right", va="bottom",
+                fontsize=FONT)
+        ax.text(cut + 0.1, 1.04, "below", ha="left", va="bottom", fontsize=FONT)
+    ax.set_ylim(0, 1.18)
+    ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
+    ax.set_xticks(x, labels, rotation=35, ha="right")
     ax.set_ylabel("feasible share")
-    ax.set_xlabel("(n, T, d)")
-    ax.legend(fontsize=8)
-    return fig
+    ax.set_xlabel("size (n, T, d)")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return legible(fig)
 
 
 def plot_global(res):
     """E5 (chapter 6): share of GD runs converging to the global, a locally optimal, or no
-    SVM direction, against d (stacked bars)."""
+    SVM direction, against d (stacked bars, the legend beside them)."""
+    from .tf_svm_heads import legible
+
     A = res.arrays
-    fig, ax = new_figure(1, 1, figsize=(5.6, 3.4))
+    fig, ax = new_figure(1, 1, figsize=(7.6, 3.8))
     x = np.arange(len(A["ds"]))
     g, lo, o = (np.asarray(A[k]).reshape(-1) for k in ("global", "local_only", "other"))
     ax.bar(x, g, label=r"global $W^{mm}$", color=PALETTE["target"])
-    ax.bar(x, lo, bottom=g, label=r"locally optimal $W^{mm}_\alpha$", color=PALETTE["other"])
-    ax.bar(x, o, bottom=g + lo, label="other", color=PALETTE["neutral"])
+    ax.bar(x, lo, bottom=g, label="locally optimal,\n" + r"not global $W^{mm}_\alpha$",
+           color=PALETTE["other"], hatch="//", edgecolor="white")
+    ax.bar(x, o, bottom=g + lo, label="neither", color=PALETTE["neutral"])
     ax.set_xticks(x, [str(d) for d in A["ds"]])
-    ax.set_xlabel("d")
+    ax.set_xlabel("dimension d")
     ax.set_ylabel("share of GD runs")
-    ax.legend(fontsize=8, loc="lower right")
-    return fig
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return legible(fig)
 
 
 def plot_causal(res):

@@ -8,18 +8,40 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..plots import PALETTE, color_of, correlation_curves, curves, new_figure
+from ..plots import PALETTE, BookFigure, color_of, correlation_curves, curves, new_figure
+from ..plots.style import BAND_TITLE
 
-__all__ = ["plot_multi", "plot_multi_errors", "plot_lambda", "plot_nonlinear_path", "PAPER_XLIM"]
+__all__ = ["plot_multi", "plot_multi_errors", "plot_lambda", "plot_lambda_paths",
+           "plot_nonlinear_path", "PAPER_XLIM", "FONT", "legible"]
 
 PAPER_XLIM = (5e-18, 1e-6)  # the official scatter's x-axis (largest masked probability)
+
+#: Text size of the chapter 6 and 7 figures (at most 9 in wide): at least 12 pt, so that a
+#: figure shown at a phone's width keeps its labels legible.
+FONT = 12
+
+
+def legible(fig, size: int = FONT):
+    """Raise every text of ``fig`` (titles, axis labels, ticks, legends, texts) to at least
+    ``size`` points; returns ``fig``."""
+    for ax in fig.axes:
+        ax.tick_params(labelsize=size)
+        for t in (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts):
+            t.set_fontsize(max(size, t.get_fontsize()))
+        leg = ax.get_legend()
+        if leg is not None:
+            for t in (*leg.get_texts(), leg.get_title()):
+                t.set_fontsize(max(size, t.get_fontsize()))
+    for t in fig.texts:
+        t.set_fontsize(max(size, t.get_fontsize()))
+    return fig
 
 
 def _grid(k):
     """A figure of ``k`` panels, two per row (readable at the book's column width)."""
     cols = min(k, 2)
     rows = -(-k // cols)
-    fig, axes = new_figure(rows, cols, figsize=(3.6 * cols + 0.4, 3.1 * rows))
+    fig, axes = new_figure(rows, cols, figsize=(4.2 * cols + 0.4, 3.6 * rows))
     axes = np.atleast_1d(axes).reshape(-1)
     for ax in axes[k:]:
         ax.set_visible(False)
@@ -39,8 +61,11 @@ def plot_multi(res):
         correlation_curves(A["steps"], {"SVM-eq": A["corr_eq"][k], r"$W^{dir}$": A["corr_dir"][k],
                                         "1-token SVM": A["corr_one"][k]},
                            ax=axes[j], one_minus=True, title=f"d = {d} ({k.sum()} runs)",
-                           legend="lower left" if j == 0 else None)
-    return fig
+                           legend=None, styles={r"$W^{dir}$": "--", "1-token SVM": ":"})
+        axes[j].set_xlabel("iteration k" if j >= len(ds) - 2 else "")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3,
+               title=BAND_TITLE)
+    return legible(fig)
 
 
 def plot_multi_errors(res):
@@ -56,39 +81,46 @@ def plot_multi_errors(res):
         ax = axes[j]
         x, y = A["max_masked"][k], np.maximum(1 - A["corr_eq"][k][:, -1], 1e-16)
         low = x < PAPER_XLIM[0]
-        ax.loglog(x[~low], y[~low], ".", ms=3, alpha=0.6, color=PALETTE["other"])
-        ax.loglog(np.full(low.sum(), PAPER_XLIM[0]), y[low], "o", mfc="none", ms=3, alpha=0.5,
+        ax.loglog(x[~low], y[~low], ".", ms=4, alpha=0.6, color=PALETTE["other"])
+        ax.loglog(np.full(low.sum(), PAPER_XLIM[0]), y[low], "o", mfc="none", ms=6, alpha=0.8,
                   color=PALETTE["support"])
         ax.set_xlim(PAPER_XLIM[0] / 3, PAPER_XLIM[1] * 3)
-        ax.set_title(f"d = {d}: {low.sum()} runs below {PAPER_XLIM[0]:.0e} (left edge)",
-                     fontsize=8)
-        ax.set_xlabel("largest masked probability")
-        ax.set_ylabel("1 − corr(W, SVM-eq)")
+        ax.set_title(f"d = {d}: {low.sum()} runs at the left edge")
+        ax.set_xlabel("largest masked probability" if j >= len(ds) - 2 else "")
+        ax.set_ylabel("1 − corr(W, SVM-eq)" if j % 2 == 0 else "")
         ax.grid(alpha=0.3)
-    return fig
+    return legible(fig)
 
 
 def plot_lambda(res):
     """Chapter 7, λ head: 1 − corr of W(k) with the fitted SVM equivalence, W^dir and the
-    1-token SVM (left); the a-priori checks, the finite part's gap to W^fin(s*) and the
-    diverging part's 1 − corr with W^dir(s*) (middle); the final attention (right)."""
+    1-token SVM (top left); the a-priori checks, the finite part's gap to W^fin(s*) and the
+    diverging part's 1 − corr with W^dir(s*) (top right); the final attention (bottom)."""
     A = res.arrays
-    fig, axes = new_figure(1, 3, figsize=(13.0, 3.4))
+    fig = BookFigure(figsize=(8.8, 7.0), layout="constrained")
+    axes = fig.subplot_mosaic([["whole", "parts"], ["att", "att"]],
+                              height_ratios=(1.25, 1))
     correlation_curves(A["steps"], {"SVM-eq (R fitted)": A["corr_eq"], r"$W^{dir}$": A["corr_dir"],
-                                    "1-token SVM": A["corr_one"]}, ax=axes[0], one_minus=True,
-                       legend="center right", title=r"whole $W(k)$")
-    curves(A["steps"], {r"finite part: gap to $W^{fin}(s^*)$": A["fin_gap"],
-                        r"diverging part: 1 − corr with $W^{dir}$": A["perp_err"]}, ax=axes[1],
-           logy=True, ylabel="a-priori error", legend="upper right",
-           title=r"the two parts, against $s^*$ (no GD input)")
+                                    "1-token SVM": A["corr_one"]}, ax=axes["whole"],
+                       one_minus=True, legend="center right", title=r"whole $W(k)$: 1 − corr",
+                       styles={r"$W^{dir}$": "--", "1-token SVM": ":"})
+    curves(A["steps"], {"finite part:\n" + r"gap to $W^{fin}(s^*)$": A["fin_gap"],
+                        "diverging part:\n" + r"1 − corr with $W^{dir}(s^*)$": A["perp_err"]},
+           styles={"diverging part:\n" + r"1 − corr with $W^{dir}(s^*)$": "--"},
+           ax=axes["parts"], logy=True, ylabel="error against $s^*$", legend="upper right",
+           title=r"the two parts, against $s^*$")
+    for key in ("whole", "parts"):
+        axes[key].set_xlabel("iteration k")
+    ax = axes["att"]
     x = np.arange(len(A["s_opt"]))
-    axes[2].bar(x - 0.2, A["s_opt"], 0.4, label=r"best attention $s^*$", color=color_of(0))
-    axes[2].bar(x + 0.2, A["s_final"], 0.4, label="GD's final softmax", color=color_of(1))
-    axes[2].set_xticks(x, [f"$x_{{{t + 1}}}$" for t in x])
-    axes[2].set_xlabel("token")
-    axes[2].set_ylabel(r"attention $s_t$")
-    axes[2].legend(fontsize=8)
-    return fig
+    ax.bar(x - 0.2, A["s_opt"], 0.4, label=r"best attention $s^*$", color=color_of(0))
+    ax.bar(x + 0.2, A["s_final"], 0.4, label="GD's final softmax", color=color_of(1),
+           hatch="//", edgecolor="white")
+    ax.set_xticks(x, [f"$x_{{{t + 1}}}$" for t in x])
+    ax.set_xlabel("token")
+    ax.set_ylabel(r"attention $s_t$")
+    ax.legend(loc="upper right")
+    return legible(fig)
 
 
 def plot_nonlinear_path(res):
@@ -97,20 +129,46 @@ def plot_nonlinear_path(res):
     single random starts that find the global selection (right)."""
     A = res.arrays
     R, C = np.asarray(A["radii"]), np.asarray(A["corr"])
-    fig, axes = new_figure(1, 2, figsize=(9.6, 3.4))
+    fig, axes = new_figure(1, 2, figsize=(8.8, 3.8))
     ax = axes[0]
-    for j, c in enumerate(C):  # each data set, grey
-        ax.semilogx(R, c, color=PALETTE["neutral"], lw=0.8,
+    for j, c in enumerate(C):  # each data set: thin
+        ax.semilogx(R, c, color=color_of(1), lw=0.9, alpha=0.45,
                     label="each data set" if j == 0 else None)
-    ax.semilogx(R, C.mean(0), "o-", color=color_of(0), label="mean over data sets")
+    ax.semilogx(R, C.mean(0), "o-", color=color_of(0), lw=2, label="mean")
     ax.set_xlabel("radius R")
     ax.set_ylabel(r"corr$(\bar W(R), W^{mm}_\alpha)$")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower right")
     ax.grid(alpha=0.3)
     ax = axes[1]
-    ax.semilogx(R, A["single_ok"], "s-", color=color_of(1))
+    ax.semilogx(R, A["single_ok"], "s-", color=color_of(2), lw=2)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("radius R")
-    ax.set_ylabel("share of single starts on α")
+    ax.set_ylabel("single starts on α (share)")
     ax.grid(alpha=0.3)
-    return fig
+    return legible(fig)
+
+
+def plot_lambda_paths(lams=(0.0, 0.25), T: int = 4, steps: int = 2000):
+    """Chapter 7, the opening picture: the attention s_t(k) of every token while normalised GD
+    trains W, one panel per head strength λ (λ = 0: a linear head), with the best attention
+    s* dotted. The runs are :func:`attnlib.explorers.tf_svm.lambda_paths` (W(0) = 0, the
+    chapter's scores (1, 0.8, 0.2, −0.5) for T = 4); a few hundredths of a second each."""
+    from ..explorers.tf_svm import lambda_paths
+
+    fig, axes = new_figure(1, len(lams), figsize=(4.3 * len(lams) + 0.2, 3.8), sharey=True)
+    styles = ("-", "--", "-.", ":")
+    for j, (ax, lam) in enumerate(zip(np.atleast_1d(axes), lams)):
+        r = lambda_paths(float(lam), int(T), int(steps))
+        for t in range(int(T)):
+            ax.plot(r["steps"], r["s"][:, t], styles[t % 4], color=color_of(t), lw=2,
+                    label=rf"$x_{{{t + 1}}}$ ($\gamma = {r['gamma'][t]:g}$)")
+            ax.axhline(r["s_opt"][t], color=color_of(t), lw=0.9, ls=":")
+        ax.set_xscale("symlog", linthresh=10)
+        ax.set_xlim(0, steps)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("iteration k")
+        ax.set_title("linear head (λ = 0)" if lam == 0 else f"λ head, λ = {lam:g}")
+        if j == 0:
+            ax.set_ylabel("attention $s_t(k)$")
+            ax.legend(loc="center left", fontsize=FONT - 1)
+    return legible(fig, FONT)
