@@ -485,7 +485,7 @@ def _draw_global_share(fig, n, T, d, runs, steps, seed, chapter):
     if chapter is not None and (int(n), int(T)) == chapter[0]:
         ax0.plot(chapter[1], chapter[2], color="k", lw=1,
                  label="global, chapter's sweep\n(50 runs, 2000 steps)")
-        ax0.legend(fontsize=_FONT - 1, loc="center right", framealpha=0.9)
+        ax0.legend(fontsize=_FONT, loc="center right", framealpha=0.9)
     ax0.set_xlim(ds[0] - 0.5, ds[-1] + 0.5)
     ax0.set_ylim(-0.03, 1.03)
     ax0.set_xlabel("dimension d", fontsize=_FONT)
@@ -508,7 +508,7 @@ def _draw_global_share(fig, n, T, d, runs, steps, seed, chapter):
                                                         "SVM)" if hidden else ""),
                   fontsize=_FONT)
     ax1.tick_params(labelsize=_FONT)
-    ax1.legend(fontsize=_FONT - 1, loc="lower left", framealpha=0.9)
+    ax1.legend(fontsize=_FONT, loc="lower left", framealpha=0.9)
 
 
 def global_share(result=None, *, n: int = 6, T: int = 8, d: int = 10, runs: int = 16,
@@ -641,7 +641,7 @@ def _draw_lambda(fig, lam, T, iterations):
     ax0.set_ylabel("attention $s_t(k)$", fontsize=_FONT)
     ax0.set_title("attention paths (dotted: best $s^*$)", fontsize=_FONT)
     ax0.tick_params(labelsize=_FONT)
-    ax0.legend(fontsize=_FONT - 1, loc="upper left", ncol=2 if int(T) > 4 else 1)
+    ax0.legend(fontsize=_FONT, loc="upper left", ncol=2 if int(T) > 4 else 1)
     x = np.arange(int(T))
     ax1.bar(x, r["s"][k], 0.6, color=[plots.color_of(t) for t in range(int(T))],
             label=f"GD at k = {k}")
@@ -651,7 +651,7 @@ def _draw_lambda(fig, lam, T, iterations):
     ax1.set_xlabel("token", fontsize=_FONT)
     ax1.set_title(f"attention at k = {k}", fontsize=_FONT)
     ax1.tick_params(labelsize=_FONT)
-    ax1.legend(fontsize=_FONT - 1, loc="upper right")
+    ax1.legend(fontsize=_FONT, loc="upper right")
 
 
 def lambda_head(lam: float = 0.25, T: int = 4, *, iterations: int = 2000,

@@ -32,6 +32,9 @@ def legible(fig, size: int = FONT):
         if leg is not None:
             for t in (*leg.get_texts(), leg.get_title()):
                 t.set_fontsize(max(size, t.get_fontsize()))
+    for leg in fig.legends:
+        for t in (*leg.get_texts(), leg.get_title()):
+            t.set_fontsize(max(size, t.get_fontsize()))
     for t in fig.texts:
         t.set_fontsize(max(size, t.get_fontsize()))
     return fig
