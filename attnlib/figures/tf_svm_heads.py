@@ -44,7 +44,7 @@ def _grid(k):
     """A figure of ``k`` panels, two per row (readable at the book's column width)."""
     cols = min(k, 2)
     rows = -(-k // cols)
-    fig, axes = new_figure(rows, cols, figsize=(4.2 * cols + 0.4, 3.6 * rows))
+    fig, axes = new_figure(rows, cols, figsize=(3.8 * cols + 0.4, 3.5 * rows))
     axes = np.atleast_1d(axes).reshape(-1)
     for ax in axes[k:]:
         ax.set_visible(False)
@@ -54,8 +54,8 @@ def _grid(k):
 def plot_multi(res):
     """E4 (chapter 7), the official figure's top row: per d (one panel each, two per row),
     1 − corr of W(k) with the SVM equivalence, W^dir and the 1-token SVM against the
-    iteration (log y; median and 10-90% band over the kept runs). The official bottom row is
-    ``plot_multi_errors``."""
+    iteration (log y; median and 10-90% band over the kept runs, the mean as open markers,
+    as the official figure plots means). The official bottom row is ``plot_multi_errors``."""
     A = res.arrays
     ds = A["ds"]
     fig, axes = _grid(len(ds))
@@ -66,8 +66,15 @@ def plot_multi(res):
                            ax=axes[j], one_minus=True, title=f"d = {d} ({k.sum()} runs)",
                            legend=None, styles={r"$W^{dir}$": "--", "1-token SVM": ":"})
         axes[j].set_xlabel("iteration k" if j >= len(ds) - 2 else "")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3,
-               title=BAND_TITLE)
+        # the official figure plots means: the mean over the runs, as markers
+        steps = np.asarray(A["steps"])
+        at = np.linspace(0, len(steps) - 1, 6).round().astype(int)[1:]
+        for c, key in enumerate(("corr_eq", "corr_dir", "corr_one")):
+            mean = (1 - np.asarray(A[key])[k]).mean(0)
+            axes[j].plot(steps[at], mean[at], "o", ms=6, mfc="white", mec=color_of(c), mew=1.5,
+                         label="mean over runs" if c == 0 else None)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=4, title=BAND_TITLE)
     return legible(fig)
 
 
