@@ -10,6 +10,16 @@ sets the prefix, see book/*.ipynb cell ``myst-numbering``), and citations as aut
 not read references.bib; the chapters cite as ``[Author, year](cite:KEY)`` links, _config.yml).
 Skipped without jupyterlab or Chromium (failed with CI=true, like the browser tests).
 Screenshots go to ``_build/screenshots/jupyterlab_<chapter>.png`` (at the first theorem).
+
+It also fails on what a reader of the book in JupyterLab must never meet:
+
+- an extension that ``jupyter labextension list`` marks incompatible (jupyterlab-myst and
+  JupyterLab must share ``@jupyter/ydoc``: requirements.txt pins the pair);
+- an error in the browser's console while a chapter opens and renders (e.g. jupyterlab-myst's
+  "Cross reference target was not found" for a label it cannot resolve);
+- a chapter marked modified as soon as it opens, before the reader typed anything (the
+  kernel's name, its display name or the language info rewritten on load);
+- "Error displaying widget" when an explorer first runs in a fresh kernel.
 """
 
 from __future__ import annotations
@@ -58,6 +68,20 @@ def cited(chapter: str) -> int:
     nb = json.loads((ROOT / "book" / chapter).read_text(encoding="utf-8"))
     return sum("".join(c["source"]).count("](cite:") for c in nb["cells"]
                if c["cell_type"] == "markdown")
+
+
+def labextension_problems() -> list[str]:
+    """What ``jupyter labextension list`` reports as wrong (an incompatible extension, a
+    conflict of shared packages), as lines; empty when every extension is OK."""
+    jupyter = Path(sys.executable).with_name("jupyter")
+    out = subprocess.run([str(jupyter), "labextension", "list"], capture_output=True, text=True,
+                         timeout=300)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)
+    bad = [ln.strip() for ln in text.splitlines()
+           if re.search(r"not compatible|Conflicting Dependencies|\bX$|disabled", ln.strip())]
+    if out.returncode != 0:
+        bad.append(f"exit status {out.returncode}")
+    return bad
 
 
 def _skip_or_fail(reason: str):
@@ -116,7 +140,7 @@ def lab(tmp_path_factory):
     else:
         proc.terminate()
         pytest.fail("jupyter lab did not start within 60 s")
-    yield url, token
+    yield url, token, book
     proc.terminate()
     try:
         proc.wait(timeout=20)
@@ -157,9 +181,109 @@ return {cells: cells.length, raw: raw.length, theorem: theorem ? text(theorem).s
 """
 
 
+#: the tab of a notebook with unsaved changes carries jp-mod-dirty (its close icon a dot)
+_DIRTY = """
+return Array.from(document.querySelectorAll('.lm-TabBar-tab.jp-mod-dirty, '
+  + '.jp-DirtyIcon, .lm-TabBar-tab.jp-mod-current.jp-mod-dirty'))
+  .map(e => (e.textContent || e.className).trim()).filter(t => t);
+"""
+
+
+def console_problems(entries: list[dict]) -> list[str]:
+    """The console's errors (SEVERE) and every unresolved cross-reference message (which
+    jupyterlab-myst logs at any level)."""
+    return [e["message"][:300] for e in entries
+            if e.get("level") == "SEVERE" or "reference target was not found" in e["message"]]
+
+
+def _kernel_idle(url: str, token: str, path: str, timeout: float = 90) -> bool:
+    """Wait until the notebook's kernel is idle (started, its info answered)."""
+    import urllib.request
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(f"{url}/api/sessions?token={token}", timeout=5) as r:
+                sessions = json.loads(r.read())
+            if any(s.get("path", "").endswith(path) and s.get("kernel")
+                   and s["kernel"].get("execution_state") == "idle" for s in sessions):
+                return True
+        except OSError:
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def test_labextensions_are_compatible():
+    """No extension marked incompatible (jupyterlab-myst shares JupyterLab's @jupyter/ydoc)."""
+    if not Path(sys.executable).with_name("jupyter").exists():
+        _skip_or_fail("jupyter lab is not installed: run `make setup`")
+    bad = labextension_problems()
+    assert not bad, "jupyter labextension list: " + "; ".join(bad)
+
+
+#: the first explorer a reader runs (chapter 1), in a fresh kernel
+_FIRST_RUN = {"cells": [
+    {"cell_type": "code", "id": "imp", "metadata": {}, "outputs": [], "execution_count": None,
+     "source": "import attnlib as al"},
+    {"cell_type": "code", "id": "exp", "metadata": {}, "outputs": [], "execution_count": None,
+     "source": "al.widgets.softmax_explorer()"}],
+    "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                "name": "python3"}},
+    "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_first_explorer_run_shows_the_widget(lab, tmp_path):
+    """Run chapter 1's explorer cell in a fresh kernel: its controls and figure show, never
+    "Error displaying widget: model not found", and the console stays clean."""
+    from selenium.webdriver.common.keys import Keys
+
+    url, token, book = lab
+    (book / "first_run.ipynb").write_text(json.dumps(_FIRST_RUN))
+    driver = make_driver(tmp_path / "profile")
+    try:
+        driver.set_window_size(1366, 900)
+        driver.get(f"{url}/lab/tree/first_run.ipynb?token={token}&reset")
+        assert _kernel_idle(url, token, "first_run.ipynb", 120), "the kernel did not start"
+        for _ in range(60):
+            cells = driver.find_elements("css selector", ".jp-Notebook .jp-Cell")
+            if len(cells) >= 2:
+                break
+            time.sleep(0.5)
+        cells[0].click()
+        body = driver.find_element("css selector", "body")
+        for _ in range(2):
+            body.send_keys(Keys.SHIFT, Keys.ENTER)
+            time.sleep(0.5)
+        seen = None
+        for _ in range(240):  # the first figure of the explorer: up to 2 min on a slow CPU
+            seen = driver.execute_script("""
+                const out = Array.from(document.querySelectorAll('.jp-OutputArea-output'));
+                const text = out.map(e => e.textContent).join('\n');
+                return {error: /Error displaying widget|model not found/.test(text),
+                        widgets: document.querySelectorAll(
+                          '.jp-OutputArea-output .jupyter-widgets, '
+                          + '.jp-OutputArea-output .widget-image, '
+                          + '.jp-OutputArea-output img').length,
+                        text: text.slice(0, 300)};""")
+            if seen["error"] or seen["widgets"] >= 2:
+                break
+            time.sleep(0.5)
+        console = driver.get_log("browser")
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(SCREENSHOTS / "jupyterlab_first_explorer.png"))
+    finally:
+        driver.quit()
+    print(f"first explorer run: {seen}")
+    assert not seen["error"], f"the explorer's first run shows a widget error: {seen}"
+    assert seen["widgets"] >= 2, f"the explorer did not show: {seen}"
+    errors = console_problems(console)
+    assert not errors, f"console errors on the explorer's first run: {errors[:5]}"
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_chapter_renders_myst_in_jupyterlab(lab, tmp_path, chapter):
-    url, token = lab
+    url, token, _ = lab
     want = expected_blocks(chapter)
     n_cited = cited(chapter)
     driver = make_driver(tmp_path / "profile")
@@ -176,6 +300,10 @@ def test_chapter_renders_myst_in_jupyterlab(lab, tmp_path, chapter):
             time.sleep(0.5)
         time.sleep(1)  # the notebook-wide pass (numbers, references) after the first render
         info = driver.execute_script(_FIND, KEYS)
+        idle = _kernel_idle(url, token, chapter)  # the kernel started and answered its info
+        time.sleep(1)
+        dirty = driver.execute_script(_DIRTY)
+        console = driver.get_log("browser")
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         driver.execute_script(
             "const t = Array.from(document.querySelectorAll('.jp-MarkdownCell aside'))"
@@ -199,5 +327,9 @@ def test_chapter_renders_myst_in_jupyterlab(lab, tmp_path, chapter):
         bad = [t for t in info["links"]
                if not re.fullmatch(r"[A-Z][^()]+(, \d{4}| \(\d{4}\))", t)]
         assert not bad, f"citations not in author-year form: {bad}"
+        errors = console_problems(console)
+        assert not errors, f"{len(errors)} console error(s) in JupyterLab: {errors[:5]}"
+        assert idle, "the chapter's kernel did not start"
+        assert not dirty, f"{chapter} is marked modified as soon as it opens: {dirty}"
     finally:
         driver.quit()

@@ -11,6 +11,12 @@
  *     steps, as attnlib.train),
  * and draws them with plotly.js (loaded from the site, offline; plotly only draws, the drag is
  * the few pointer handlers below). window.attnTokenDrag is the API the browser test uses.
+ *
+ * Phone first: the plots let a vertical swipe scroll the page (touch-action: pan-y); only the
+ * token handles, transparent buttons laid over each token and over p(0), take the pointer
+ * (touch-action: none) and are at least 24 px (40 px on a touch screen). A handle is
+ * focusable and the arrow keys move its token (Shift: ten times further). Pointer moves are
+ * drawn at most once per animation frame (requestAnimationFrame).
  */
 (function () {
   "use strict";
@@ -141,7 +147,17 @@
 .attnlib-drag input[type=range]{width:11em;max-width:55vw}
 .attnlib-drag .ad-value{font-weight:700;color:#d62728;min-width:2.5em}
 .attnlib-drag .ad-figs{display:flex;flex-wrap:wrap;gap:.4em;width:100%}
-.attnlib-drag .ad-plot{flex:1 1 300px;min-width:260px;height:440px;touch-action:none}
+.attnlib-drag .ad-box{position:relative;flex:1 1 300px;min-width:260px;height:440px}
+.attnlib-drag .ad-plot{width:100%;height:100%;touch-action:pan-y pinch-zoom}
+.attnlib-drag .ad-handles{position:absolute;left:0;top:0;width:0;height:0}
+.attnlib-drag .ad-handle{position:absolute;width:28px;height:28px;margin:-14px 0 0 -14px;
+ padding:0;border:0;border-radius:50%;background:transparent;cursor:grab;touch-action:none;
+ -webkit-tap-highlight-color:transparent;z-index:2}
+.attnlib-drag .ad-handle:focus{outline:none}
+.attnlib-drag .ad-handle:focus-visible,.attnlib-drag .ad-handle[data-active=true]{
+ box-shadow:0 0 0 3px #1f77b4;background:rgba(31,119,180,.12)}
+.attnlib-drag .ad-handle[data-active=true]{cursor:grabbing}
+@media (pointer:coarse){.attnlib-drag .ad-handle{width:40px;height:40px;margin:-20px 0 0 -20px}}
 .attnlib-drag .ad-readout{margin:.4em 0 0 0;line-height:1.5}
 .attnlib-drag .ad-readout b{color:#d62728}
 .attnlib-drag .ad-hint{margin:.2em 0;color:#555}`;
@@ -228,19 +244,25 @@
       r.appendChild(style);
       r.appendChild(el("p", { class: "ad-hint" },
         "Drag a token in the token plane, or the green start p(0) of gradient descent in " +
-        "the plane of p."));
+        "the plane of p (or focus one with Tab and move it with the arrow keys)."));
       this.controls = el("div", { class: "ad-controls" });
       r.appendChild(this.controls);
       const figs = el("div", { class: "ad-figs" });
       this.keysDiv = el("div", { class: "ad-plot", "data-plot": "keys" });
       this.pathDiv = el("div", { class: "ad-plot", "data-plot": "path" });
-      figs.append(this.keysDiv, this.pathDiv);
+      this.handles = { keys: el("div", { class: "ad-handles" }),
+        path: el("div", { class: "ad-handles" }) };
+      [[this.keysDiv, this.handles.keys], [this.pathDiv, this.handles.path]].forEach(([d, h]) => {
+        const box = el("div", { class: "ad-box" });
+        box.append(d, h);
+        figs.appendChild(box);
+      });
       r.appendChild(figs);
       this.readout = el("div", { class: "ad-readout", "aria-live": "polite" });
       r.appendChild(this.readout);
       this.buildControls();
-      this.dragHandlers(this.keysDiv, "token");
-      this.dragHandlers(this.pathDiv, "start");
+      this.frames = [];  // the times of the drawings made while a drag is on (frame rate)
+      this.drawMs = [];  // how long each drawing took, in milliseconds
     }
 
     buttons(name, label, values, show) {
@@ -353,46 +375,141 @@
         ya._offset + (ya.range[1] - p[1]) / (ya.range[1] - ya.range[0]) * ya._length];
     }
 
-    dragHandlers(div, kind) {
-      div.addEventListener("pointerdown", (ev) => {
-        if (!div._fullLayout) return;
-        const box = div.getBoundingClientRect();
-        const at = [ev.clientX - box.left, ev.clientY - box.top];
-        const near = (p) => Math.hypot(...this.toPixel(div, p).map((c, j) => c - at[j]));
-        let target = null, best = 28;  // pixels: a finger's reach
-        if (kind === "token") {
-          this.state.keys.forEach((K, i) => K.forEach((k, t) => {
-            const dist = near(k);
-            if (dist < best) { best = dist; target = [i, t]; }
-          }));
-        } else if (near(this.state.p0) < best) {
-          target = "p0";
-        }
-        if (target === null) return;
-        ev.preventDefault();
-        div.setPointerCapture(ev.pointerId);
-        this.dragging = { div: div, target: target };
+    // the handles: a transparent button over every token (key plane) and over p(0)
+    targets() {
+      const out = [];
+      this.state.keys.forEach((K, i) => K.forEach((k, t) => out.push(
+        { div: this.keysDiv, layer: this.handles.keys, id: `${i},${t}`, target: [i, t], at: k })));
+      out.push({ div: this.pathDiv, layer: this.handles.path, id: "p0", target: "p0",
+        at: this.state.p0 });
+      return out;
+    }
+
+    label(target) {
+      const st = this.state, n = st.keys.length;
+      if (target === "p0") {
+        return `start p(0) of gradient descent at ${pair(st.p0, 2)}; arrow keys move it`;
+      }
+      const [i, t] = target, g = st.examples[st.example].gamma[i][t];
+      const name = n === 1 ? `x${t + 1}` : `x${i + 1},${t + 1}`;
+      return `token ${name} at ${pair(st.keys[i][t], 2)}, score γ = ${fmt(g, 2)}; ` +
+        "arrow keys move it";
+    }
+
+    placeHandles() {
+      const all = this.targets();
+      const shape = all.map((h) => h.id).join(" ");
+      if (this.handleShape !== shape) {  // rebuilt only when the tokens change (keeps focus)
+        this.handleShape = shape;
+        this.handleEls = {};
+        Object.values(this.handles).forEach((layer) => { layer.textContent = ""; });
+        all.forEach((h) => {
+          const b = el("button", { type: "button", class: "ad-handle", "data-handle": h.id,
+            "aria-roledescription": "draggable point" });
+          h.layer.appendChild(b);
+          this.handleEls[h.id] = b;
+          this.handleEvents(b, h.div, h.target);
+        });
+      }
+      all.forEach((h) => {
+        const b = this.handleEls[h.id];
+        if (!h.div._fullLayout) return;
+        const [x, y] = this.toPixel(h.div, h.at);
+        b.style.left = `${x}px`;
+        b.style.top = `${y}px`;
+        if (!this.dragging) b.setAttribute("aria-label", this.label(h.target));  // on the drop
       });
-      div.addEventListener("pointermove", (ev) => {
-        if (!this.dragging || this.dragging.div !== div) return;
+    }
+
+    // the target nearest to the pointer among those of the plot (handles may overlap when two
+    // tokens are close: the finger takes the token it is nearest to)
+    nearest(div, ev, fallback) {
+      if (fallback === "p0") return "p0";
+      const box = div.getBoundingClientRect();
+      const at = [ev.clientX - box.left, ev.clientY - box.top];
+      let best = Infinity, target = fallback;
+      this.state.keys.forEach((K, i) => K.forEach((k, t) => {
+        const d = Math.hypot(...this.toPixel(div, k).map((c, j) => c - at[j]));
+        if (d < best) { best = d; target = [i, t]; }
+      }));
+      return target;
+    }
+
+    move(target, p) {
+      if (target === "p0") this.moveStart(p[0], p[1]);
+      else this.moveToken(target[0], target[1], p[0], p[1]);
+    }
+
+    // draw the latest pointer position once per animation frame
+    schedule() {
+      if (this.frame) return;
+      this.frame = requestAnimationFrame(() => {
+        this.frame = null;
+        this.flush();
+      });
+    }
+
+    flush() {
+      const d = this.dragging;
+      if (!d || !d.pending) return;
+      const p = d.pending;
+      d.pending = null;
+      this.move(d.target, p);
+      this.frames.push(performance.now());
+      if (this.frames.length > 600) this.frames.splice(0, 300);
+    }
+
+    handleEvents(b, div, own) {
+      b.addEventListener("pointerdown", (ev) => {
+        if (!div._fullLayout || (ev.pointerType === "mouse" && ev.button !== 0)) return;
+        ev.preventDefault();
+        b.focus({ preventScroll: true });
+        try { b.setPointerCapture(ev.pointerId); } catch (e) { /* a synthetic pointer */ }
+        this.dragging = { div: div, target: this.nearest(div, ev, own), pending: null, el: b };
+        b.setAttribute("data-active", "true");
+      });
+      b.addEventListener("pointermove", (ev) => {
+        const d = this.dragging;
+        if (!d || d.el !== b) return;
+        ev.preventDefault();
         const fl = div._fullLayout;
         const clamp = (v, r) => Math.min(Math.max(v, Math.min(...r)), Math.max(...r));
-        const p = this.toData(div, ev).map((v, j) => clamp(v, fl[j ? "yaxis" : "xaxis"].range));
-        const target = this.dragging.target;
-        if (target === "p0") this.moveStart(p[0], p[1]);
-        else this.moveToken(target[0], target[1], p[0], p[1]);
+        d.pending = this.toData(div, ev).map((v, j) => clamp(v, fl[j ? "yaxis" : "xaxis"].range));
+        this.schedule();
       });
       const end = () => {
-        if (!this.dragging || this.dragging.div !== div) return;
+        const d = this.dragging;
+        if (!d || d.el !== b) return;
+        this.flush();  // the last position, drawn now
+        b.removeAttribute("data-active");
         this.dragging = null;
         this.pathRange = null;  // dropped: fit the view of p to the new path
         this.render();
       };
-      div.addEventListener("pointerup", end);
-      div.addEventListener("pointercancel", end);
+      b.addEventListener("pointerup", end);
+      b.addEventListener("pointercancel", end);
+      b.addEventListener("lostpointercapture", end);
+      b.addEventListener("keydown", (ev) => {
+        const dir = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, 1],
+          ArrowDown: [0, -1] }[ev.key];
+        if (!dir || !div._fullLayout) return;
+        ev.preventDefault();  // the arrows move the point, not the page
+        const xr = div._fullLayout.xaxis.range, yr = div._fullLayout.yaxis.range;
+        const step = (xr[1] - xr[0]) / 60 * (ev.shiftKey ? 10 : 1);
+        const at = own === "p0" ? this.state.p0 : this.state.keys[own[0]][own[1]];
+        const clamp = (v, r) => Math.min(Math.max(v, Math.min(...r)), Math.max(...r));
+        this.move(own, [clamp(at[0] + dir[0] * step, xr), clamp(at[1] + dir[1] * step, yr)]);
+      });
     }
 
     render() {
+      const t0 = performance.now();
+      this.draw();
+      this.drawMs.push(performance.now() - t0);  // what one frame costs (the frame rate)
+      if (this.drawMs.length > 600) this.drawMs.splice(0, 300);
+    }
+
+    draw() {
       const st = this.state, res = compute(st);
       this.result = res;
       this.renders += 1;
@@ -504,6 +621,12 @@
       const cfg = { staticPlot: true, responsive: true, displayModeBar: false };
       window.Plotly.react(this.keysDiv, keyTraces, keyLayout, cfg);
       window.Plotly.react(this.pathDiv, pathTraces, pathLayout, cfg);
+      if (!this.hooked && this.keysDiv.on) {  // plotly redrew (a resize): the handles follow
+        this.hooked = true;
+        [this.keysDiv, this.pathDiv].forEach((d) => d.on("plotly_afterplot",
+          () => this.placeHandles()));
+      }
+      this.placeHandles();
       this.writeReadout(res);
     }
 
