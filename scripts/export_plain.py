@@ -25,6 +25,8 @@ chapter (default: every notebook of _toc.yml, into ``_build/plain/book/``) in wh
   ``<details>``, answer code cells hidden until opened (Colab's form view, JupyterLab's
   ``source_hidden``); ``--student`` writes the assignment edition (stubs, no solutions);
 * ``(label)=`` targets become ``<a id="label"></a>`` anchors; ``$``/``$$`` math is kept;
+* a figure cell (myst-nb ``mystnb.figure`` metadata) is followed by a Markdown cell with its
+  number and caption ("**Figure 2.1.** ..."), the target of ``{numref}`` links;
 * the Colab install cell is written one way, pinned to the book's release (``--ref``: by
   default the tag of the checked-out commit, else the commit itself).
 
@@ -198,8 +200,26 @@ class Index:
             h = re.search(r"^#\s+(.+)$", text, re.M)
             self.titles[doc] = h.group(1).strip() if h else Path(doc).name
             self._index(doc, text)
+            self._figures(doc, path)
         self.bib = parse_bib(bib) if bib.is_file() else {}
         self.repo, self.ref, self.site = repo_url(), None, site_url()
+
+    def _figures(self, doc: str, path: Path) -> None:
+        """The numbered figures of a notebook (myst-nb's ``mystnb.figure`` cell metadata and
+        ``{figure}`` directives with a ``:name:``), "Figure 2.1", ... in reading order."""
+        if path.suffix != ".ipynb":
+            return
+        chap, k = _chapter(doc), 0
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            names = []
+            if cell["cell_type"] == "code":
+                fig = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+                names = [fig["name"]] if fig.get("name") else []
+            else:
+                names = re.findall(r"^:name:\s*(\S+)", "".join(cell["source"]), re.M)
+            for name in names:
+                k += 1
+                self.labels[name] = (doc, f"Figure {chap}.{k}" if chap else f"Figure {k}")
 
     def _index(self, doc: str, text: str) -> None:
         chap = _chapter(doc)
@@ -367,6 +387,8 @@ class Converter:
             if target not in self.index.labels:
                 raise ValueError(f"{self.doc}: unknown reference {target!r}")
             doc, shown = self.index.labels[target]
+            if title and "%s" in title:  # {numref}`Figure %s <label>`
+                title = title.replace("%s", shown.split()[-1])
             return f"[{title or shown}]({self.index.link(self.doc, doc, target)})"
         if name in ("cite", "cite:p", "cite:ps"):
             return self._cite(target, textual=False)
@@ -536,6 +558,14 @@ def export(doc: str, index: Index, *, student: bool = False, nb: dict | None = N
                 cell["metadata"]["tags"] = [t for t in tags if t != "remove-cell"]
                 installed = True
         cells.append(cell)
+        fig = cell.get("metadata", {}).get("mystnb", {}).get("figure", {}) \
+            if cell["cell_type"] == "code" else {}
+        if fig.get("name"):  # the figure's number and caption, under the figure it draws
+            shown = index.labels[fig["name"]][1]
+            caption = conv.inline(fig.get("caption", "")).strip()
+            cells.append({"cell_type": "markdown", "id": f"{cell.get('id', 'fig')}-caption"[:64],
+                          "metadata": {}, "source": f'<a id="{fig["name"]}"></a>'
+                          f"**{shown}.** {caption}"})
     if not installed:  # every export installs attnlib on Colab, in its first code cell
         first = next((k for k, c in enumerate(cells) if c["cell_type"] == "code"), len(cells))
         cells.insert(first, {"cell_type": "code", "id": "colab-install", "metadata": {},
