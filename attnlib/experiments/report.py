@@ -202,8 +202,8 @@ def report_notes(results: dict) -> str:
 _STATUS = {  # data-status -> (filter label, mark shown in the row)
     "met": ("✓ met", "✓"),
     "missed": ("✗ missed", "✗"),
-    "identity": ("✓ identity", "✓ (identity)"),
-    "not-run": ("not run", "not run"),
+    "identity": ("✓ identity", "✓ <small>identity</small>"),
+    "not-run": ("not run", "not&nbsp;run"),
 }
 
 
@@ -266,12 +266,12 @@ def _css(uid: str, chapters: list[str]) -> str:
 {r} th, {r} td {{ border-bottom: 1px solid var(--attn-line); padding: .25rem .4rem;
   vertical-align: top; text-align: left; white-space: normal; }}
 {r} th:first-child, {r} td:first-child {{ position: sticky; left: 0; z-index: 1;
-  background: var(--pst-color-background, #fff); min-width: 14rem; max-width: 24rem;
+  background: var(--pst-color-background, #fff); min-width: 11rem; max-width: 18rem;
   box-shadow: 1px 0 0 var(--attn-line); }}
 {r} td:nth-child(4) {{ min-width: 4rem; max-width: 12rem; }}
 {r} td.attn-num {{ white-space: nowrap; font-variant-numeric: tabular-nums; }}
-{r} td:nth-child(2) {{ white-space: nowrap; }}
-{r} td details {{ min-width: 7rem; max-width: 22rem; }}
+{r} td:nth-child(2) {{ min-width: 2.2rem; }}
+{r} td details {{ min-width: 5rem; max-width: 22rem; }}
 {r} td details[open] {{ min-width: 16rem; }}
 {r} td details summary {{ cursor: pointer; }}
 {r} td details dl {{ margin: .2rem 0 0; }}
