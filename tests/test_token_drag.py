@@ -225,3 +225,28 @@ console.log(JSON.stringify(out));
             assert js["alone"] == [td.reference(K[i:i + 1], gamma[i:i + 1], [a_i], (0, 0),
                                                 iterations=0)["feasible"]
                                    for i, a_i in enumerate(r["alpha"])]
+
+
+def test_the_page_is_phone_first():
+    """What the browser tests (tests/test_site_drag.py) check on a built site, read from the
+    script itself so that it holds without a site: the plots let a vertical swipe scroll the
+    page (touch-action: pan-y), only the token handles take the pointer (touch-action: none),
+    handles of at least 24 px (40 px on a coarse pointer), focusable and moved by the arrow
+    keys, and pointer moves drawn once per animation frame."""
+    js = JS.read_text(encoding="utf-8")
+    css = re.search(r"const CSS = `(.*?)`;", js, re.S).group(1)
+    rules = {}  # selector -> its first rule (the coarse-pointer one comes later)
+    for sel, body in re.findall(r"(\.attnlib-drag [^{]+)\{([^}]*)\}", css):
+        rules.setdefault(sel, body)
+    plot = rules[".attnlib-drag .ad-plot"]
+    assert "touch-action:pan-y" in plot.replace(" ", ""), plot
+    nones = [sel for sel, body in rules.items() if "touch-action:none" in body.replace(" ", "")]
+    assert nones == [".attnlib-drag .ad-handle"], nones
+    handle = rules[".attnlib-drag .ad-handle"]
+    sizes = [int(v) for v in re.findall(r"(?:^|;)\s*(?:width|height):(\d+)px", handle)]
+    assert sizes and min(sizes) >= 24, sizes
+    coarse = re.search(r"@media \(pointer:coarse\)\{\.attnlib-drag \.ad-handle\{width:(\d+)px;"
+                       r"height:(\d+)px", css)
+    assert coarse and min(map(int, coarse.groups())) >= 40
+    assert "requestAnimationFrame" in js and "ArrowLeft" in js and "aria-label" in js
+    assert 'el("button", { type: "button", class: "ad-handle"' in js  # focusable
