@@ -3,7 +3,9 @@ r"""The drag explorer of chapter 2: move the tokens or the start of gradient des
 On the website a reader drags a key :math:`k_{it}` or the start :math:`p(0)` in the 2-D token
 plane and watches, live, the Att-SVM solution :math:`p^{mm}(\alpha)`, its support tokens and
 the gradient-descent path of :math:`p` move. The browser computes them (``token-drag.js``,
-shipped offline with plotly.js by ``scripts/setup.sh``) from the data exported here:
+shipped offline with plotly.js by ``scripts/setup.sh``) from the data exported here. On a
+phone a vertical swipe over the plots scrolls the page; a finger on a token (or on
+:math:`p(0)`) drags it; from the keyboard, Tab reaches each token and the arrow keys move it:
 
 .. math::
 
