@@ -393,7 +393,7 @@ def _free_point(driver, div: str):
 
 
 def test_vertical_swipe_over_the_plots_scrolls_the_page(phone):
-    """The swipe that scrolls the page over the text scrolls it as far over either plot."""
+    """A 300 px swipe scrolls the page at least 240 px over either plot, as over text."""
     box = _place(phone, "ex.root.previousElementSibling || ex.root.parentNode", 0.7)
     text = _swipe(phone, box["left"] + 0.5 * box["width"], 0.7 * box["vh"], -300)
     assert text > 150, f"the swipe over text scrolled {text} px"
@@ -402,7 +402,8 @@ def test_vertical_swipe_over_the_plots_scrolls_the_page(phone):
         x, y = _free_point(phone, div)
         moved = _swipe(phone, x, y, -300)
         print(f"swipe over {div}: {moved} px (over text: {text} px)")
-        assert moved >= 0.7 * text, \
+        # the page follows the finger (300 px; a fling may add some, over text as over plots)
+        assert moved >= 240, \
             f"a vertical swipe over {div} scrolled {moved} px, over text {text} px"
 
 
