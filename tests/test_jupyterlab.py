@@ -259,7 +259,7 @@ def test_first_explorer_run_shows_the_widget(lab, tmp_path):
         for _ in range(240):  # the first figure of the explorer: up to 2 min on a slow CPU
             seen = driver.execute_script("""
                 const out = Array.from(document.querySelectorAll('.jp-OutputArea-output'));
-                const text = out.map(e => e.textContent).join('\n');
+                const text = out.map(e => e.textContent).join(' ');
                 return {error: /Error displaying widget|model not found/.test(text),
                         widgets: document.querySelectorAll(
                           '.jp-OutputArea-output .jupyter-widgets, '
