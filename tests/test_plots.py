@@ -240,3 +240,26 @@ def test_book_figure_png_records_its_smallest_font():
     image = Image.open(io.BytesIO(fig._repr_png_()))
     image.load()
     assert image.text[FONT_KEY] == "6"
+
+
+def test_readable_raises_every_text_and_keeps_larger_ones():
+    """readable(): titles, labels, ticks (inset axes too), legends and annotations reach
+    READABLE_PT; text already larger keeps its size."""
+    from matplotlib.text import Text
+
+    from attnlib.plots.style import READABLE_PT, new_figure, readable
+
+    fig, ax = new_figure()
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.legend(fontsize=6)
+    ax.set_title("big", fontsize=15)
+    ax.annotate("note", (0.5, 0.5), fontsize=5)
+    inset = ax.inset_axes([0.6, 0.6, 0.3, 0.3])
+    inset.plot([0, 1], [1, 0])
+    inset.tick_params(labelsize=4)
+    assert readable(fig) is fig
+    fig.canvas.draw()
+    sizes = {t.get_text(): t.get_fontsize() for t in fig.findobj(Text) if t.get_text()}
+    assert min(sizes.values()) >= READABLE_PT
+    assert sizes["big"] == 15 and sizes["note"] == READABLE_PT
+    assert all(t.get_fontsize() >= READABLE_PT for t in inset.get_xticklabels())

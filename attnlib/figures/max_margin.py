@@ -15,30 +15,14 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from attnlib import plots as _plots
+from attnlib.plots.style import readable
 
 _C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
 
 __all__ = ["plot_e1", "plot_e2", "plot_e3", "plot_e4", "plot_regpath", "plot_certificate",
-           "readable", "run_styles"]
+           "run_styles"]
 
 _LOSS_NAMES = {"correlation": "ℓ(u) = −u", "logistic": "logistic"}
-
-
-def readable(fig, size: float = 11.0):
-    """Raise every text of ``fig`` (titles, labels, tick labels, legends, annotations, insets)
-    to at least ``size`` points, so that a figure at most 9 inches wide stays legible when it is
-    shown at a phone's width. Returns ``fig``. See chapters 1 and 2."""
-    from matplotlib.text import Text
-
-    axes = list(fig.axes)
-    for ax in list(axes):
-        axes.extend(ax.child_axes)
-    for ax in axes:
-        ax.tick_params(labelsize=size)
-    for text in fig.findobj(Text):
-        if text.get_fontsize() < size:
-            text.set_fontsize(size)
-    return fig
 
 
 def run_styles(k: int):
@@ -174,7 +158,6 @@ def plot_e3(res, steps=200, panels=("tight", "nontight", "prob")):
 
     See chapter 4.
     """
-    from attnlib.figures.max_margin_local import legible
 
     a = res.arrays
     fig, axes = _plots.new_figure(len(panels), 1, figsize=(6.4, sum(
@@ -209,7 +192,7 @@ def plot_e3(res, steps=200, panels=("tight", "nontight", "prob")):
                                   styles={r"logistic, $\sigma(Y f)$": "--"})
         ax.set_ylabel("probability")
         ax.set_xlabel("iteration $k$")
-    return legible(fig)
+    return readable(fig)
 
 
 def plot_e4(res, steps=200):
@@ -218,7 +201,6 @@ def plot_e4(res, steps=200):
 
     See chapter 3.
     """
-    from attnlib.figures.max_margin_local import legible
 
     a = res.arrays
     fig, ax = _plots.new_figure(figsize=(6.4, 6.2))
@@ -250,7 +232,7 @@ def plot_e4(res, steps=200):
     ax.legend(handles=key, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
               frameon=False)
     ax.set_aspect("equal", adjustable="datalim")
-    return legible(fig)
+    return readable(fig)
 
 
 def plot_regpath(res):
@@ -282,7 +264,6 @@ def plot_certificate(res):
 
     See chapter 3.
     """
-    from attnlib.figures.max_margin_local import legible
 
     a = res.arrays
     fig, ax = _plots.new_figure(figsize=(6.4, 4.4))
@@ -302,4 +283,4 @@ def plot_certificate(res):
     ax.set_xlabel(f"the {K} selections α (red: locally optimal; ★ global)")
     ax.set_ylabel("GD runs ending there")
     ax.grid(axis="y", alpha=0.3)
-    return legible(fig)
+    return readable(fig)

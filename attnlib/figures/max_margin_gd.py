@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnlib import plots as _plots
-from attnlib.figures.max_margin import readable
+from attnlib.plots.style import readable
 
 _C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
 
@@ -38,7 +38,7 @@ def plot_circle(res, examples=("e1", "e2")):
         L = a[f"{name}_log_excess"] / np.log(10)  # (R, A) log10 excess
         mm = float(a[f"{name}_angle_mm"])
         for row, ax in enumerate(axes[:, col]):
-            for j, r in enumerate(radii):
+            for j in range(len(radii)):
                 ax.plot(deg, L[j] - L[j].min(), color=colors[j], lw=1.4)
                 ax.plot(np.degrees(a[f"{name}_best"][j]), 0.0, "o", color=colors[j], ms=5)
             ax.axvline(mm, color=_C["target"], ls="--", lw=1.4)

@@ -13,32 +13,14 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from attnlib import plots as _plots
+from attnlib.plots.style import readable
 
 _C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
 
-__all__ = ["legible", "plot_local_cone", "plot_local_regpath", "plot_joint_regpath",
+__all__ = ["plot_local_cone", "plot_local_regpath", "plot_joint_regpath",
            "plot_joint_example"]
 
 #: the smallest text of the figures of chapters 3 and 4, in points
-MIN_PT = 11.0
-
-
-def legible(fig, size: float = MIN_PT):
-    """Raise every text of ``fig`` (titles, labels, tick labels, legends, insets) to at least
-    ``size`` points and return ``fig``. See chapters 3 and 4."""
-    from matplotlib.text import Text
-
-    axes = list(fig.axes)
-    for ax in list(axes):
-        axes.extend(ax.child_axes)
-    for ax in axes:
-        ax.tick_params(labelsize=size)
-    for text in fig.findobj(Text):
-        if text.get_fontsize() < size:
-            text.set_fontsize(size)
-    return fig
-
-
 def _np(a):
     return np.asarray(a.cpu() if hasattr(a, "cpu") else a)
 
@@ -99,7 +81,7 @@ def plot_local_cone(res):
     ax.legend(handles=marks, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2,
               frameon=False)
     fig.set_layout_engine("constrained")
-    return legible(fig)
+    return readable(fig)
 
 
 _REGPATH_PANELS = ("circle", "valley", "paths")
@@ -170,7 +152,7 @@ def plot_local_regpath(res, panels=_REGPATH_PANELS):
         ax.set_title(letter["paths"] + "the two regularisation paths")
         ax.legend(loc="lower left")
     fig.set_layout_engine("constrained")
-    return legible(fig)
+    return readable(fig)
 
 
 def plot_joint_regpath(res):
@@ -191,7 +173,7 @@ def plot_joint_regpath(res):
     ax.set_title("joint regularisation path")
     ax.legend(loc="lower left")
     fig.set_layout_engine("constrained")
-    return legible(fig)
+    return readable(fig)
 
 
 def plot_joint_example(data, v_mm, p_mm, p_relax):
@@ -235,4 +217,4 @@ def plot_joint_example(data, v_mm, p_mm, p_relax):
     ax.set_ylabel("second coordinate")
     ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=2, frameon=False)
     fig.set_layout_engine("constrained")
-    return legible(fig)
+    return readable(fig)

@@ -20,10 +20,11 @@ import numpy as np
 import torch
 
 from attnlib import plots as _plots
+from attnlib.plots.style import readable
 
 __all__ = ["PAPER_IMDB", "plot_convergence", "plot_bias", "plot_bias_weights",
            "plot_bias_matrix", "plot_unnormalized", "plot_joint", "plot_digits", "plot_attention",
-           "digits_table", "imdb_table", "plot_lp_path", "targets_table", "readable", "step_histogram",
+           "digits_table", "imdb_table", "plot_lp_path", "targets_table", "step_histogram",
            "FONT_SIZE"]
 
 #: the smallest font of the book's figures of chapters 9-10 (points; every figure is at most
@@ -50,17 +51,6 @@ def step_histogram(ax, values: dict, *, xlabel: str, colors: dict | None = None,
     return ax
 
 
-def readable(fig, size: int = FONT_SIZE):
-    """Raise every text of ``fig`` (titles, labels, tick labels, legends, annotations) to at
-    least ``size`` points; returns ``fig``."""
-    from matplotlib.text import Text
-
-    for ax in fig.axes:
-        ax.tick_params(labelsize=size)
-    for t in fig.findobj(Text):
-        if t.get_fontsize() < size:
-            t.set_fontsize(size)
-    return fig
 
 #: display name of each optimizer of the digits comparison (``lp`` filled in)
 OPTIMIZER_NAMES = {"md": "ℓ{lp:g}-MD", "gd": "GD", "adam": "Adam"}

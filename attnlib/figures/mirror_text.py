@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from attnlib import plots as _plots
-from attnlib.figures.mirror import FONT_SIZE, readable, step_histogram
+from attnlib.figures.mirror import FONT_SIZE, step_histogram
+from attnlib.plots.style import readable
 
 _C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
 

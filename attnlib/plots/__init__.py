@@ -43,9 +43,11 @@ from .charts import (
 from .plane import rays, token_names, token_plane, token_scatter, trajectories
 from .style import (
     BAND_QUANTILES,
+    BAND_TITLE,
     COLORS,
     MARKERS,
     PALETTE,
+    READABLE_PT,
     SCORE_CMAP,
     SEQUENCE_CMAP,
     SIGNED_CMAP,
@@ -54,6 +56,7 @@ from .style import (
     log_y,
     new_figure,
     palette_hex,
+    readable,
     sequence_colors,
     square_view,
     title,
@@ -64,5 +67,6 @@ __all__ = [
     "trajectories", "token_plane", "curves", "correlation_curves", "probability_curves",
     "norm_curves", "histogram", "sweep_curves", "matrix_image", "COLORS", "MARKERS",
     "SCORE_CMAP", "PALETTE", "SEQUENCE_CMAP", "SIGNED_CMAP", "BAND_QUANTILES", "color_of",
-    "palette_hex", "sequence_colors", "quantile_band", "token_names",
+    "palette_hex", "sequence_colors", "quantile_band", "token_names", "BAND_TITLE",
+    "READABLE_PT", "readable",
 ]

@@ -16,7 +16,7 @@ from .._validate import to_numpy
 
 __all__ = ["COLORS", "MARKERS", "PALETTE", "SCORE_CMAP", "SEQUENCE_CMAP", "SIGNED_CMAP",
            "BAND_QUANTILES", "BAND_TITLE", "BookFigure", "FONT_KEY", "as_array", "as_points",
-           "band_label", "color_of",
+           "band_label", "color_of", "READABLE_PT", "readable",
            "log_y", "new_figure", "palette_hex", "plane_labels", "sequence_colors",
            "square_view", "target_axes", "title"]
 
@@ -132,6 +132,27 @@ class BookFigure(Figure):
         pt = self.min_font_pt()
         png = buf.getvalue()
         return png if pt is None else _png_with_text(png, FONT_KEY, f"{pt:g}")
+
+
+#: The smallest font size (points) of a chapter figure: a figure at most 9 inches wide keeps its
+#: text legible at a phone's width (the site shows figures at their natural size there).
+READABLE_PT = 11.0
+
+
+def readable(fig, size: float = READABLE_PT):
+    """Raise every text of ``fig`` (titles, labels, tick labels, legends, annotations, inset
+    axes) to at least ``size`` points; return ``fig``. Every chapter figure ends with it."""
+    from matplotlib.text import Text
+
+    axes = list(fig.axes)
+    for ax in list(axes):
+        axes.extend(ax.child_axes)
+    for ax in axes:
+        ax.tick_params(labelsize=size)
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < size:
+            text.set_fontsize(size)
+    return fig
 
 
 def title(ax, text, fontsize=10):
