@@ -250,10 +250,12 @@ def test_first_explorer_run_shows_the_widget(lab, tmp_path):
             if len(cells) >= 2:
                 break
             time.sleep(0.5)
-        cells[0].click()
-        body = driver.find_element("css selector", "body")
-        for _ in range(2):
-            body.send_keys(Keys.SHIFT, Keys.ENTER)
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        cells[0].find_element("css selector", ".jp-InputArea-editor").click()
+        for _ in range(2):  # Shift+Enter: run the cell, go to the next
+            ActionChains(driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(
+                Keys.SHIFT).perform()
             time.sleep(0.5)
         seen = None
         for _ in range(240):  # the first figure of the explorer: up to 2 min on a slow CPU
