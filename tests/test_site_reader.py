@@ -23,17 +23,16 @@ Each test fails on one class of reader problem and names the page and the offend
 - ``test_no_console_errors``: no console error on any page at 1366 x 768 and at 390 x 844.
 - ``test_figure_text_readable_on_phone``: at 390 px the smallest text of every figure is
   drawn at least :data:`MIN_TEXT_PX` (9) CSS px tall.  How this is measured: a figure's PNG
-  records its resolution (matplotlib writes the figure's dpi into the pHYs chunk) and, when
-  attnlib's ``BookFigure`` writes it, the smallest font size of the figure's text in points
-  (tEXt key :data:`FONT_KEY`); without that key the smallest font size used anywhere in
-  attnlib's plotting code is assumed (:func:`smallest_font_pt`, 6 pt today: the inset tick
-  labels of attnlib/figures/max_margin.py).  The text's natural height is ``pt * dpi / 72``
-  image pixels; the image is drawn at ``displayed width / natural width`` of that, so the
-  drawn text is ``scale * pt * dpi / 72`` CSS px.  book-site.css keeps figures at their
-  natural size on a phone (a figure wider than the screen scrolls inside its own box).
+  records its resolution (matplotlib writes the figure's dpi into the pHYs chunk) and
+  attnlib's ``BookFigure`` writes the smallest font size of the figure's drawn text in points
+  (tEXt key :data:`FONT_KEY`); for an image without that key the smallest font size set
+  anywhere in attnlib's code is assumed (:func:`smallest_font_pt`).  The text's natural
+  height is ``pt * dpi / 72`` image pixels; the image is drawn at ``scale = displayed width
+  / natural width``, so the text is ``scale * pt * dpi / 72`` CSS px.  book-site.css keeps
+  figures at their natural size on a phone (a wider one scrolls inside its own box).
 - ``test_search_*``: the search page's snippets have no raw TeX (``\\(p\\)``), searching
   "exercise 2.1" logs no console error, and chapters rank above the API page for the book's
-  own terms (book/_ext/book_site.py, book/_ext/search.js, book/_ext/search_scorer.js).
+  own terms (book/_ext/book_site.py, book/_static/book-search.js, book/_ext/search_scorer.js).
 
 The site is read from ``ATTNLIB_SITE`` (default ``_build/html``): ``ATTNLIB_SITE=/some/build
 pytest tests/test_site_reader.py`` checks another build.  Each page is opened once per size
@@ -86,8 +85,12 @@ CHECK_LINES = {
 }
 #: the smallest drawn text a reader can read on a phone, in CSS px
 MIN_TEXT_PX = 9.0
-#: tEXt key of a figure's PNG with the smallest font size of its text, in points
-FONT_KEY = "attnlib:min_font_pt"
+#: tEXt key of a figure's PNG with the smallest font size of its text, in points (written by
+#: attnlib.plots.BookFigure)
+try:
+    from attnlib.plots import FONT_KEY
+except ImportError:  # an attnlib without it: the same key
+    FONT_KEY = "attnlib:min_font_pt"
 
 
 # ---------------------------------------------------------------------------------------------
