@@ -27,7 +27,8 @@ The explorers (see each docstring):
 - chapters 1-4 (:mod:`attnlib.explorers.max_margin`): ``token_plane``, ``selection``,
   ``softmax_explorer``, ``joint_explorer``;
 - chapters 5-8 (:mod:`attnlib.explorers.tf_svm`): ``parameterisation``, ``sweep``,
-  ``global_share`` (chapter 6), ``lambda_head`` (chapter 7), ``causal_explorer``;
+  ``causal_explorer``, and (:mod:`attnlib.explorers.tf_svm_heads`) ``global_share``
+  (chapter 6), ``lambda_head`` (chapter 7);
 - chapter 9 (:mod:`attnlib.explorers.mirror`): ``mirror_descent``; chapter 10
   (:mod:`attnlib.explorers.mirror_text`): ``word_attention``.
 
@@ -53,7 +54,8 @@ from .explorers.max_margin import (
 )
 from .explorers.mirror import mirror_descent
 from .explorers.mirror_text import word_attention
-from .explorers.tf_svm import causal_explorer, global_share, lambda_head, parameterisation, sweep
+from .explorers.tf_svm import causal_explorer, parameterisation, sweep
+from .explorers.tf_svm_heads import global_share, lambda_head
 
 __all__ = [
     "ENV_VAR", "MODES", "Control", "Explorer", "LiveExplorer", "StaticExplorer",

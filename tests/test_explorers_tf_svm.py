@@ -11,6 +11,7 @@ import torch
 
 from attnlib import experiments as E
 from attnlib.explorers import tf_svm as X
+from attnlib.explorers import tf_svm_heads as H
 
 
 @pytest.fixture(autouse=True)
@@ -149,7 +150,7 @@ def test_gd_in_logit_coordinates_is_gd_on_W():
 
 
 def X_gd(K, g, Y, a0):
-    return X._gd_logits(K[None], g[None], Y[None], a0[None], 0.1, 60)
+    return H._gd_logits(K[None], g[None], Y[None], a0[None], 0.1, 60)
 
 
 def test_global_share_classifies_each_run():
@@ -157,40 +158,40 @@ def test_global_share_classifies_each_run():
     from attnlib.svm import solve_each
     from attnlib.tokens import optimal_tokens
 
-    r = X.global_share_runs(n=2, T=3, runs=4, steps=200)
+    r = H.global_share_runs(n=2, T=3, runs=4, steps=200)
     np.testing.assert_allclose(r["global"] + r["local"] + r["other"], 1.0)
-    assert r["kind"].shape == (len(X._GS_DS), 4)
-    for j in range(len(X._GS_DS)):
+    assert r["kind"].shape == (len(H._GS_DS), 4)
+    for j in range(len(H._GS_DS)):
         np.testing.assert_allclose(r["global"][j], (r["kind"][j] == 0).mean())
         # a global run correlates > 0.95 with the global SVM (its own selection is opt)
         glob = r["kind"][j] == 0
         assert (r["corr_opt"][j][glob] > 0.95).all()
         assert (r["corr_own"][j][r["kind"][j] < 2] > 0.95).all()
-    data = random_data(2, 3, 20, trials=4, seed=1000 * (len(X._GS_DS) - 1), device="cpu")
+    data = random_data(2, 3, 20, trials=4, seed=1000 * (len(H._GS_DS) - 1), device="cpu")
     feasible = solve_each(data, optimal_tokens(data), "fro").feasible.numpy()
     assert np.isfinite(r["corr_opt"][-1]).tolist() == feasible.tolist()
 
 
 def test_global_share_recomputes_with_n_and_T():
-    live = X.global_share(n=2, T=4, d=6, runs=4, steps=100, mode="live")
+    live = H.global_share(n=2, T=4, d=6, runs=4, steps=100, mode="live")
     left = live.figure.axes[0]
-    r = X.global_share_runs(2, 4, 4, 100)
+    r = H.global_share_runs(2, 4, 4, 100)
     assert any(np.allclose(ln.get_ydata(), r["global"]) for ln in left.lines)
     live.update(T=6, n=3)
-    r2 = X.global_share_runs(3, 6, 4, 100)
+    r2 = H.global_share_runs(3, 6, 4, 100)
     ys = [ln.get_ydata() for ln in live.figure.axes[0].lines if len(ln.get_xdata()) > 1]
     assert any(np.allclose(y, r2["other"]) for y in ys)
-    assert "max(T − 1, n) = 5" in X.global_share_note(3, 6, 6, 4, 100)
+    assert "max(T − 1, n) = 5" in H.global_share_note(3, 6, 6, 4, 100)
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.1, 0.25, 1.0])
 def test_lambda_paths_reach_the_best_attention(lam):
     from attnlib.examples import lambda_head_example
 
-    r = X.lambda_paths(lam, 4)
+    r = H.lambda_paths(lam, 4)
     if lam > 0:  # the same optimum as the chapter's example (its own simplex projection)
         ref = lambda_head_example(lam=lam).known["s_opt"].numpy()
-        np.testing.assert_allclose(X.best_attention(X._LH_GAMMA[:4], lam), ref, atol=1e-12)
+        np.testing.assert_allclose(H.best_attention(H._LH_GAMMA[:4], lam), ref, atol=1e-12)
     else:
         np.testing.assert_array_equal(r["s_opt"], [1, 0, 0, 0])
     np.testing.assert_allclose(r["s"].sum(-1), 1.0)
@@ -199,19 +200,19 @@ def test_lambda_paths_reach_the_best_attention(lam):
 
 
 def test_lambda_head_redraws_for_lam_and_T():
-    live = X.lambda_head(lam=0.25, T=4, iterations=100, mode="live")
+    live = H.lambda_head(lam=0.25, T=4, iterations=100, mode="live")
     ys = [ln.get_ydata() for ln in live.figure.axes[0].lines]
-    np.testing.assert_allclose(ys[0], X.lambda_paths(0.25, 4)["s"][:101, 0])
+    np.testing.assert_allclose(ys[0], H.lambda_paths(0.25, 4)["s"][:101, 0])
     live.update(lam=1.0, T=8)
     bars = [p.get_height() for p in live.figure.axes[1].patches]
-    np.testing.assert_allclose(bars, X.lambda_paths(1.0, 8)["s"][100])
+    np.testing.assert_allclose(bars, H.lambda_paths(1.0, 8)["s"][100])
 
 
 def test_play_controls_have_at_least_ten_frames():
     from attnlib.explore.static import StaticExplorer
 
-    for live in (X.lambda_head(mode="live"),
-                 X.global_share(n=2, T=4, runs=2, steps=20, mode="live"),
+    for live in (H.lambda_head(mode="live"),
+                 H.global_share(n=2, T=4, runs=2, steps=20, mode="live"),
                  X.parameterisation(lr=0.5, mode="live")):
         ex = live.explorer
         assert ex.play, ex.name

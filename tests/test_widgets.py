@@ -12,7 +12,7 @@ import pytest
 
 import attnlib as al
 from attnlib import explore, widgets
-from attnlib.explorers import max_margin, mirror, mirror_text, tf_svm
+from attnlib.explorers import max_margin, mirror, mirror_text, tf_svm, tf_svm_heads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ HOMES = {
     "token_plane": max_margin, "selection": max_margin, "softmax_explorer": max_margin,
     "joint_explorer": max_margin, "TOKEN_EXAMPLES": max_margin,
     "SELECTION_POSITIONS": max_margin, "parameterisation": tf_svm, "sweep": tf_svm,
-    "global_share": tf_svm, "lambda_head": tf_svm,
+    "global_share": tf_svm_heads, "lambda_head": tf_svm_heads,
     "causal_explorer": tf_svm, "mirror_descent": mirror, "word_attention": mirror_text,
     **dict.fromkeys(["ENV_VAR", "MODES", "Control", "Explorer", "LiveExplorer",
                      "StaticExplorer", "explorer_mode"], explore),

@@ -20,6 +20,7 @@ from ..plots import (
     norm_curves,
     probability_curves,
     rays,
+    readable,
     sweep_curves,
     token_plane,
 )
@@ -41,20 +42,6 @@ ZOOM = {1: ((-30.0, 40.0), (-100.0, 100.0)), 2: ((-2.0, 10.0), (-5.0, 5.0))}
 #: Text size of the chapter 5 and 8 figures: at most 6.6 in wide, so that 12 pt text stays
 #: readable (about 8-9 px) when a figure is shown 343 px wide on a phone.
 FONT = 12
-
-
-def _readable(fig, size: int = FONT):
-    """Raise every text of ``fig`` (titles, labels, ticks, legends, annotations) to at least
-    ``size`` points."""
-    for ax in fig.axes:
-        ax.tick_params(labelsize=size)
-        for t in (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts):
-            t.set_fontsize(max(size, t.get_fontsize()))
-        leg = ax.get_legend()
-        if leg is not None:
-            for t in (*leg.get_texts(), leg.get_title()):
-                t.set_fontsize(max(size, t.get_fontsize()))
-    return fig
 
 
 def mid_margin_line(p, x_sel, reach: float = 1e3):
@@ -115,7 +102,7 @@ def plot_visualization(res):
         ax.set_adjustable("box")  # keep the aspect: the frame, not the zoom, adapts
         ax.set_xlim(*xlim)
         ax.set_ylim(*ylim)
-    return _readable(fig, FONT - 1)
+    return readable(fig, FONT - 1)
 
 
 def plot_local(res):
@@ -141,7 +128,7 @@ def plot_local(res):
     axes[2].set_ylabel(norm)
     for ax in axes[:2]:
         ax.set_xlabel("")
-    return _readable(fig)
+    return readable(fig, FONT)
 
 
 def plot_spectra(res):
@@ -165,7 +152,7 @@ def plot_spectra(res):
     ax.set_ylabel(r"mean $\sigma_j / \sigma_1$")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=FONT, loc="lower left")
-    return _readable(fig)
+    return readable(fig, FONT)
 
 
 def plot_rank(res):
@@ -193,13 +180,13 @@ def plot_rank(res):
         key += [Line2D([], [], color=PALETTE["ink"], ls=ls, label=lab)
                 for ls, lab in (("-", "Frobenius"), ("--", "nuclear"))]
         ax.legend(handles=key, fontsize=FONT - 1, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return _readable(fig, FONT)
+    return readable(fig, FONT)
 
 
 def plot_feasibility(res):
     """Chapter 6: share of feasible Att-SVM instances per (n, T, d), at α = opt and random α;
     the sizes at or above d = max(T−1, n) left of the dashed line, those below it right."""
-    from .tf_svm_heads import FONT, legible
+    from .tf_svm_heads import FONT
 
     A = res.arrays
     fig, ax = new_figure(1, 1, figsize=(6.6, 4.0))
@@ -222,13 +209,12 @@ def plot_feasibility(res):
     ax.set_ylabel("feasible share")
     ax.set_xlabel("size (n, T, d)")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return legible(fig)
+    return readable(fig, FONT)
 
 
 def plot_global(res):
     """E5 (chapter 6): share of GD runs converging to the global, a locally optimal, or no
     SVM direction, against d (stacked bars, the legend beside them)."""
-    from .tf_svm_heads import legible
 
     A = res.arrays
     fig, ax = new_figure(1, 1, figsize=(7.6, 3.8))
@@ -242,7 +228,7 @@ def plot_global(res):
     ax.set_xlabel("dimension d")
     ax.set_ylabel("share of GD runs")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return legible(fig)
+    return readable(fig, FONT)
 
 
 def plot_causal(res):
@@ -260,7 +246,7 @@ def plot_causal(res):
                                     "full GD vs full SVM": A["corr_full"]},
                        ax=axes[1], one_minus=True, legend="upper right", colors=col)
     axes[0].set_xlabel("")
-    return _readable(fig)
+    return readable(fig, FONT)
 
 
 def plot_causal_attention(res, trial: int = 0, seq: int = 0):
@@ -295,4 +281,4 @@ def plot_causal_attention(res, trial: int = 0, seq: int = 0):
         ax.set_title(f"{name}: step {int(steps[j])}")
     axes[0].set_ylabel("query $k$")
     fig.colorbar(im, ax=list(axes), shrink=0.9, label="attention $S_{kt}$")
-    return _readable(fig)
+    return readable(fig, FONT)

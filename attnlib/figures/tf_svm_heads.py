@@ -9,35 +9,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..plots import PALETTE, BookFigure, color_of, correlation_curves, curves, new_figure
-from ..plots.style import BAND_TITLE
+from ..plots.style import BAND_TITLE, readable
 
-__all__ = ["plot_multi", "plot_multi_errors", "plot_lambda", "plot_lambda_paths",
-           "plot_nonlinear_path", "PAPER_XLIM", "FONT", "legible"]
+__all__ = ["plot_multi", "plot_multi_errors", "plot_lambda",
+           "plot_nonlinear_path", "PAPER_XLIM", "FONT"]
 
 PAPER_XLIM = (5e-18, 1e-6)  # the official scatter's x-axis (largest masked probability)
 
 #: Text size of the chapter 6 and 7 figures (at most 9 in wide): at least 12 pt, so that a
 #: figure shown at a phone's width keeps its labels legible.
 FONT = 12
-
-
-def legible(fig, size: int = FONT):
-    """Raise every text of ``fig`` (titles, axis labels, ticks, legends, texts) to at least
-    ``size`` points; returns ``fig``."""
-    for ax in fig.axes:
-        ax.tick_params(labelsize=size)
-        for t in (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts):
-            t.set_fontsize(max(size, t.get_fontsize()))
-        leg = ax.get_legend()
-        if leg is not None:
-            for t in (*leg.get_texts(), leg.get_title()):
-                t.set_fontsize(max(size, t.get_fontsize()))
-    for leg in fig.legends:
-        for t in (*leg.get_texts(), leg.get_title()):
-            t.set_fontsize(max(size, t.get_fontsize()))
-    for t in fig.texts:
-        t.set_fontsize(max(size, t.get_fontsize()))
-    return fig
 
 
 def _grid(k):
@@ -75,7 +56,7 @@ def plot_multi(res):
                          label="mean over runs" if c == 0 else None)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=4, title=BAND_TITLE)
-    return legible(fig)
+    return readable(fig, FONT)
 
 
 def plot_multi_errors(res):
@@ -99,7 +80,7 @@ def plot_multi_errors(res):
         ax.set_xlabel("largest masked probability" if j >= len(ds) - 2 else "")
         ax.set_ylabel("1 − corr(W, SVM-eq)" if j % 2 == 0 else "")
         ax.grid(alpha=0.3)
-    return legible(fig)
+    return readable(fig, FONT)
 
 
 def plot_lambda(res):
@@ -130,7 +111,7 @@ def plot_lambda(res):
     ax.set_xlabel("token")
     ax.set_ylabel(r"attention $s_t$")
     ax.legend(loc="upper right")
-    return legible(fig)
+    return readable(fig, FONT)
 
 
 def plot_nonlinear_path(res):
@@ -155,30 +136,4 @@ def plot_nonlinear_path(res):
     ax.set_xlabel("radius R")
     ax.set_ylabel("single starts on α (share)")
     ax.grid(alpha=0.3)
-    return legible(fig)
-
-
-def plot_lambda_paths(lams=(0.0, 0.25), T: int = 4, steps: int = 2000):
-    """Chapter 7, the opening picture: the attention s_t(k) of every token while normalised GD
-    trains W, one panel per head strength λ (λ = 0: a linear head), with the best attention
-    s* dotted. The runs are :func:`attnlib.explorers.tf_svm.lambda_paths` (W(0) = 0, the
-    chapter's scores (1, 0.8, 0.2, −0.5) for T = 4); a few hundredths of a second each."""
-    from ..explorers.tf_svm import lambda_paths
-
-    fig, axes = new_figure(1, len(lams), figsize=(4.3 * len(lams) + 0.2, 3.8), sharey=True)
-    styles = ("-", "--", "-.", ":")
-    for j, (ax, lam) in enumerate(zip(np.atleast_1d(axes), lams)):
-        r = lambda_paths(float(lam), int(T), int(steps))
-        for t in range(int(T)):
-            ax.plot(r["steps"], r["s"][:, t], styles[t % 4], color=color_of(t), lw=2,
-                    label=rf"$x_{{{t + 1}}}$ ($\gamma = {r['gamma'][t]:g}$)")
-            ax.axhline(r["s_opt"][t], color=color_of(t), lw=0.9, ls=":")
-        ax.set_xscale("symlog", linthresh=10)
-        ax.set_xlim(0, steps)
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_xlabel("iteration k")
-        ax.set_title("linear head (λ = 0)" if lam == 0 else f"λ head, λ = {lam:g}")
-        if j == 0:
-            ax.set_ylabel("attention $s_t(k)$")
-            ax.legend(loc="center left", fontsize=FONT - 1)
-    return legible(fig, FONT)
+    return readable(fig, FONT)
