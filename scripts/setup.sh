@@ -56,6 +56,12 @@ if [ "$origin" != "$ROOT/attnlib/__init__.py" ]; then
   "$PY" -m pip install --quiet --no-deps -e .
 fi
 
+# JupyterLab: jupytext (the build's converter for MyST pages) ships a lab extension built against
+# another @jupyterlab/docregistry, whose remote entry logs "#RUNTIME-012" in the console on every
+# JupyterLab page load, even when disabled. The book does not use it in JupyterLab (the build
+# needs only jupytext's converter), so its files are removed from this environment.
+rm -rf "$VENV/share/jupyter/labextensions/jupyterlab-jupytext"
+
 # 3. Offline JavaScript ---------------------------------------------------------------------
 want_js=$(hash_of "$JS/package.json" "$JS/package-lock.json")
 stamp_js=$JS/node_modules/.attnlib-setup-stamp
