@@ -70,3 +70,5 @@ def test_near_one_the_page_says_it_stalls():
     note = M.mirror_note(1.1, 1500)
     assert "stalled short of the ℓ1.1-AttSVM" in note
     assert "within" not in note
+    # a frozen direction is said in words, not as "fell by only 0%"; the setting reads "p = "
+    assert "only 0%" not in note and note.startswith("p = 1.1, after 1500 steps")

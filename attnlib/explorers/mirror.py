@@ -86,10 +86,10 @@ def mirror_note(lp, iterations, seed=1, normalized=True, eps=MD_EPS[0]) -> str:
     k = int(iterations) // _RECORD
     dl, d2 = float(d["D_lp"][k]), float(d["D_2"][k])
     name = f"ℓ{float(lp):g}-AttSVM"
-    text = (f"lp = {float(lp):g}, after {int(iterations)} steps: divergence {dl:.3f} from "
+    text = (f"p = {float(lp):g}, after {int(iterations)} steps: divergence {dl:.3f} from "
             f"the {name}, {d2:.3f} from the ℓ2-AttSVM")
     if abs(float(lp) - 2.0) < 1e-9:
-        text += " (at lp = 2 they are the same SVM)"
+        text += " (at p = 2 they are the same SVM)"
     else:
         text += f" (closer to the {name if dl < d2 else 'ℓ2-AttSVM'})"
     if dl < MD_CLOSE:
@@ -97,9 +97,9 @@ def mirror_note(lp, iterations, seed=1, normalized=True, eps=MD_EPS[0]) -> str:
     if int(iterations) >= 200:
         drop = 1.0 - dl / max(float(d["D_lp"][k // 2]), 1e-300)
         if drop < MD_STALL:
-            return (text + f": stalled short of the {name}, the divergence fell by only "
-                    f"{100 * drop:.0f}% over the last {int(iterations) - k // 2 * _RECORD} "
-                    "steps.")
+            how = "did not fall" if drop < 0.005 else f"fell by only {100 * drop:.0f}%"
+            return (text + f": stalled short of the {name}, the divergence {how} over the "
+                    f"last {int(iterations) - k // 2 * _RECORD} steps.")
         return text + ": still converging."
     return text + "."
 
