@@ -50,8 +50,11 @@ def test_flag_does_not_touch_the_other_trials(data32):
         r = al.train(data32, **kw)
     kept = al.AttentionData(data32.X[:3], data32.Y[:3], data32.z[:3], data32.v[:3])
     ref = al.train(kept, **kw)  # the same trials without the one that stops
-    assert torch.equal(r.W[:3], ref.W) and (ref.nonfinite == -1).all()
-    assert torch.equal(r.history["loss"][:3], ref.history["loss"])
+    # the same up to float32 round-off (a batched and an unbatched run may reduce in another
+    # order on another CPU's vector units); a flag that leaked would change them wholesale
+    assert (ref.nonfinite == -1).all()
+    torch.testing.assert_close(r.W[:3], ref.W, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(r.history["loss"][:3], ref.history["loss"], rtol=1e-5, atol=1e-6)
 
 
 def test_lp_mirror_descent_near_one_float32_stays_finite():

@@ -129,7 +129,13 @@ def test_not_run_rows_are_declared_for_the_paper_scale_targets():
             "md_cifar_vit"} <= set(rows)
     assert "83.47" in rows["md_imdb_accuracy"].paper_value
     assert "0.4387" in rows["md_imdb_attention"].paper_value
-    assert all("GPU" in e.reason for e in rows.values() if e.key.startswith("md_"))
+    # each says why: the IMDb reviews and tokenizer are downloads the offline build does not
+    # make (the attention row needs those models); the ViT row is a GPU job
+    assert "download" in rows["md_imdb_accuracy"].reason
+    assert "download" in rows["md_imdb_histograms"].reason
+    assert "md_imdb_accuracy" in rows["md_imdb_attention"].reason
+    assert "GPU" in rows["md_cifar_vit"].reason
+    assert not any("lent" in e.reason for e in rows.values())
 
 
 def test_prose_and_closing_table_are_built_from_the_results(svm_res):
