@@ -59,7 +59,7 @@ class Result:
         """Check the declared targets ``keys``, record them, and return their values.
 
         Each checked target is recorded in the chapter's ledger
-        (:mod:`attnlib.experiments.ledger`), which the chapter's last cell shows as the folded
+        (``attnlib.experiments.ledger``), which the chapter's last cell shows as the folded
         block "What this chapter verified". With ``verbose=True`` one line per target is
         printed as well: ``✓ key = value  target >= lo  paper P  [evidence; source, paper
         figure]``, where the evidence is ``live`` (computed by this run, it could have missed the

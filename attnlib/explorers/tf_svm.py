@@ -11,12 +11,12 @@ draws; nothing is trained or solved on a control change:
 - :func:`causal_explorer` (chapter 8): a sequence layer's attention while it trains, causal or
   bidirectional, from ``tf_causal``.
 
-Two explorers recompute instead, on small batched runs that take about a second:
-:func:`global_share` (chapter 6: the share of GD runs that reach the global direction, for
-the chosen n and T at every d) and :func:`lambda_head` (chapter 7: the attention paths of the
-λ-penalty head for the chosen strength λ and number of tokens T). Each keeps what it computed
-(``functools.lru_cache``), so moving the slider back redraws at once; on the static site
-every declared setting is computed once when the page is built.
+Two explorers recompute instead (in ``attnlib.explorers.tf_svm_heads``), on small batched
+runs that take about a second: ``global_share`` (chapter 6: the share of GD runs that reach
+the global direction, for the chosen n and T at every d) and ``lambda_head`` (chapter 7: the
+attention paths of the λ-penalty head for the chosen strength λ and number of tokens T).
+Each keeps what it computed (``functools.lru_cache``), so moving the slider back redraws at
+once; on the static site every declared setting is computed once when the page is built.
 
 The chapters show them as ``al.widgets.<name>(...)``; built on :mod:`attnlib.explore`.
 """

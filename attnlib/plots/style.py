@@ -112,7 +112,7 @@ class BookFigure(Figure):
     """A matplotlib Figure that displays itself as a PNG in Jupyter (no pyplot needed).
 
     The PNG records the smallest font size of the figure's visible text (points) under
-    :data:`FONT_KEY`.
+    ``FONT_KEY``.
     """
 
     def min_font_pt(self) -> float | None:
