@@ -49,6 +49,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from site_helpers import (  # noqa: F401  (browser, served_site: pytest fixtures)
     ROOT,
+    SCREENSHOTS,
     SITE,
     browser,
     console_errors,
@@ -349,6 +350,8 @@ def collect(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
         try:
             entries = open_page(browser, f"{served_site}/{page}")
             info = browser.execute_script(_COLLECT)
+            if page in CHAPTERS:
+                _screenshots(browser, page, size)
         finally:
             if phone:
                 browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
@@ -356,6 +359,27 @@ def collect(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
         info["console"] = console_errors(entries)
         _COLLECTED[key] = info
     return _COLLECTED[key]
+
+
+def _screenshots(browser, page: str, size: str) -> None:  # noqa: F811
+    """A chapter as a reader sees it, the top of the page and a section in the middle, saved
+    to ``_build/screenshots/reader/`` to be looked at; each must have content (not one flat
+    colour: a blank page or one that failed to load)."""
+    from PIL import Image
+
+    folder = SCREENSHOTS / "reader"
+    folder.mkdir(parents=True, exist_ok=True)
+    height = browser.execute_script("return window.innerHeight")
+    total = browser.execute_script("return document.documentElement.scrollHeight")
+    name = page.split("/")[-1].removesuffix(".html")
+    for where, y in (("top", 0), ("middle", max(0, total // 2 - height // 2))):
+        browser.execute_script("window.scrollTo(0, arguments[0]);", y)
+        path = folder / f"{name}-{size}-{where}.png"
+        browser.save_screenshot(str(path))
+        with Image.open(path) as im:
+            colours = len(set(im.convert("RGB").resize((64, 64)).getdata()))
+        assert colours > 8, f"{page} at {size} ({where}): the screenshot is blank"
+    browser.execute_script("window.scrollTo(0, 0);")
 
 
 def _report(page: str, size: str, what: str, problems: list[str]) -> str:
