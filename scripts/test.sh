@@ -29,10 +29,13 @@ step() {
 }
 
 step lint    ruff check .
-step unit    python -m pytest tests -m "not browser" -p no:cacheprovider -q -rfEs
+# (two pytest-xdist workers, one test file per worker: the machine's two cores; the ten
+# slowest tests are listed at the end of each step)
+step unit    python -m pytest tests -m "not browser" -n 2 --dist loadfile -p no:cacheprovider -q \
+               -rfEs --durations=10
 step nbval   scripts/nbval.sh
 step build   scripts/build.sh --all
-step site    python -m pytest tests -m browser -p no:cacheprovider -q -rfEs
+step site    python -m pytest tests -m browser -p no:cacheprovider -q -rfEs --durations=10
 
 echo
 echo "================ [test] summary ================"
