@@ -17,7 +17,7 @@ from pathlib import Path
 import attnlib.experiments.store as store
 from attnlib._runtime import resolve_device, resolve_dtype
 
-from . import ledger
+from .ledger import record_target
 from .registry import Experiment, format_value, get
 from .settings import SettingError
 
@@ -98,7 +98,7 @@ class Result:
                 if tg.key != key:
                     continue
                 ok = tg.ok(value)
-                ledger.record_target(self.name, key, value, ok)
+                record_target(self.name, key, value, ok)
                 if verbose or not ok:
                     print(f"{'✓' if ok else '✗'} {key} = {format_value(value)}  target "
                           f"{tg.bound()}  paper {tg.paper}  [{tg.evidence}; {tg.source}, "
