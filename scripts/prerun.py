@@ -46,9 +46,25 @@ def toc_notebooks() -> list[Path]:
     return [ROOT / f"{f}.ipynb" for f in files if (ROOT / f"{f}.ipynb").is_file()]
 
 
+def _as_the_build_reads(path: str):
+    """The notebook as the build reads it: book/_ext/book_site.py folds the answer cells at
+    read time, and the execution cache hashes cell metadata, so the cached execution must be
+    of the folded notebook, or the build does not find it and executes the notebook again."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("book_site",
+                                                  ROOT / "book" / "_ext" / "book_site.py")
+    site = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(site)
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    site.fold_solution_cells(raw)
+    return nbformat.reads(json.dumps(raw), as_version=4)
+
+
 def execute(path: str, timeout: int, allow_errors: bool):
     """Execute one notebook in its folder; return (path, notebook or None, seconds, error)."""
-    nb = nbformat.read(path, as_version=4)
+    nb = _as_the_build_reads(path)
     result = single_nb_execution(nb, cwd=str(Path(path).parent), timeout=timeout,
                                  allow_errors=allow_errors, meta_override=True)
     if result.err is not None:
@@ -63,7 +79,15 @@ def main() -> int:
         return 0
     cache = get_cache(str(ROOT / config["cache"]))
     records = {str(nb): cache.add_nb_to_project(str(nb)) for nb in toc_notebooks()}
-    todo = [r.uri for r in cache.list_unexecuted(filter_uris=[r.uri for r in records.values()])]
+
+    def cached(uri: str) -> bool:  # the notebook as the build reads it has an execution
+        try:
+            cache.match_cache_notebook(_as_the_build_reads(uri))
+            return True
+        except KeyError:
+            return False
+
+    todo = [r.uri for r in records.values() if not cached(r.uri)]
     workers = min(len(todo), os.cpu_count() or 1)
     if workers < 2:
         print(f"[prerun] {len(todo)} notebook(s) to execute: left to the build")

@@ -49,11 +49,11 @@ _FA_SCRIPT = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome
                         r"</script>")
 
 
-def _fold_solution_code(app, docname, source):
-    """source-read: a code cell tagged ``solution`` is folded (``hide-input``)."""
-    if not str(app.env.doc2path(docname)).endswith(".ipynb"):
-        return
-    nb = json.loads(source[0])
+def fold_solution_cells(nb: dict) -> bool:
+    """Fold every code cell tagged ``solution`` of the notebook JSON ``nb`` (``hide-input``,
+    with the prompts "Show / Hide the answer code"), in place; whether anything changed.
+    scripts/prerun.py applies it too, so that its cached executions match the notebook the
+    build reads (the execution cache hashes the cells' metadata)."""
     changed = False
     for cell in nb.get("cells", []):
         meta = cell.setdefault("metadata", {})
@@ -64,7 +64,15 @@ def _fold_solution_code(app, docname, source):
             mystnb.setdefault("code_prompt_show", "Show the answer code")
             mystnb.setdefault("code_prompt_hide", "Hide the answer code")
             changed = True
-    if changed:
+    return changed
+
+
+def _fold_solution_code(app, docname, source):
+    """source-read: a code cell tagged ``solution`` is folded (``hide-input``)."""
+    if not str(app.env.doc2path(docname)).endswith(".ipynb"):
+        return
+    nb = json.loads(source[0])
+    if fold_solution_cells(nb):
         source[0] = json.dumps(nb)
 
 
