@@ -363,12 +363,15 @@ def collect(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
 
 def _screenshots(browser, page: str, size: str) -> None:  # noqa: F811
     """A chapter as a reader sees it, the top of the page and a section in the middle, saved
-    to ``_build/screenshots/reader/`` to be looked at; each must have content (not one flat
-    colour: a blank page or one that failed to load)."""
+    to ``_build/screenshots/reader/`` to be looked at. The page must be one of the book's (not a
+    server's error page) and each image must have content (not one flat colour)."""
     from PIL import Image
 
     folder = SCREENSHOTS / "reader"
     folder.mkdir(parents=True, exist_ok=True)
+    # a page of the book (a server's error page has no article and no book title)
+    assert browser.execute_script("return !!document.querySelector('article, .bd-article')"), \
+        f"{page} at {size}: not a page of the book (it did not load)"
     height = browser.execute_script("return window.innerHeight")
     total = browser.execute_script("return document.documentElement.scrollHeight")
     name = page.split("/")[-1].removesuffix(".html")
