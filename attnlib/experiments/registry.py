@@ -23,7 +23,7 @@ __all__ = ["SOURCES", "EVIDENCE", "PAPERS", "Target", "Experiment", "experiment"
            "not_run_targets"]
 
 SOURCES = ("paper", "official code", "re-simulation", "suggested")
-EVIDENCE = ("live", "by construction")
+EVIDENCE = ("live", "by construction", "regression guard")
 
 PAPERS = {
     "2306.13596": "Max-Margin Token Selection in Attention Mechanism",
@@ -70,6 +70,13 @@ class Target:
         ``"live"`` (default): the value is computed by the experiment and could miss the bound
         if the claim were false. ``"by construction"``: an identity that holds whatever the
         algorithm does (shown as such; the report does not count it as a reproduction).
+        ``"regression guard"``: a bound set from the book's own observed value (not from a
+        paper or an official number); it guards the code against a change, and the report
+        does not count it as a reproduction.
+    revisions : tuple of str
+        Every change of ``lo``/``hi`` after results were seen, one line each in the form
+        ``"old bound -> new bound: why"``. The report shows them beside the target; a bound
+        changes only with its reason recorded here.
     """
 
     key: str
@@ -81,6 +88,7 @@ class Target:
     source: str = "paper"
     note: str = ""
     evidence: str = "live"
+    revisions: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.source not in SOURCES:
@@ -89,6 +97,10 @@ class Target:
             raise ValueError(f"evidence must be one of {EVIDENCE}, got {self.evidence!r}")
         if self.lo > self.hi:
             raise ValueError(f"target {self.key!r}: lo={self.lo} > hi={self.hi}")
+        if isinstance(self.revisions, str) or not all(
+                isinstance(r, str) and "->" in r and ":" in r for r in self.revisions):
+            raise ValueError(f"target {self.key!r}: revisions must be a tuple of lines "
+                             f"'old bound -> new bound: why', got {self.revisions!r}")
 
     def bound(self) -> str:
         """The accepted interval in words: ``">= 0.99"``, ``"<= 1e-06"``, ``"in [a, b]"``."""
