@@ -61,3 +61,10 @@ def test_figure_and_roundtrip(dummy, tmp_path):  # noqa: F811
     assert back.numbers == res.numbers and back.params == {**res.params, "sizes": [1, 2]}
     np.testing.assert_array_equal(back.arrays["t"], res.arrays["t"])
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dummy.json", "dummy.npz"]
+
+
+@pytest.mark.parametrize("cache", ["no", 0, None])
+def test_cache_must_be_a_bool(dummy, cache):  # noqa: F811
+    with pytest.raises(ValueError, match="cache: expected one of"):
+        experiments.run(dummy, cache=cache)
+    assert CALLS == []

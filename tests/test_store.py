@@ -33,7 +33,10 @@ def test_the_key_follows_the_values_not_their_printed_form():
 def test_the_key_covers_device_dtype_versions_and_source(monkeypatch):
     k = key({"x": 1})
     assert key({"x": 1}, device="cuda:0") != k and key({"x": 1}, dtype="torch.float32") != k
-    for pkg in ("torch", "numpy", "cvxpy"):
+    # the solvers, and the packages that ship the data sets (digits, the sentiment lexicon)
+    for pkg in ("torch", "numpy", "cvxpy", "scipy", "clarabel", "scikit-learn",
+                "vaderSentiment"):
+        assert pkg in store.versions(), pkg
         v = dict(store.versions())
         v[pkg] = "0.0.0"
         monkeypatch.setattr(store, "versions", lambda v=v: v)
@@ -99,8 +102,45 @@ def _other_key(js, npz):
     js.write_text(json.dumps(meta))
 
 
+def _edited_number(js, npz):  # a plausible number, still valid JSON
+    meta = json.loads(js.read_text())
+    meta["numbers"]["mean"] = 10.25
+    js.write_text(json.dumps(meta))
+
+
+def _edited_setting(js, npz):
+    meta = json.loads(js.read_text())
+    meta["params"]["steps"] = 11
+    js.write_text(json.dumps(meta))
+
+
+def _no_npz_hash(js, npz):  # an unchecked archive must not pass as a checked one
+    meta = json.loads(js.read_text())
+    del meta["npz_sha256"]
+    js.write_text(json.dumps(meta))
+    np.savez_compressed(npz, x=np.ones(3), t=np.arange(3))
+
+
+def _no_digest(js, npz):
+    meta = json.loads(js.read_text())
+    del meta["digest"]
+    js.write_text(json.dumps(meta))
+
+
+def _nested_too_deep(js, npz):
+    js.write_text("[" * 100_000 + "]" * 100_000)
+
+
+def _npz_is_a_folder(js, npz):
+    npz.unlink()
+    npz.mkdir()
+    (npz / "x").write_text("")
+
+
 @pytest.mark.parametrize("corrupt", [_bad_json, _no_npz, _corrupt_npz, _other_npz, _other_name,
-                                     _text_numbers, _other_key])
+                                     _text_numbers, _other_key, _edited_number,
+                                     _edited_setting, _no_npz_hash, _no_digest,
+                                     _nested_too_deep])
 def test_a_bad_entry_is_a_miss_that_heals(dummy, corrupt):  # noqa: F811
     first = experiments.run(dummy)
     corrupt(*_entry())
@@ -111,6 +151,59 @@ def test_a_bad_entry_is_a_miss_that_heals(dummy, corrupt):  # noqa: F811
     healed = experiments.run(dummy)  # the entry was overwritten: a clean hit now
     assert healed.cached and len(CALLS) == 2 and healed.numbers == first.numbers
     assert sorted(p.name for p in _entry()[0].parent.iterdir()) == ["dummy.json", "dummy.npz"]
+
+
+@pytest.mark.parametrize("edit_key", [False, True])
+def test_another_entrys_files_moved_in_are_a_miss(dummy, edit_key):  # noqa: F811
+    experiments.run(dummy)
+    experiments.run(dummy, steps=20)
+    a, b = sorted(p for p in experiments.cache_dir().iterdir() if p.is_dir())
+    meta_a = json.loads((a / "dummy.json").read_text())
+    meta = json.loads((b / "dummy.json").read_text())
+    for f in ("dummy.json", "dummy.npz"):  # b's files replace a's
+        (a / f).write_bytes((b / f).read_bytes())
+    if edit_key:  # and the key inside is set to a's
+        meta["key"] = meta_a["key"]
+        (a / "dummy.json").write_text(json.dumps(meta))
+    with pytest.warns(store.CacheWarning, match="unreadable"):
+        res = experiments.run(dummy, steps=meta_a["params"]["steps"])
+    assert not res.cached and len(CALLS) == 3
+    assert res.numbers["mean"] == meta_a["params"]["steps"] != meta["params"]["steps"]
+
+
+def test_a_cache_that_cannot_be_written_keeps_the_result(dummy, monkeypatch, tmp_path):  # noqa: F811
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("ATTNLIB_CACHE", str(blocker))
+    with pytest.warns(store.CacheWarning) as caught:
+        res = experiments.run(dummy)
+    assert res.numbers == {"mean": 10.0, "seed": 0} and not res.cached
+    assert any("could not be cached" in str(w.message) for w in caught)
+    assert blocker.read_text() == "not a folder"
+
+
+def test_an_npz_path_that_is_a_folder_is_a_miss_and_the_result_is_kept(dummy):  # noqa: F811
+    first = experiments.run(dummy)
+    _npz_is_a_folder(*_entry())
+    with pytest.warns(store.CacheWarning) as caught:
+        again = experiments.run(dummy)
+    assert not again.cached and again.numbers == first.numbers and len(CALLS) == 2
+    messages = " ".join(str(w.message) for w in caught)
+    assert "unreadable" in messages and "could not be cached" in messages
+
+
+def test_an_unannotated_array_setting_is_keyed_by_its_bytes(fakes):  # noqa: F811
+    def fake_weights(w=None, steps: int = 1):
+        CALLS.append(dict(w=w))
+        return {"total": float(np.sum(w))}, {}
+
+    name = fakes("weights", fake_weights)
+    a = np.zeros(5000)
+    b = a.copy()
+    b[2500] = 1e-3  # prints as a does
+    assert experiments.run(name, w=a).numbers["total"] == 0.0
+    assert experiments.run(name, w=a.copy()).cached
+    assert experiments.run(name, w=b).numbers["total"] == 1e-3 and len(CALLS) == 2
 
 
 def test_load_of_a_bad_file_names_it(tmp_path):

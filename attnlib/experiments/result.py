@@ -16,6 +16,7 @@ from pathlib import Path
 
 import attnlib.experiments.store as store
 from attnlib._runtime import resolve_device, resolve_dtype
+from attnlib._validate import choice
 
 from .ledger import record_target
 from .registry import Experiment, format_value, get
@@ -169,18 +170,23 @@ def run(name: str, *, cache: bool = True, **settings) -> Result:
 
     The settings are converted to their declared types and checked first (numpy and torch
     scalars are accepted). The result is cached on disk under ``store.cache_dir``, keyed by
-    the name, the exact settings, attnlib's source, the versions of torch, numpy and cvxpy, and
-    the device and dtype; settings that do not change the result (``progress``) are not part
-    of the key. An unreadable cache entry is recomputed (with a :class:`store.CacheWarning`).
-    ``cache=False`` recomputes and does not write.
+    the name, the exact settings, attnlib's source, the versions of Python and of the packages
+    a result depends on (:func:`store.versions`), and the device and dtype; settings that do not
+    change the result (``progress``) are not part of the key. Every read is verified (one
+    digest over settings, numbers and arrays): an unreadable, edited or misplaced entry is a
+    miss, recomputed with a :class:`store.CacheWarning`; a result that cannot be written to the
+    cache is returned all the same (with a warning). ``cache=False`` recomputes and does not
+    write.
 
     Raises
     ------
     ValueError
-        An unknown experiment, an unknown setting, or a value of the wrong type or out of
-        bounds (:class:`attnlib.experiments.settings.SettingError`), before any computation.
+        ``cache`` that is not a bool; an unknown experiment, an unknown setting, or a value of
+        the wrong type or out of bounds (:class:`attnlib.experiments.settings.SettingError`),
+        before any computation.
     """
     exp = get(name)
+    cache = choice("cache", cache, (True, False))
     params = exp.check_settings(settings)
     device, dtype = _device_dtype(name, params)
     key = store.cache_key(name, {k: v for k, v in params.items() if k not in NOT_IN_KEY},
@@ -203,6 +209,10 @@ def run(name: str, *, cache: bool = True, **settings) -> Result:
                  arrays={k: store.to_numpy(v) for k, v in dict(arrays).items()},
                  seconds=time.perf_counter() - t0)
     if cache:
-        store.write_entry(folder, name, dict(res._meta(), key=key, device=device, dtype=dtype),
-                          res.arrays)
+        try:
+            store.write_entry(folder, name, dict(res._meta(), key=key, device=device,
+                                                 dtype=dtype), res.arrays)
+        except OSError as err:  # the result is kept; only its cache entry is lost
+            warnings.warn(f"the result of {name!r} could not be cached: {err}",
+                          store.CacheWarning, stacklevel=2)
     return res

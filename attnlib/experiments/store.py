@@ -3,15 +3,18 @@
 A stored result is two files in one folder: ``NAME.npz`` (arrays) and ``NAME.json`` (settings,
 numbers, run time, and the SHA-256 of the ``.npz``). Both are written to a temporary file in
 the same folder and renamed into place (arrays first, the JSON last: its presence marks an
-entry), and the temporary file is removed if anything fails. A read checks the JSON, the name,
-the cache key and the arrays' hash; an entry that does not pass is a cache miss, never a
-crash or a wrong answer.
+entry), and the temporary file is removed if anything fails. The JSON carries one digest
+(SHA-256) over everything else it holds: settings, numbers, the cache key and the arrays' own
+SHA-256. A read recomputes both and checks the name and the cache key; an entry that does not
+pass (an edited number, a removed field, another entry's files, a file where a folder should
+be, JSON nested too deep to read) is a cache miss, never a crash or a wrong answer.
 
 The cache lives under :func:`cache_dir`, one folder per key. The key (:func:`cache_key`)
 covers the experiment's name, its exact settings (tuples and arrays by value), attnlib's
 source (:func:`source_hash`: every file of the package, package data included), the versions
-of Python, torch, numpy and cvxpy, and the device and dtype. See the chapter "Reproduction
-report".
+of Python and of every package a result depends on (:func:`versions`: torch, numpy, cvxpy,
+scipy, clarabel, scikit-learn, which ships the digits, and vaderSentiment, which ships the
+sentiment lexicon), and the device and dtype. See the chapter "Reproduction report".
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = ["CacheWarning", "cache_dir", "source_hash", "versions", "cache_key", 
            "read_entry", "cache_info", "cache_clear", "jsonable", "to_numpy"]
 
 _KEY = re.compile(r"^[0-9a-f]{20}$")
+_PACKAGES = ("torch", "numpy", "cvxpy", "scipy", "clarabel", "scikit-learn", "vaderSentiment")
 
 
 class CacheWarning(UserWarning):
@@ -63,9 +67,13 @@ def source_hash(root=None) -> str:
 
 @functools.lru_cache(maxsize=1)
 def versions() -> dict:
-    """Versions of Python and of the packages a result depends on (``None``: not installed)."""
+    """Versions of Python and of the packages a result depends on (``None``: not installed).
+
+    The solvers (cvxpy, clarabel, scipy's ``nnls``), the tensor libraries, and the packages that
+    ship the real data sets: scikit-learn (the 8x8 digits) and vaderSentiment (the lexicon).
+    """
     out = {"python": platform.python_version()}
-    for pkg in ("torch", "numpy", "cvxpy"):
+    for pkg in _PACKAGES:
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -74,7 +82,11 @@ def versions() -> dict:
 
 
 def _canonical(v):
-    """A JSON-able form of a setting that identifies it by value (arrays by their bytes)."""
+    """A JSON-able form of a setting that identifies it by value (arrays by their bytes).
+
+    Typed settings arrive as numbers, strings and tuples; an unannotated setting is passed
+    through as given, so an array or tensor reaches this function and is keyed by its bytes.
+    """
     if v is None or isinstance(v, (bool, str)):
         return v
     if isinstance(v, int):
@@ -137,8 +149,14 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _digest(meta: dict) -> str:
+    """SHA-256 over every field of ``meta`` but ``digest``, as JSON with sorted keys."""
+    body = {k: v for k, v in meta.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
 def write_entry(folder, name: str, meta: dict, arrays: dict) -> Path:
-    """Write ``NAME.npz`` then ``NAME.json`` (``meta`` plus the arrays' names and hash)."""
+    """Write ``NAME.npz`` then ``NAME.json`` (``meta``, the arrays' names and hash, the digest)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     arrays = {k: to_numpy(v) for k, v in arrays.items()}
@@ -147,7 +165,9 @@ def write_entry(folder, name: str, meta: dict, arrays: dict) -> Path:
     _atomic_write(npz, lambda f: np.savez_compressed(f, **arrays))
     meta = dict(meta, name=name, arrays=sorted(arrays), npz_sha256=_sha256(npz),
                 date=time.strftime("%Y-%m-%d", time.gmtime()))
-    text = json.dumps(meta, indent=2, default=float)
+    meta = json.loads(json.dumps(meta, default=float))  # the digest of what is read back
+    meta["digest"] = _digest(meta)
+    text = json.dumps(meta, indent=2)
     _atomic_write(js, lambda f: f.write(text.encode()))
     return js
 
@@ -160,35 +180,52 @@ def read_entry(folder, name: str, key: str | None = None) -> tuple[dict, dict]:
     FileNotFoundError
         There is no ``NAME.json`` (no entry).
     ValueError
-        The entry is unreadable or inconsistent: bad JSON, another name or key, numbers that are
-        not numbers, arrays missing or not those the JSON lists, or a hash that does not match.
+        The entry is unreadable or inconsistent: bad JSON (or nested too deep), a digest that is
+        missing or does not match the rest of the JSON, another name or key, numbers that are
+        not numbers, arrays missing or not those the JSON lists, or an arrays' hash that does
+        not match. Any other failure to read (a file where the folder should be, a folder
+        where a file should be) is an ``OSError``.
     """
     folder = Path(folder)
-    js, npz = folder / f"{name}.json", folder / f"{name}.npz"
+    js = folder / f"{name}.json"
     text = js.read_text()  # FileNotFoundError: no entry
     try:
         meta = json.loads(text)
     except ValueError as err:
         raise ValueError(f"{js}: not valid JSON ({err})") from None
+    except RecursionError:  # JSON nested deeper than Python reads
+        raise ValueError(f"{js}: not valid JSON (nested too deep to read)") from None
+    try:
+        return _checked(folder, name, key, meta)
+    except RecursionError:
+        raise ValueError(f"{js}: nested too deep to check") from None
+
+
+def _checked(folder: Path, name: str, key, meta) -> tuple[dict, dict]:
+    js, npz = folder / f"{name}.json", folder / f"{name}.npz"
     if not isinstance(meta, dict) or meta.get("name") != name:
-        raise ValueError(f"{js}: holds {meta.get('name') if isinstance(meta, dict) else meta!r}, "
-                         f"not {name!r}")
+        got = meta.get("name") if isinstance(meta, dict) else type(meta).__name__
+        raise ValueError(f"{js}: holds {got!r}, not {name!r}")
+    if meta.get("digest") != _digest(meta):
+        raise ValueError(f"{js}: its digest does not match its content (edited or corrupt)")
     if key is not None and meta.get("key") != key:
         raise ValueError(f"{js}: cache key {meta.get('key')!r} is not {key!r}")
     numbers = meta.get("numbers")
     if not isinstance(numbers, dict) or not all(
             isinstance(v, (int, float)) for v in numbers.values()):
         raise ValueError(f"{js}: numbers are missing or not numbers")
+    if not isinstance(meta.get("arrays"), list) or not isinstance(meta.get("npz_sha256"), str):
+        raise ValueError(f"{js}: the arrays' names or hash are missing")
     if not npz.is_file():
-        raise ValueError(f"{npz}: missing")
-    if "npz_sha256" in meta and _sha256(npz) != meta["npz_sha256"]:
+        raise ValueError(f"{npz}: missing or not a file")
+    if _sha256(npz) != meta["npz_sha256"]:
         raise ValueError(f"{npz}: its hash does not match {js.name} (changed or corrupt)")
     try:
         with np.load(npz, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except Exception as err:  # noqa: BLE001 - any unreadable archive is a bad entry
         raise ValueError(f"{npz}: unreadable ({type(err).__name__}: {err})") from None
-    if "arrays" in meta and sorted(arrays) != sorted(meta["arrays"]):
+    if sorted(arrays) != sorted(meta["arrays"]):
         raise ValueError(f"{npz}: holds {sorted(arrays)}, {js.name} lists {meta['arrays']}")
     return meta, arrays
 
