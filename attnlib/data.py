@@ -10,16 +10,13 @@ Every constructor draws its random numbers on a CPU :class:`torch.Generator` (in
 way the official notebooks do) and only then casts and moves them, so a seed gives the same data
 on every device.
 
-The papers' hand-made examples live in :mod:`attnlib.examples`; ``attnlib.data.<example>``
-(e.g. ``attnlib.data.three_token_example``) still works as a deprecated compatibility alias
-(resolved lazily, so this module never imports :mod:`attnlib.examples`). The device and dtype
-policy lives in ``attnlib._runtime``; ``default_device``, ``resolve_device``,
+The papers' hand-made examples live in :mod:`attnlib.examples` (which builds on this module).
+The device and dtype policy lives in ``attnlib._runtime``; ``default_device``, ``resolve_device``,
 ``resolve_dtype`` and ``as_tensor`` stay importable from here.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
 import torch
@@ -36,23 +33,6 @@ __all__ = [
     "random_data",
     "official_draw",
 ]
-
-# Deprecated aliases: the hand-made examples moved to attnlib.examples (chapter code and
-# experiments should import them from there or from the top-level attnlib).
-_MOVED_TO_EXAMPLES = frozenset({
-    "Example", "EPS", "MD_BUDGETS", "three_token_example", "multi_input_example",
-    "joint_example", "loss_example", "visualization_example", "mirror_joint_example",
-    "mirror_random_data", "lambda_head_example", "relu_head_example"})
-
-
-def __getattr__(name):
-    if name in _MOVED_TO_EXAMPLES:
-        return getattr(importlib.import_module("attnlib.examples"), name)
-    raise AttributeError(f"module 'attnlib.data' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | _MOVED_TO_EXAMPLES)
 
 
 # ----------------------------------------------------------------------------- the data class

@@ -9,6 +9,7 @@ import torch
 
 from attnlib import check, svm, tokens
 from attnlib import data as D
+from attnlib import examples as al_examples
 from attnlib.check import feedback
 
 # One sample, three tokens in the plane, query z = e1: the Att-SVM for alpha = 0 is
@@ -151,7 +152,7 @@ def test_selection(rand):
 @pytest.mark.parametrize("scores", ["global", "local"])
 def test_locally_optimal_three_token_example(scores):
     # the first paper's 3-token prompt example: scores (1, .9, .9) -> {0}; (1, .9, 0) -> {0, 1}
-    ex = D.three_token_example(scores)
+    ex = al_examples.three_token_example(scores)
     W = ex.init["W"]
     right = set(ex.known["locally_optimal"])
     assert check.check_locally_optimal(right, ex.data, param="p", W=W)
@@ -167,7 +168,7 @@ def test_locally_optimal_three_token_example(scores):
 
 
 def test_prompt_direction_three_token_example():
-    ex = D.three_token_example("global")
+    ex = al_examples.three_token_example("global")
     W = ex.init["W"]
     p_mm = ex.known["p_mm"][0]  # (-0.1, 1, 0) / 1.01
     assert check.check_prompt_direction(p_mm, ex.data, W=W, exact=True)
@@ -454,7 +455,7 @@ def test_svm_answer_messages(toy):
 
 
 def test_prompt_answer_messages():
-    ex = D.three_token_example("global")
+    ex = al_examples.three_token_example("global")
     W, p_mm = ex.init["W"], ex.known["p_mm"]
     _says(check.check_prompt_direction(p_mm[1], ex.data, W=W), False,
           "(p-SVM direction): your p violates 2 of 2 margin constraints (x_iα_i − x_it)ᵀ W p "
@@ -573,7 +574,7 @@ def test_locally_optimal_messages(toy):
           "{(0, 0), (1, 0)} for two.")
     _says(check.check_locally_optimal({(0, 1)}, toy), False,
           t + "each selection must name 1 token(s), one per sample.")
-    ex = D.three_token_example("global")
+    ex = al_examples.three_token_example("global")
     _says(check.check_locally_optimal(True, ex.data, alpha=[1], param="p", W=ex.init["W"]),
           False, t + "selection [1] is not locally optimal; you said it is. At sample 0, the "
           "support token 2 scores 0.9 ≥ 0.9, the score of the selected token 1.")

@@ -38,13 +38,10 @@ def test_official_constants():
     assert al.EPS is E.EPS and al.MD_BUDGETS is E.MD_BUDGETS
 
 
-def test_compatibility_aliases():
+def test_examples_are_top_level_names_with_one_home():
     for name in E.__all__:
-        assert getattr(al.data, name) is getattr(E, name)
         assert getattr(al, name) is getattr(E, name)
-    from attnlib.data import three_token_example  # noqa: F401  (the book's old spelling)
-    with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
-        al.data.nonsense  # noqa: B018
+        assert not hasattr(al.data, name), name  # data sits below examples
 
 
 # ----------------------------------------------------------------------------- max-margin paper

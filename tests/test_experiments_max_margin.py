@@ -7,14 +7,13 @@ The full-scale values are checked by the chapters through ``result.require``.
 """
 
 import math
-import warnings
 
 import numpy as np
 import pytest
 import torch
 
 import attnlib.experiments as E
-from attnlib.data import three_token_example
+from attnlib.examples import three_token_example
 from attnlib.experiments import max_margin as mm
 from attnlib.experiments import max_margin_checks as mmc
 from attnlib.optimality import is_locally_optimal
@@ -233,18 +232,6 @@ def test_bad_settings():
         E.run("mm_token_plane", cache=False, example="e9")
     with pytest.raises(ValueError, match="position"):
         E.run("mm_selection", cache=False, position="(9, 9)")
-
-
-def test_moved_explorers_are_deprecated_aliases():
-    from attnlib.explorers import max_margin as X
-
-    with pytest.warns(DeprecationWarning, match="explorers.max_margin"):
-        assert mm.softmax_explorer is X.softmax_explorer
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert mm.joint_explorer is X.joint_explorer
-    with pytest.raises(AttributeError):
-        mm.no_such_name  # noqa: B018
 
 
 def test_e1_global_final_norm_recomputed(results):

@@ -56,10 +56,8 @@ def test_registered_in_book_order_with_typed_settings():
 
 
 def test_moved_names_stay_reachable():
-    from attnlib.explorers import tf_svm as X
     from attnlib.figures import tf_svm as F
 
-    assert tf_svm.causal_explorer is X.causal_explorer  # deprecated lazy alias
     assert tf_svm.plot_rank is F.plot_rank and E.get("tf_svm_rank").plot is F.plot_rank
     for name in ("tf_feasibility", "tf_global_fraction", "tf_multi_token", "tf_lambda_head",
                  "tf_causal", "RANK_CELLS", "FEAS_AT", "FEAS_BELOW"):

@@ -6,6 +6,7 @@ value."""
 import torch
 
 import attnlib.data as D
+import attnlib.examples as EX
 from attnlib import check
 from attnlib.check.numeric import diagnose
 
@@ -59,7 +60,7 @@ def test_selection_and_local_optimality_do_not_reveal_the_answer():
     assert "another token of that sample" in fb.message
     if bool((opt + 1 < data.T).all()):
         assert "1-based" in check.check_selection(opt + 1, data).message
-    ex = D.three_token_example("local")
+    ex = EX.three_token_example("local")
     fb = check.check_locally_optimal(set(), ex.data, param="p", W=ex.init["W"])
     assert not fb and "you missed 2 locally optimal selections" in fb.message
     assert "{" not in fb.message and fb.details["missing"] == 2

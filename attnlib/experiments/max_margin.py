@@ -13,18 +13,13 @@ Each function takes the paper's settings as typed keyword defaults, trains all i
 initialisations as the trials of one batched :func:`attnlib.train.train` call and returns
 ``(numbers, arrays)``; its targets (official notebooks ``ucr-optml/max_margin_attention`` or
 a re-simulation) sit beside it, and chapters check them with ``result.require("key")``.
-Indices are 0-based: the paper's :math:`x_1` is 0.
-
-Deprecated aliases: ``softmax_explorer``/``joint_explorer`` moved to
-:mod:`attnlib.explorers.max_margin` (``al.widgets.*``); the old names resolve lazily with a
-``DeprecationWarning`` (a module ``__getattr__``: the explorers sit above the experiments).
+Indices are 0-based: the paper's :math:`x_1` is 0. The explorers that read these results are
+in :mod:`attnlib.explorers.max_margin` (``al.widgets.*``), above this module.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-import warnings
 
 import numpy as np
 import torch
@@ -48,17 +43,6 @@ __all__ = ["PAPER", "ray_losses", "plot_e1", "plot_e2", "plot_e3", "plot_e4", "p
 
 PAPER = "2306.13596"
 _INITS = (1.0, 0.5, 0.0, -0.5, -1.0, -1.5)  # the official p(0) offsets c of E1 and E2
-
-_MOVED = ("softmax_explorer", "joint_explorer")  # now in attnlib.explorers.max_margin
-
-
-def __getattr__(name):
-    """Deprecated aliases of the explorers that moved to :mod:`attnlib.explorers.max_margin`."""
-    if name in _MOVED:
-        warnings.warn(f"attnlib.experiments.max_margin.{name} moved to attnlib.explorers."
-                      f"max_margin.{name} (al.widgets.{name})", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module("attnlib.explorers.max_margin"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _inits(trials: int) -> list[float]:

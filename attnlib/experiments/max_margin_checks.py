@@ -51,7 +51,7 @@ def ray_losses(example, directions, radii, loss: str = "logistic"):
 
     Parameters
     ----------
-    example : attnlib.data.Example
+    example : attnlib.examples.Example
         A prompt-model example (``init["W"]`` is its fixed W).
     directions : tensor (k, d)
         Directions ``u`` (normalised here).

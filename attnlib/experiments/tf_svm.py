@@ -29,7 +29,6 @@ setting, the runs as the trials dimension); the SVMs are solved by :mod:`attnlib
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np
@@ -359,14 +358,3 @@ from .tf_svm_overparam import (  # noqa: E402,F401
 from .tf_svm_heads import tf_lambda_head, tf_multi_token  # noqa: E402,F401
 from .tf_svm_causal import tf_causal  # noqa: E402,F401
 # isort: on
-
-_MOVED = {"causal_explorer": "attnlib.explorers.tf_svm"}  # deprecated aliases, read lazily
-
-
-def __getattr__(name):
-    """Deprecated aliases: ``causal_explorer`` moved to :mod:`attnlib.explorers.tf_svm` (use
-    ``attnlib.widgets.causal_explorer``). Imported on first use, so this computation module
-    never imports the presentation layer above it."""
-    if name in _MOVED:
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
