@@ -109,3 +109,66 @@ def test_evidence_and_not_run_declarations_are_validated():
         assert "t_nr" not in [e.key for e in registry.not_run_targets("2306.13596")]
     finally:
         registry._NOT_RUN.pop("t_nr", None)
+
+
+def test_parse_bound_reads_what_bound_writes():
+    from attnlib.experiments.registry import parse_bound
+
+    for lo, hi in [(0.99, math.inf), (-math.inf, 1e-6), (2, 2), (0, 1), (-0.09911, -0.09891),
+                   (-math.inf, math.inf), (1e-12, 3.5e7)]:
+        assert parse_bound(Target("k", "w", "1", lo=lo, hi=hi).bound()) == (lo, hi)
+    assert parse_bound("≥ 0.9") == (0.9, math.inf) and parse_bound("≤ 2") == (-math.inf, 2)
+    with pytest.raises(ValueError, match="expected '>= x'"):
+        parse_bound("about 0.9")
+
+
+def test_a_bound_agrees_with_its_recorded_revisions():
+    ok = Target("k", "w", "1", lo=0.9, revisions=(">= 0.99 -> >= 0.95: first",
+                                                  ">= 0.95 -> >= 0.9: second"))
+    assert ok.revision_problems() == [] and Target("k", "w", "1").revision_problems() == []
+    assert [h[1] for h in ok.history()] == [(0.95, math.inf), (0.9, math.inf)]
+    # the declared bound differs from where its history ends
+    assert "last revision sets >= 0.9" in " ".join(
+        Target("k", "w", "1", lo=0.8, revisions=(">= 0.99 -> >= 0.9: why",)).revision_problems())
+    # a broken chain, a revision that changes nothing, one with no reason, unreadable bounds
+    assert "starts from >= 0.97" in " ".join(Target(
+        "k", "w", "1", lo=0.9, revisions=(">= 0.99 -> >= 0.95: a", ">= 0.97 -> >= 0.9: b")
+    ).revision_problems())
+    assert "does not change" in " ".join(
+        Target("k", "w", "1", lo=0.9, revisions=(">= 0.9 -> >= 0.9: same",)).revision_problems())
+    assert "no reason" in " ".join(
+        Target("k", "w", "1", lo=0.9, revisions=(">= 0.99 -> >= 0.9: ",)).revision_problems())
+    assert "expected" in " ".join(
+        Target("k", "w", "1", lo=0.9, revisions=("high -> >= 0.9: why",)).revision_problems())
+    with pytest.raises(ValueError, match="revisions must be a tuple"):
+        Target("k", "w", "1", revisions=">= 0.99 -> >= 0.9: why")
+
+
+def test_a_bound_changed_without_a_recorded_revision_is_found(fakes):  # noqa: F811
+    from attnlib.experiments.registry import bound_snapshot, unrecorded_changes
+
+    before = Target("mean", "w", "10", lo=9.5, hi=10.5)
+    fakes("bounded", fake_dummy, targets=[before])
+    snap = {k: v for k, v in bound_snapshot().items() if k.startswith("bounded.")}
+    assert snap == {"bounded.mean": "in [9.5, 10.5]"} and unrecorded_changes(snap) == []
+    experiments.unregister("bounded")
+    fakes("bounded", fake_dummy, targets=[Target("mean", "w", "10", lo=9, hi=11)])
+    assert unrecorded_changes(snap) == [
+        "bounded.mean: bound in [9.5, 10.5] -> in [9, 11] with no revision recording the "
+        "change ('old bound -> new bound: why')"]
+    experiments.unregister("bounded")
+    fakes("bounded", fake_dummy, targets=[Target(
+        "mean", "w", "10", lo=9, hi=11, revisions=("in [9.5, 10.5] -> in [9, 11]: why",))])
+    assert unrecorded_changes(snap) == []
+
+
+def test_every_bound_is_the_recorded_one_or_has_its_revision():
+    """The bounds of tests/target_bounds.json were recorded before later results were seen;
+    a bound that differs from its record must say why in its ``revisions``."""
+    import json
+    from pathlib import Path
+
+    from attnlib.experiments.registry import unrecorded_changes
+
+    snap = json.loads((Path(__file__).parent / "target_bounds.json").read_text())
+    assert unrecorded_changes(snap) == []

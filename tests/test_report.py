@@ -27,11 +27,11 @@ def test_run_all_and_report(dummy, fakes):  # noqa: F811
     assert list(experiments.run_all(chapter="00_test", progress=False)) == ["dummy", "broken"]
     md = experiments.report_markdown(res)
     lines = md.splitlines()
-    assert lines[0] == ("| Paper | Experiments | Live targets met | By construction | Not run "
-                        "| Run time |")
+    assert lines[0] == ("| Paper | Experiments | Live targets met | Regression guards | By "
+                        "construction | Not run | Bounds revised | Run time |")
     assert "| 2 / 2 |" in md  # dummy: both targets met
     assert "Max-Margin Token Selection in Attention Mechanism (2306.13596) | 1 | 0 / 1 | " \
-        "0 / 0 | 0" in md
+        "0 / 0 | 0 / 0 | 0 | 0" in md
     assert md.index("(2306.13596) |") < md.index("| other (other) |")  # the papers' order
     row = next(x for x in lines if x.startswith("| `dummy`"))
     cells = [c.strip() for c in row.strip("|").split(" | ")]
@@ -69,7 +69,7 @@ def test_identity_rows_are_marked_and_not_counted_as_reproductions(fakes):  # no
     fakes("ident", fake_dummy, targets=[live, ident], paper="2308.16898 Fig. 2")
     res = experiments.run_all(["ident"], progress=False, cache=False)
     md = experiments.report_markdown(res)
-    assert "(2308.16898) | 1 | 1 / 1 | 1 / 1 | 0 |" in md
+    assert "(2308.16898) | 1 | 1 / 1 | 0 / 0 | 1 / 1 | 0 | 0 |" in md
     row = next(x for x in md.splitlines() if "its own value" in x)
     cells = [c.strip() for c in row.strip("|").split(" | ")]
     assert cells[5:7] == ["✓ (identity)", "by construction"]
@@ -92,7 +92,7 @@ def test_not_run_targets_get_a_row_with_their_reason(dummy):  # noqa: F811
                                  "needs the IMDb download"]
             k = len([e for e in registry.not_run_targets("2410.14581")
                      if sel is True or e.chapter == sel])  # other modules declare some too
-            assert f"(2410.14581) | 0 | 0 / 0 | 0 / 0 | {k} |" in md
+            assert f"(2410.14581) | 0 | 0 / 0 | 0 / 0 | 0 / 0 | {k} | 0 |" in md
         assert "IMDb" not in experiments.report_markdown(res, not_run="05_w_vs_kq")
         # rows of a paper with no run experiment still appear, under that paper
         assert "Optimizing Attention with Mirror Descent" in \
@@ -186,29 +186,31 @@ def test_report_html_rows_anchors_counts_and_filters(fakes):  # noqa: F811
         assert status["target-dash-one-mean-again"] == "identity"
         assert status["target-not-run-dash-not-run"] == "not-run"
         assert status[report_anchor("dash_broken", "no-target")] == "missed"
-        assert set(status.values()) <= {"met", "missed", "identity", "not-run"}
+        assert set(status.values()) <= {"met", "missed", "guard", "identity", "not-run"}
         # every row: its chapter as data attribute, a link back to the chapter page, 7 cells
         for r in p.rows:
             assert re.fullmatch(r"\d\d_\w+", r["data-chapter"])
             assert f"{r['data-chapter']}.html" in r["links"]
             assert r["cells"] == 7
-            assert r["data-evidence"] in ("live", "by construction", "not run")
+            assert r["data-evidence"] in ("live", "by construction", "regression guard",
+                                          "not run")
         # one card per paper; its counts add up to its rows, and the cards to the table
         assert [c["paper"] for c in p.cards] == ["2306.13596", "2308.16898", "2410.14581"]
         for c in p.cards:
-            assert c["met"] + c["missed"] + c["identity"] + c["not-run"] == c["rows"]
+            assert c["met"] + c["missed"] + c["guard"] + c["identity"] + c["not-run"] \
+                == c["rows"]
         assert sum(c["rows"] for c in p.cards) == len(p.rows)
         assert (p.cards[0]["met"], p.cards[0]["missed"], p.cards[0]["identity"]) == (1, 1, 1)
         assert (p.cards[2]["missed"], p.cards[2]["not-run"]) == (1, 1)
         # filters: a checkbox per status, a radio per chapter present in the rows (+ all),
         # and a CSS rule hiding the rows each one deselects (no script)
         boxes = {i["id"] for i in p.inputs if i["type"] == "checkbox"}
-        assert boxes == {f"attn-report-st-{s}" for s in ("met", "missed", "identity",
+        assert boxes == {f"attn-report-st-{s}" for s in ("met", "missed", "guard", "identity",
                                                            "not-run")}
         radios = {i["id"] for i in p.inputs if i["type"] == "radio"}
         chapters = {r["data-chapter"] for r in p.rows}
         assert radios == {"attn-report-ch-all"} | {f"attn-report-ch-{c}" for c in chapters}
-        for s in ("met", "missed", "identity", "not-run"):
+        for s in ("met", "missed", "guard", "identity", "not-run"):
             assert (f'#attn-report:has(#attn-report-st-{s}:not(:checked)) '
                     f'tr[data-status="{s}"]') in page
         for c in chapters:
@@ -227,3 +229,55 @@ def test_report_html_rows_anchors_counts_and_filters(fakes):  # noqa: F811
 
 def test_report_html_without_results():
     assert "No experiments" in report_html({})
+
+
+def _guarded(fakes, revisions=()):  # noqa: F811
+    """An experiment of 2410.14581 with a live paper target it misses, a live one it meets,
+    a regression guard it meets, and (optionally) a revised bound on the met one."""
+    miss = Target("mean", "accuracy gain over GD", "+1.5 to +2.3", lo=15, hi=23,
+                  tolerance="in [15, 23]")
+    met = Target("mean", "mean equals steps", "10", lo=9, hi=11, tolerance="±1",
+                 revisions=revisions)
+    guard = Target("seed", "seed is zero", "0", lo=0, hi=0, tolerance="exact",
+                   evidence="regression guard")
+    fakes("guarded", fake_dummy, targets=[miss, met, guard], paper="2410.14581 Table 1",
+          chapter="10_real_data")
+    return experiments.run_all(["guarded"], progress=False, cache=False)
+
+
+def test_a_regression_guard_is_not_counted_and_a_missed_paper_target_is(fakes):  # noqa: F811
+    res = _guarded(fakes)
+    md = experiments.report_markdown(res)
+    # live: 1 of 2 met (the missed paper target is counted, never re-bounded), 1 guard apart
+    assert "(2410.14581) | 1 | 1 / 2 | 1 / 1 | 0 / 0 | 0 | 0 |" in md
+    row = next(x for x in md.splitlines() if "seed is zero" in x)
+    assert [c.strip() for c in row.strip("|").split(" | ")][5:7] == ["✓ (guard)",
+                                                                     "regression guard"]
+    p = _Page(report_html(res))
+    status = {r["id"]: r["data-status"] for r in p.rows}
+    assert status[report_anchor("guarded", "seed")] == "guard"
+    assert sorted(status.values()) == ["guard", "met", "missed"]
+    card = p.cards[0]
+    assert (card["met"], card["missed"], card["guard"], card["identity"]) == (1, 1, 1, 0)
+
+
+def test_the_report_shows_revised_bounds(fakes):  # noqa: F811
+    why = ">= 9.5 -> in [9, 11]: the paper's ±1 (the first bound was the book's own value)"
+    res = _guarded(fakes, revisions=(why,))
+    md = experiments.report_markdown(res)
+    assert "(2410.14581) | 1 | 1 / 2 | 1 / 1 | 0 / 0 | 0 | 1 |" in md
+    row = next(x for x in md.splitlines() if "mean equals steps" in x)
+    assert row.rstrip(" |").endswith("Bound revised: " + why + ".")
+    assert experiments.report.report_revisions(res) == \
+        "- `guarded` — mean equals steps: " + why
+    assert "<li>&gt;= 9.5 -&gt; in [9, 11]: the paper" in \
+        experiments.report.report_revisions_html(res)
+    page = report_html(res)
+    p = _Page(page)
+    revised = {r["id"]: r["data-revised"] for r in p.rows}
+    assert revised[report_anchor("guarded", "mean-2")] == "1"  # the second 'mean' target
+    assert revised[report_anchor("guarded", "mean")] == "0"
+    assert p.cards[0]["revised"] == 1
+    assert 'revised 1×, was &gt;= 9.5</span>' in page
+    assert "<dt>Bound revised</dt><dd>&gt;= 9.5 -&gt; in [9, 11]" in page
+    assert "No bound was revised" in experiments.report.report_revisions({})

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from .settings import Setting, check_settings, settings_of
 
 __all__ = ["SOURCES", "EVIDENCE", "PAPERS", "Target", "Experiment", "experiment", "names", "get",
-           "unregister", "paper_of", "arxiv_id", "format_value", "NotRun", "not_run",
-           "not_run_targets"]
+           "unregister", "paper_of", "arxiv_id", "format_value", "parse_bound", "bound_snapshot",
+           "unrecorded_changes", "NotRun",
+           "not_run", "not_run_targets"]
 
 SOURCES = ("paper", "official code", "re-simulation", "suggested")
 EVIDENCE = ("live", "by construction", "regression guard")
@@ -43,6 +44,37 @@ def format_value(v) -> str:
     if math.isnan(v) or math.isinf(v):
         return str(v)
     return str(int(v)) if v == int(v) and abs(v) < 1e15 else f"{v:.6g}"
+
+
+_NUM = r"\s*([-+]?(?:inf|nan|\d+\.?\d*(?:e[-+]?\d+)?|\.\d+(?:e[-+]?\d+)?))\s*"
+_BOUND_FORMS = (  # (pattern, (lo, hi) from the match)
+    (re.compile(r"(?:>=|≥|>)" + _NUM, re.I), lambda m: (float(m[1]), math.inf)),
+    (re.compile(r"(?:<=|≤|<)" + _NUM, re.I), lambda m: (-math.inf, float(m[1]))),
+    (re.compile(r"(?:==|=)" + _NUM, re.I), lambda m: (float(m[1]), float(m[1]))),
+    (re.compile(r"(?:in\s*)?\[" + _NUM + "," + _NUM + r"\]", re.I),
+     lambda m: (float(m[1]), float(m[2]))),
+    (re.compile(r"any value", re.I), lambda m: (-math.inf, math.inf)),
+)
+
+
+def parse_bound(text: str) -> tuple[float, float]:
+    """The interval ``(lo, hi)`` of a bound written as :meth:`Target.bound` writes it.
+
+    ``">= 0.99"`` (or ``"≥ 0.99"``), ``"<= 1e-06"``, ``"== 1"``, ``"in [0, 0.9]"``,
+    ``"any value"``; a strict ``>``/``<`` reads as its closed form.
+
+    Raises
+    ------
+    ValueError
+        Text in none of these forms.
+    """
+    t = str(text).strip()
+    for pattern, interval in _BOUND_FORMS:
+        m = pattern.fullmatch(t)
+        if m:
+            return interval(m)
+    raise ValueError(f"bound: expected '>= x', '<= x', '== x', 'in [a, b]' or 'any value', "
+                     f"got {text!r}")
 
 
 @dataclass(frozen=True)
@@ -102,6 +134,46 @@ class Target:
             raise ValueError(f"target {self.key!r}: revisions must be a tuple of lines "
                              f"'old bound -> new bound: why', got {self.revisions!r}")
 
+    def history(self) -> list[tuple[tuple[float, float], tuple[float, float], str]]:
+        """The recorded revisions as ``((old_lo, old_hi), (new_lo, new_hi), why)``, oldest first.
+
+        Raises
+        ------
+        ValueError
+            A revision whose bounds are not in the form of :func:`parse_bound`.
+        """
+        out = []
+        for line in self.revisions:
+            old, rest = line.split("->", 1)
+            new, why = rest.split(":", 1)
+            out.append((parse_bound(old), parse_bound(new), why.strip()))
+        return out
+
+    def revision_problems(self) -> list[str]:
+        """Where the recorded revisions disagree with the bound (empty when they agree).
+
+        The revisions must chain (each one starts from the bound the previous one set), each
+        must change the bound and say why, and the last must end at ``[lo, hi]``: a bound
+        that differs from its recorded history is a problem.
+        """
+        try:
+            hist = self.history()
+        except ValueError as err:
+            return [f"{self.key}: {err}"]
+        problems = []
+        for k, (old, new, why) in enumerate(hist):
+            if not why:
+                problems.append(f"{self.key}: revision {k + 1} gives no reason")
+            if _same(old, new):
+                problems.append(f"{self.key}: revision {k + 1} does not change the bound")
+            if k and not _same(hist[k - 1][1], old):
+                problems.append(f"{self.key}: revision {k + 1} starts from "
+                                f"{_interval(old)}, not from {_interval(hist[k - 1][1])}")
+        if hist and not _same(hist[-1][1], (self.lo, self.hi)):
+            problems.append(f"{self.key}: the bound is {self.bound()}, but its last revision "
+                            f"sets {_interval(hist[-1][1])}")
+        return problems
+
     def bound(self) -> str:
         """The accepted interval in words: ``">= 0.99"``, ``"<= 1e-06"``, ``"in [a, b]"``."""
         lo, hi = format_value(self.lo), format_value(self.hi)
@@ -119,6 +191,17 @@ class Target:
         """Whether ``value`` lies in ``[lo, hi]`` (NaN never does)."""
         value = float(value)
         return (not math.isnan(value)) and self.lo <= value <= self.hi
+
+
+def _same(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Two intervals equal to the 6 significant digits :func:`format_value` writes."""
+    return all(x == y or (math.isfinite(x) and math.isfinite(y)
+                          and math.isclose(x, y, rel_tol=5e-6, abs_tol=1e-300))
+               for x, y in zip(a, b))
+
+
+def _interval(iv: tuple[float, float]) -> str:
+    return Target("_", "_", "_", lo=iv[0], hi=iv[1]).bound()
 
 
 @dataclass(frozen=True)
@@ -217,6 +300,49 @@ def unregister(name: str) -> None:
     """Remove experiment ``name`` from the registry (tests register and remove fakes)."""
     get(name)
     del _REGISTRY[name]
+
+
+def _target_ids():
+    """``("experiment.key", target)`` for every registered target (``#2`` marks a key's second
+    target in one experiment)."""
+    for name in _REGISTRY:
+        seen: dict[str, int] = {}
+        for t in _REGISTRY[name].targets:
+            seen[t.key] = seen.get(t.key, 0) + 1
+            yield f"{name}.{t.key}" + ("" if seen[t.key] == 1 else f"#{seen[t.key]}"), t
+
+
+def bound_snapshot() -> dict[str, str]:
+    """Every registered target's bound, ``{"experiment.key": "bound"}``: the record that
+    :func:`unrecorded_changes` compares later bounds with."""
+    return {tid: t.bound() for tid, t in _target_ids()}
+
+
+def unrecorded_changes(snapshot: dict[str, str]) -> list[str]:
+    """The targets whose bound differs from ``snapshot`` (a :func:`bound_snapshot` taken
+    earlier) with no revision that records the change, and those whose revisions disagree
+    with their bound (:meth:`Target.revision_problems`).
+
+    A changed bound is recorded when one of its revisions starts from the snapshot's bound
+    (the chain of revisions then leads to the bound declared now). Targets added since the
+    snapshot are checked against their own revisions only.
+    """
+    out = []
+    for tid, t in _target_ids():
+        out += [f"{tid.split('.')[0]}.{p}" for p in t.revision_problems()]
+        if tid not in snapshot:
+            continue
+        was = parse_bound(snapshot[tid])
+        if _same(was, (t.lo, t.hi)):
+            continue
+        try:
+            olds = [old for old, _, _ in t.history()]
+        except ValueError:
+            olds = []
+        if not any(_same(was, old) for old in olds):
+            out.append(f"{tid}: bound {snapshot[tid]} -> {t.bound()} with no revision "
+                       "recording the change ('old bound -> new bound: why')")
+    return out
 
 
 def arxiv_id(text: str) -> str:

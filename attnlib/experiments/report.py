@@ -17,7 +17,7 @@ from .registry import PAPERS, arxiv_id, get, names, not_run_targets, paper_of
 from .result import Result, run
 
 __all__ = ["run_all", "report_rows", "report_markdown", "report_notes", "report_html",
-           "report_notes_html"]
+           "report_notes_html", "report_revisions", "report_revisions_html"]
 
 _ARXIV_ID = re.compile(r"\d{4}\.\d{4,5}")
 
@@ -87,7 +87,9 @@ def report_rows(results: dict, *, not_run: bool | str = False) -> list[dict]:
     """One row per target of every result (an exception gives one failed row).
 
     Each row's ``evidence`` is ``"live"`` (computed in this build), ``"by construction"`` (an
-    identity, not a reproduction) or ``"not run"``. ``not_run=True`` adds a row for every
+    identity, not a reproduction), ``"regression guard"`` (a bound from the book's own value,
+    not a reproduction) or ``"not run"``; ``revisions`` lists the target's recorded changes of
+    bound (``"old bound -> new bound: why"``). ``not_run=True`` adds a row for every
     declared not-run target (``registry.not_run``) of the papers;
     a chapter stem (``"10_real_data"``) adds only that chapter's.
     """
@@ -100,11 +102,10 @@ def report_rows(results: dict, *, not_run: bool | str = False) -> list[dict]:
                              book="", tolerance="", ok=False, source="", note="", seconds=None,
                              evidence="live"))
             continue
-        bounds = {t.key: t.bound() for t in exp.targets}
-        for r in res.check():
+        for r, t in zip(res.check(), exp.targets):
             rows.append({**r, "paper_figure": exp.paper, "book": _fmt(r["book"]),
-                         "seconds": res.seconds, "bound": bounds.get(r["key"], ""),
-                         "chapter": exp.chapter})
+                         "seconds": res.seconds, "bound": t.bound(),
+                         "revisions": list(t.revisions), "chapter": exp.chapter})
         if not exp.targets:
             rows.append(dict(experiment=name, paper_figure=exp.paper, key="", what="(no "
                              "reproduction target declared)", paper="", book="", tolerance="",
@@ -124,10 +125,22 @@ def _paper(row) -> str:
     return arxiv_id(row["paper_figure"])
 
 
+_KIND = {"live": "", "by construction": " (identity)", "regression guard": " (guard)"}
+
+
 def _mark(row) -> str:
     if row["evidence"] == "not run":
         return "not run"
-    return ("✓" if row["ok"] else "✗") + ("" if row["evidence"] == "live" else " (identity)")
+    return ("✓" if row["ok"] else "✗") + _KIND.get(row["evidence"], "")
+
+
+def _with_revisions(row) -> str:
+    """The row's note followed by its recorded changes of bound."""
+    revs = row.get("revisions") or []
+    text = row["note"]
+    if revs:
+        text = (text + " " if text else "") + "Bound revised: " + "; ".join(revs) + "."
+    return text
 
 
 def report_markdown(results: dict, *, not_run: bool | str = False) -> str:
@@ -136,8 +149,11 @@ def report_markdown(results: dict, *, not_run: bool | str = False) -> str:
     Every row is a :class:`Target` of a registered experiment with the value computed now, or
     (``not_run``, see :func:`report_rows`) a paper target the book does not run, with the
     reason. The Evidence column says which: ``live`` (computed in this build, by this process
-    or by the run that cached it), ``by construction`` (an identity, shown but not counted as
-    a reproduction) or ``not run``. The experiment's run time is shown once, on its first row.
+    or by the run that cached it), ``by construction`` (an identity), ``regression guard`` (a
+    bound set from the book's own value) or ``not run``; identities and guards are shown but
+    not counted as reproductions, and a live target the book misses is counted as missed. A
+    target whose bound was revised carries its revisions in the Note column. The
+    experiment's run time is shown once, on its first row.
     """
     if not results and not not_run:
         return "*No experiments are registered yet.*"
@@ -146,17 +162,21 @@ def report_markdown(results: dict, *, not_run: bool | str = False) -> str:
     order = {pid: k for k, pid in enumerate(PAPERS)}  # the book's order of the papers
     for r in sorted(rows, key=lambda r: order.get(_paper(r), len(order))):
         by_paper.setdefault(_paper(r), []).append(r)
-    out = ["| Paper | Experiments | Live targets met | By construction | Not run | Run time |",
-           "|---|---:|---:|---:|---:|---:|"]
+    out = ["| Paper | Experiments | Live targets met | Regression guards | By construction | "
+           "Not run | Bounds revised | Run time |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for pid, rs in by_paper.items():
         exps = list(dict.fromkeys(r["experiment"] for r in rs if r["experiment"]))
         secs = sum(results[e].seconds for e in exps if isinstance(results[e], Result))
         live = [r for r in rs if r["evidence"] == "live"]
         ident = [r for r in rs if r["evidence"] == "by construction"]
+        guard = [r for r in rs if r["evidence"] == "regression guard"]
         out.append(f"| {_cell(PAPERS.get(pid, pid))} ({pid}) | {len(exps)} | "
                    f"{sum(bool(r['ok']) for r in live)} / {len(live)} | "
+                   f"{sum(bool(r['ok']) for r in guard)} / {len(guard)} | "
                    f"{sum(bool(r['ok']) for r in ident)} / {len(ident)} | "
-                   f"{sum(r['evidence'] == 'not run' for r in rs)} | {secs:.0f} s |")
+                   f"{sum(r['evidence'] == 'not run' for r in rs)} | "
+                   f"{sum(bool(r.get('revisions')) for r in rs)} | {secs:.0f} s |")
     for pid, rs in by_paper.items():
         out += ["", f"**{_cell(PAPERS.get(pid, pid))}** (arXiv {pid})", "",
                 "| Experiment | Target | Paper | Book | Tolerance | ✓/✗ | Evidence | Source "
@@ -175,7 +195,7 @@ def report_markdown(results: dict, *, not_run: bool | str = False) -> str:
             out.append("| " + " | ".join([exp, _cell(r["what"]), _cell(r["paper"]),
                                           _cell(r["book"]), _cell(r["tolerance"]),
                                           _mark(r), r["evidence"], _cell(r["source"]),
-                                          _cell(r["note"])]) + " |")
+                                          _cell(_with_revisions(r))]) + " |")
     return "\n".join(out)
 
 
@@ -190,6 +210,31 @@ def report_notes_html(results: dict) -> str:
             "target that differs</summary><ul>" + "".join(items) + "</ul></details>")
 
 
+def _revised(results: dict) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(experiment, what, revisions)`` of every target of ``results`` whose bound was
+    revised."""
+    return [(n, t.what, t.revisions) for n in results
+            if not isinstance(results[n], Exception)
+            for t in get(n).targets if t.revisions]
+
+
+def report_revisions(results: dict) -> str:
+    """A bulleted list of every revised bound: ``old bound -> new bound: why``, per target."""
+    items = [f"- `{n}` — {what}: " + "; ".join(revs) for n, what, revs in _revised(results)]
+    return "\n".join(items) if items else "*No bound was revised.*"
+
+
+def report_revisions_html(results: dict) -> str:
+    """The revised bounds of :func:`report_revisions` as one HTML list (each row of
+    :func:`report_html` shows its own as well)."""
+    items = [f"<li><code>{_e(n)}</code> — {_e(what)}:<ul>"
+             + "".join(f"<li>{_e(r)}</li>" for r in revs) + "</ul></li>"
+             for n, what, revs in _revised(results)]
+    if not items:
+        return "<p><em>No bound was revised after its results were seen.</em></p>"
+    return f'<ul class="attn-report-revisions">{"".join(items)}</ul>'
+
+
 def report_notes(results: dict) -> str:
     """A bulleted list of every target note (where the book deliberately differs)."""
     items = [f"- `{n}` — {r['what']}: {r['note']}" for n in results for r in
@@ -202,17 +247,20 @@ def report_notes(results: dict) -> str:
 _STATUS = {  # data-status -> (filter label, mark shown in the row)
     "met": ("✓ met", "✓"),
     "missed": ("✗ missed", "✗"),
+    "guard": ("✓ regression guard", "✓ <small>guard</small>"),
     "identity": ("✓ identity", "✓ <small>identity</small>"),
     "not-run": ("not run", "not&nbsp;run"),
 }
 
 
 def _status(row) -> str:
+    """``met`` (a live target met: a reproduction), ``missed`` (any target missed, a live
+    one included: counted, never hidden), ``guard``, ``identity`` or ``not-run``."""
     if row["evidence"] == "not run":
         return "not-run"
     if not row["ok"]:
         return "missed"
-    return "met" if row["evidence"] == "live" else "identity"
+    return {"live": "met", "regression guard": "guard"}.get(row["evidence"], "identity")
 
 
 def _chapter_of(row) -> str:
@@ -278,8 +326,9 @@ def _css(uid: str, chapters: list[str]) -> str:
 {r} td details dt {{ font-weight: 600; }}
 {r} td details dd {{ margin: 0 0 .25rem; }}
 {r} tr[data-status="missed"] td:nth-child(2) {{ color: #b00020; font-weight: 700; }}
-{r} tr[data-status="met"] td:nth-child(2), {r} tr[data-status="identity"] td:nth-child(2) {{
-  color: #1b7f3b; }}
+{r} tr[data-status="met"] td:nth-child(2), {r} tr[data-status="identity"] td:nth-child(2),
+{r} tr[data-status="guard"] td:nth-child(2) {{ color: #1b7f3b; }}
+{r} td .attn-revised {{ display: block; font-size: .75rem; font-style: italic; }}
 {r} tbody tr {{ scroll-margin-top: 5rem; counter-increment: attn-shown; }}
 {r} tbody tr:target td {{ background: rgba(255, 213, 79, .35); }}
 {r} section {{ counter-reset: attn-shown; }}
@@ -297,13 +346,16 @@ def _css(uid: str, chapters: list[str]) -> str:
 def report_html(results: dict, *, not_run: bool | str = False, uid: str = "attn-report") -> str:
     """The reproduction report as one HTML dashboard (static: CSS filters, no script).
 
-    A card per paper with its counts (targets met, missed, identities, not run), filters by
+    A card per paper with its counts (live targets met, targets missed, regression guards and
+    identities, which are not reproductions, not run, bounds revised), filters by
     status and by chapter (checkboxes and radio buttons that work on the static site, offline),
     then a table per paper whose first column stays in view while the table scrolls sideways.
     Every target row has the id ``ledger.report_anchor(experiment, key)`` (the chapters'
     "What this chapter verified" blocks link to it), a ``data-status`` (``met``, ``missed``,
-    ``identity``, ``not-run``) and a ``data-chapter`` (the chapter's file stem), and links
-    back to its chapter; its source, evidence and note are folded in a ``<details>``.
+    ``guard``, ``identity``, ``not-run``), a ``data-chapter`` (the chapter's file stem) and a
+    ``data-revised`` (how many times its bound was revised, shown under its tolerance), and
+    links back to its chapter; its source, evidence, note and revisions are folded in a
+    ``<details>``.
     Rows are those of :func:`report_rows`.
     """
     rows = report_rows(results, not_run=not_run)
@@ -321,6 +373,7 @@ def report_html(results: dict, *, not_run: bool | str = False, uid: str = "attn-
         title = PAPERS.get(pid, pid)
         sec_id = f"{uid}-paper-{pid}".replace(".", "-")
         counts = {s: sum(_status(r) == s for r in rs) for s in _STATUS}
+        revised = sum(bool(r.get("revisions")) for r in rs)
         exps = list(dict.fromkeys(r["experiment"] for r in rs if r["experiment"]))
         secs = sum(results[e].seconds for e in exps if isinstance(results.get(e), Result))
         arxiv = (f' (<a href="https://arxiv.org/abs/{_e(pid)}">arXiv {_e(pid)}</a>)'
@@ -330,10 +383,13 @@ def report_html(results: dict, *, not_run: bool | str = False, uid: str = "attn-
             f"{_e(title)}</a></h4><dl>"
             f"<dt>✓ targets met</dt><dd data-count=\"met\">{counts['met']}</dd>"
             f"<dt>✗ targets missed</dt><dd data-count=\"missed\">{counts['missed']}</dd>"
+            f"<dt>✓ regression guards (not counted)</dt><dd data-count=\"guard\">"
+            f"{counts['guard']}</dd>"
             f"<dt>✓ identities (not counted)</dt><dd data-count=\"identity\">"
             f"{counts['identity']}</dd>"
             f"<dt>not run</dt><dd data-count=\"not-run\">{counts['not-run']}</dd>"
             f"<dt>targets in all</dt><dd data-count=\"rows\">{len(rs)}</dd>"
+            f"<dt>bounds revised</dt><dd data-count=\"revised\">{revised}</dd>"
             f"<dt>experiments</dt><dd>{len(exps)}</dd>"
             f"<dt>run time</dt><dd>{secs:.0f} s</dd></dl></div>")
         body = []
@@ -355,18 +411,25 @@ def report_html(results: dict, *, not_run: bool | str = False, uid: str = "attn-
                     ("Evidence", _e(r["evidence"])), ("Source", _e(r["source"] or "—"))]
             if r["note"]:
                 info.append(("Note" if status != "not-run" else "Why not run", _e(r["note"])))
+            revs = r.get("revisions") or []
+            if revs:
+                info.append(("Bound revised", "<br>".join(_e(x) for x in revs)))
+            extra = [w for w, on in (("note", r["note"]), ("revised bound", revs)) if on]
             folded = ("<details><summary>"
-                      + _e(r["source"] or r["evidence"]) + (" + note" if r["note"] else "")
+                      + _e(r["source"] or r["evidence"]) + "".join(f" + {w}" for w in extra)
                       + "</summary><dl>" + "".join(f"<dt>{a}</dt><dd>{b}</dd>" for a, b in info)
                       + "</dl></details>")
-            tol = r["tolerance"] or r.get("bound", "")
+            tol = _e(r["tolerance"] or r.get("bound", ""))
+            if revs:
+                tol += (f'<span class="attn-revised">revised {len(revs)}×, was '
+                        f"{_e(revs[0].split('->', 1)[0].strip())}</span>")
             body.append(
                 f'<tr id="{_e(anchor)}" data-status="{status}" data-chapter="{_e(stem)}" '
-                f'data-evidence="{_e(r["evidence"])}">'
+                f'data-evidence="{_e(r["evidence"])}" data-revised="{len(revs)}">'
                 f"<td>{_e(r['what'])}</td>"
                 f"<td>{_STATUS[status][1]}</td>"
                 f'<td class="attn-num">{_e(r["book"])}</td>'
-                f"<td>{_e(r['paper'])}</td><td>{_e(tol)}</td><td>{chap}</td>"
+                f"<td>{_e(r['paper'])}</td><td>{tol}</td><td>{chap}</td>"
                 f"<td>{folded}</td></tr>")
         tables.append(
             f'<section id="{sec_id}" data-paper="{_e(pid)}"><h3>{_e(title)}{arxiv}</h3>'
