@@ -29,12 +29,24 @@ fi
 t0=$(date +%s)
 # Notebooks without a cached execution run in parallel first (one per CPU core); the build
 # then reads them from the cache.  If this step fails, the build executes them itself.
-python scripts/prerun.py || echo "[build] parallel pre-execution failed: the build executes the notebooks"
+prerun_ok=1
+python scripts/prerun.py || { prerun_ok=0; echo "[build] parallel pre-execution failed: the build executes the notebooks"; }
 set +e
 jupyter-book build . -W -n --keep-going "$@" 2>&1 | tee _build/build.log
 rc=${PIPESTATUS[0]}
 set -e
 echo "[build] jupyter-book exited with $rc after $(( $(date +%s) - t0 )) s (log: _build/build.log)"
+# Each notebook runs once: after a successful pre-execution the build must find every notebook
+# in the cache.  A notebook that myst-nb executes again means the cache keys differ (the notebook
+# as prerun.py stores it against the notebook as the build reads it): that fails the build.
+if [ "$prerun_ok" -eq 1 ] && [ "$rc" -eq 0 ]; then
+  again=$(grep -E "Executing notebook using" _build/build.log || true)
+  if [ -n "$again" ]; then
+    echo "[build] FAILED: the build executed notebooks that the pre-execution had cached:" >&2
+    echo "$again" >&2
+    rc=1
+  fi
+fi
 if [ "$rc" -eq 0 ]; then
   echo "[build] The book is in _build/html. Open file://$ROOT/_build/html/index.html"
   echo "[build] or serve it with 'make serve' (http://127.0.0.1:8000)."
