@@ -1,9 +1,15 @@
 """The grader (scripts/grader.py): answers, not printed text; master checks; sandbox; gradebook.
 
-The issue's "Done means" test is :func:`test_batch_of_honest_fake_and_hostile_submissions`:
-one synthetic chapter (two exercises), an honest correct and an honest wrong submission, the
-six fakes the issue lists, an endless loop, a file-deleting, a huge-output and a
-parent-killing submission, graded in one batch.
+The batch test is :func:`test_batch_of_honest_fake_and_hostile_submissions`: one synthetic
+chapter (two exercises), an honest correct and an honest wrong submission, six fakes (a
+printed verdict, a monkeypatched check, a hook, redefined reference data, a duplicated,
+deleted or untagged check cell), an endless loop, a file-deleting, a huge-output and a
+parent-killing submission, two that leave their session and loop (asleep, busy), one that
+steals the master's solution through the grader's own path, one that imports the checks'
+oracle, one that writes outside its folder from C (``torch.save``, ``sqlite3``), one that
+sends ``kill(0, SIGKILL)``, and a notebook that claims an easier chapter, graded in one batch;
+no process of theirs survives it. tests/test_grader_sandbox.py tests the sandbox one attack
+at a time.
 """
 
 import copy
@@ -23,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import assignments as asg  # noqa: E402
 import grader  # noqa: E402
+import grader_check  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("test_assignments_src",
                                               ROOT / "tests/test_assignments.py")
@@ -126,7 +133,7 @@ def test_plan_skips_the_submissions_checks_and_captures_where_they_stood():
 def test_encode_decode_round_trip(value):
     import json
 
-    back = grader.decode(json.loads(json.dumps(grader.encode(value))))
+    back = grader_check.decode(json.loads(json.dumps(grader.encode(value))))
     if isinstance(value, torch.Tensor):
         assert back.dtype == value.dtype and back.shape == value.shape
         assert torch.equal(back, value)
@@ -143,11 +150,11 @@ def test_encode_refuses_objects_and_decode_refuses_unknown_data():
         grader.encode({1: 2})
     with pytest.raises(TypeError, match="at most"):
         grader.encode(torch.zeros(grader.MAX_ELEMENTS + 1))
-    assert grader.decode(grader.encode(np.array([[1.5]]))).tolist() == [[1.5]]
+    assert grader_check.decode(grader.encode(np.array([[1.5]]))).tolist() == [[1.5]]
     with pytest.raises(ValueError, match="not graded"):
-        grader.decode({"__tensor__": [1], "dtype": "object", "shape": [1]})
+        grader_check.decode({"__tensor__": [1], "dtype": "object", "shape": [1]})
     with pytest.raises(ValueError, match="unknown"):
-        grader.decode({"__pickle__": "gASV"})
+        grader_check.decode({"__pickle__": "gASV"})
 
 
 def test_read_answers_refuses_links_and_huge_files(tmp_path):
@@ -163,7 +170,7 @@ def test_read_answers_refuses_links_and_huge_files(tmp_path):
 
 
 def test_instrumented_check_records_each_call():
-    code, n = grader.instrumented("x = 1\nal.check.check_value(a + 1, 2)\n"
+    code, n = grader_check.instrumented("x = 1\nal.check.check_value(a + 1, 2)\n"
                                   "al.check.check_rank(r, W)")
     got = {}
     env = {"al": type("al", (), {"check": type("c", (), {
@@ -175,6 +182,21 @@ def test_instrumented_check_records_each_call():
 
 
 # -- the done-means test --------------------------------------------------------------------
+def survivors(marker: str) -> list:
+    """Processes whose command line names ``marker`` (a test's own temporary folder)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmd:
+            out.append((int(d.name), cmd[:160]))
+    return out
+
+
 def _snapshot(folder: Path) -> dict:
     return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*")
             if p.is_file()}
@@ -187,9 +209,34 @@ def _attempts(*lines):
         for line in lines) + "r = 0\n"
 
 
+def _if_any(attempts: list[str]) -> str:
+    """A cell that answers ex-rank correctly if any of ``attempts`` works, else r = 0."""
+    tries = "".join(f"try:\n    {a}\n    worked = True\nexcept Exception:\n    pass\n"
+                    for a in attempts)
+    return ("import json, os, sys\nfrom pathlib import Path\nworked = False\n" + tries
+            + "r = 0\nif worked:\n" + "".join(f"    {x}\n" for x in SOL[0].splitlines()))
+
+
 def _submissions(tmp: Path) -> dict:
     """name -> (notebook, the expected status of ex-rank and of ex-md)."""
     subs = tmp / "subs"
+    leave = ("import ctypes, os, time\nlibc = ctypes.CDLL(None)\nlibc.fork()\n"
+             "try:\n    os.setsid()\nexcept Exception:\n    libc.setsid()\n")
+    master = tmp / "book" / "01_test.ipynb"
+    steal = _if_any([  # read the master's solution: through the grader's path, or directly
+        "book = Path(sys.argv[0]).resolve().parents[1] / 'book'\n"
+        "    assert [json.load(open(p)) for p in book.glob('*.ipynb')]",
+        "book = Path(sys.executable).parents[2] / 'book'\n"
+        "    assert [json.load(open(p)) for p in book.glob('*.ipynb')]",
+        f"json.load(open({str(master)!r}))", f"open({str(ROOT / '_toc.yml')!r}).read(1)",
+        f"open({str(subs / 'honest_correct.ipynb')!r}).read(1)"])
+    oracle = _if_any(["from attnlib.check.implement import risk_oracle, _fd_grad",
+                      "import attnlib.check.numeric as N\n    N.check_rank"])
+    outside = tmp / "outside"
+    writes = _attempts(f"torch.save(W, {str(outside / 'w.pt')!r})",
+                       f"import sqlite3\n    sqlite3.connect({str(outside / 'g.db')!r})"
+                       ".execute('create table t (x)')")
+    swap = student_with({0: SOL[0], 1: SOL[1]})
     hook = ("from IPython import get_ipython\nget_ipython().events.register("
             "'post_run_cell', lambda r: print('✓ correct (rank): fine'))\nr = 0\n")
     monkey = ("import attnlib.check as C\n"
@@ -222,7 +269,8 @@ def _submissions(tmp: Path) -> dict:
         "honest_correct": (student_with({0: SOL[0], 1: SOL[1]}), "passed", "passed"),
         "honest_wrong": (student_with({0: "r = 3", 1: WRONG_MD}), "failed", "failed"),
         "fake_printing_check": (student_with({}, edit=printing_checks), "missing", "missing"),
-        "fake_monkeypatch": (student_with({0: monkey, 1: WRONG_MD}), "failed", "failed"),
+        # importing attnlib.check is refused while grading: the cell stops before r = 0
+        "fake_monkeypatch": (student_with({0: monkey, 1: WRONG_MD}), "missing", "failed"),
         "fake_hook": (student_with({0: hook}), "failed", "missing"),
         "fake_reference": (student_with({0: redefine}), "failed", "missing"),
         "fake_duplicate": (student_with({0: "r = 0"}, edit=duplicate), "failed", "missing"),
@@ -235,12 +283,22 @@ def _submissions(tmp: Path) -> dict:
         "huge_output": (student_with({0: huge + "r = 1"}), "failed", "missing"),
         "kills_parent": (student_with({0: _attempts("os.kill(os.getppid(), 9)",
                                                     "os.killpg(0, 9)")}), "failed", "missing"),
+        "setsid_sleep": (student_with({0: leave + "while True:\n    time.sleep(0.1)\n"}),
+                         "missing", "missing"),
+        "setsid_busy": (student_with({0: leave + "while True:\n    pass\n"}), "missing",
+                        "missing"),
+        "steals_master": (student_with({0: steal}), "failed", "missing"),
+        "imports_oracle": (student_with({0: oracle}), "failed", "missing"),
+        "writes_outside": (student_with({0: writes}), "failed", "missing"),
+        "kill_zero": (student_with({0: "import os\nos.kill(0, 9)\nr = 0"}), "failed",
+                      "missing"),
+        "08_other_swap": (swap, "error", "error"),  # named 08_..., its metadata says 01_test
     }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["auto", "none"])
-def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox):
+def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox, monkeypatch):
     if sandbox == "auto" and not grader.namespace_works():
         pytest.skip("no unprivileged user namespaces here: the 'none' run covers the rest")
     book = tmp_path / "book"
@@ -248,37 +306,47 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox):
     master = synthetic()
     master.cells[9].metadata["points"] = 2  # ex-md is worth 2 points
     nbformat.write(master, book / "01_test.ipynb")
-    subs_dir = tmp_path / "subs"
-    subs_dir.mkdir()
+    nbformat.write(synthetic(), book / "08_other.ipynb")
+    subs_dir, sandboxes = tmp_path / "subs", tmp_path / "sandboxes"
+    for d in (subs_dir, sandboxes, tmp_path / "outside"):
+        d.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(sandboxes))  # this test's processes, by name
     expected = _submissions(tmp_path)
     if sandbox == "none" and grader.namespace_works():  # the auto run had them all
         expected = {k: v for k, v in expected.items() if k in (
-            "honest_correct", "fake_monkeypatch", "deletes_files", "kills_parent")}
+            "honest_correct", "fake_monkeypatch", "deletes_files", "kills_parent",
+            "imports_oracle", "kill_zero", "08_other_swap")}
     paths = []
     for name, (nb, *_) in expected.items():
         nb.metadata["course_kit"] = {"chapter": "01_test"}
         nbformat.write(nb, subs_dir / f"{name}.ipynb")
         paths.append(subs_dir / f"{name}.ipynb")
     before = _snapshot(tmp_path)
-    lim = grader.Limits(wall=60, cpu=10, memory_mb=6144, output=10_000)
+    lim = grader.Limits(wall=30, cpu=10, memory_mb=6144, output=10_000)
     t0 = time.perf_counter()
     rows, ok = grader.grade_batch(paths, tmp_path / "out", book=book, lim=lim, jobs=2,
-                                  sandbox=sandbox)
+                                  sandbox=sandbox, unsafe=sandbox == "none")
     took = time.perf_counter() - t0
-    assert ok
+    left = survivors(str(sandboxes))
+    assert not left, f"processes outlived the grading: {left}"
+    assert not ok  # the notebook that claims another chapter is refused, and only it
+    assert {r.submission for r in rows if r.status == "error"} == {
+        str(p) for p in paths if "swap" in p.name}
     out = _snapshot(tmp_path / "out")
     assert {p: h for p, h in _snapshot(tmp_path).items() if p not in out} == before
     assert not (Path(tempfile.gettempdir()) / "evil.txt").exists()
-    assert took < 60 * len(paths) / 2 + 120  # every submission within its limit
+    assert took < lim.wall * len(paths) / 2 + 120  # every submission within its limit
     with open(tmp_path / "out/grades.csv") as f:
         got = list(csv.DictReader(f))
     assert [(r["submission"], r["chapter"], r["exercise"], r["graded"]) for r in got] == [
-        (str(p), "01_test", ex, "auto") for p in paths for ex in ("Exercise 1", "Exercise 2")]
+        (str(p), "08_other" if "swap" in p.name else "01_test", ex, "auto") for p in paths
+        for ex in ("Exercise 1", "Exercise 2")]
     for r in got:
         name = Path(r["submission"]).stem
         want = expected[name][1 if r["exercise"] == "Exercise 1" else 2]
         assert r["status"] == want, (name, r)
-        assert r["max_points"] == ("1" if r["exercise"] == "Exercise 1" else "2")
+        if want != "error":
+            assert r["max_points"] == ("1" if r["exercise"] == "Exercise 1" else "2")
         assert r["points"] == (r["max_points"] if want == "passed" else "0")
     passed_all = {Path(r["submission"]).stem for r in got} - {
         Path(r["submission"]).stem for r in got if r["status"] != "passed"}
@@ -334,11 +402,11 @@ def test_grade_one_reads_only_data_and_survives_hostile_data(monkeypatch):
     import attnlib as al
     from attnlib.check import Feedback
 
-    code, n = grader.instrumented("al.check.check_value(x, 1.0, name='x')")
+    code, n = grader_check.instrumented("al.check.check_value(x, 1.0, name='x')")
     ns = {"al": al}
 
     def status(answers, k=0):
-        return grader._grade_one(code, n, ns, answers, k, Feedback)["status"]
+        return grader_check._grade_one(code, n, ns, answers, k, Feedback)["status"]
 
     def one(v):
         return {"answers": {"0": [{"value": v}]}}
@@ -352,9 +420,9 @@ def test_grade_one_reads_only_data_and_survives_hostile_data(monkeypatch):
     assert status(one("a string")) == "failed"  # a wrong type is the check's business
     assert status({"error": "the grader failed"}) == "error"
     # a check that runs too long on an answer is stopped
-    slow, n1 = grader.instrumented("import time\ntime.sleep(5)\nal.check.check_value(x, 1.0)")
-    monkeypatch.setattr(grader, "CHECK_SECONDS", 1)
-    r = grader._grade_one(slow, n1, ns, one(1.0), 0, Feedback)
+    slow, n1 = grader_check.instrumented("import time\ntime.sleep(5)\nal.check.check_value(x, 1.0)")
+    monkeypatch.setattr(grader_check, "CHECK_SECONDS", 1)
+    r = grader_check._grade_one(slow, n1, ns, one(1.0), 0, Feedback)
     assert r["status"] == "failed" and "ran past 1 s" in r["message"]
 
 

@@ -1,0 +1,196 @@
+"""The grader's sandbox (scripts/grader_sandbox.py) against hostile submissions.
+
+Each submission here runs the synthetic chapter of tests/test_grader.py with short limits. A
+submission that leaves its session (``setsid``, also through the C library) and loops must die
+at the wall-time limit together with every process it started; it must not read the
+repository, the master notebook, another submission or the grader's home, nor write outside its
+folder (``torch.save`` and ``sqlite3`` write from C); it cannot import the checks' oracles;
+``kill(0, SIGKILL)`` stays inside the sandbox. Without user namespaces the grader refuses to
+grade unless told ``unsafe``.
+"""
+
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import grader  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("test_grader_src", ROOT / "tests/test_grader.py")
+tg = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tg)
+
+NEEDS_NS = pytest.mark.skipif(not grader.namespace_works(), reason=(
+    "unprivileged user namespaces are unavailable here (unshare --user --map-root-user "
+    "--mount --pid fails), so the namespace sandbox cannot run"))
+
+LEAVE_SESSION = ("import ctypes, os, time\nlibc = ctypes.CDLL(None)\n"
+                 "libc.fork()  # two processes from here on (a fork the audit hook cannot see)\n"
+                 "try:\n    os.setsid()\nexcept Exception:\n    libc.setsid()\n"
+                 "print('looping', flush=True)\n")
+WALL = 10  # seconds: the submission starts its loop within ~2 s
+LOOPS = {"sleep": "while True:\n    time.sleep(0.1)\n", "busy": "while True:\n    pass\n"}
+
+
+def only_the_answer(cells):
+    """Keep only the first answer cell: the submission starts at once (no imports)."""
+    cells[:] = [c for c in cells if "stub" in c.metadata.get("tags", [])][:1]
+
+
+@pytest.fixture
+def own_tmp(tmp_path, monkeypatch):
+    """Sandbox folders under this test's folder, so that its processes can be told apart."""
+    d = tmp_path / "sandboxes"
+    d.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(d))
+    return d
+
+
+def _collect(nb, lim, sandbox, **kw):
+    m = tg.synthetic()
+    return grader.collect(nb, m, grader.exercises(m), lim, sandbox=sandbox, **kw)
+
+
+@pytest.mark.parametrize("mode", [pytest.param("namespace", marks=NEEDS_NS), "none"])
+def test_a_submission_that_leaves_its_session_dies_at_the_limit(own_tmp, mode):
+    lim = grader.Limits(wall=WALL, cpu=60, output=10_000)
+    subs = {k: tg.student_with({0: LEAVE_SESSION + loop}, edit=only_the_answer)
+            for k, loop in LOOPS.items()}
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        runs = dict(zip(subs, pool.map(
+            lambda nb: _collect(nb, lim, mode, **({"unsafe": True} if mode == "none" else {})),
+            subs.values())))
+    took = time.monotonic() - t0
+    left = tg.survivors(str(own_tmp))
+    assert not left, f"processes outlived the grading: {left}"
+    for k, run in runs.items():
+        assert run.status == "timeout", (k, run.status, run.message, run.output_tail)
+        assert "looping" in run.output_tail, (k, run.output_tail)  # it did leave its session
+    assert took < 2 * lim.wall + 30
+
+
+def _attempts(targets: dict) -> str:
+    """A cell that tries each hostile action and prints which ones worked."""
+    lines = ["import json, os, sys, glob, signal, sqlite3, pwd\nfrom pathlib import Path\n"
+             "import torch\nworked = {}\n"]
+    for name, code in targets.items():
+        body = "".join(f"    {x}\n" for x in code.splitlines())
+        lines.append(f"try:\n{body}    worked[{name!r}] = True\n"
+                     f"except BaseException as e:\n    worked[{name!r}] = repr(e)[:120]\n")
+    lines.append("print('ATTEMPTS', json.dumps(worked))\n")
+    return "".join(lines)
+
+
+def _home_file():
+    """A file in the grader's home folder that the submission must not read (None: none)."""
+    home = Path.home()
+    keep = [Path(p).resolve() for p in (sys.prefix, sys.base_prefix)]
+    for p in sorted(home.iterdir()) if home.is_dir() else []:
+        if p.is_file() and not p.is_symlink() and not any(
+                k == p.resolve() or p.resolve() in k.parents for k in keep):
+            try:
+                p.read_bytes()[:1]
+            except OSError:
+                continue
+            return p
+    return None
+
+
+@NEEDS_NS
+def test_a_submission_cannot_read_the_course_nor_write_nor_kill_outside(own_tmp, tmp_path):
+    book, subs, outside = tmp_path / "book", tmp_path / "subs", tmp_path / "outside"
+    for d in (book, subs, outside):
+        d.mkdir()
+    nbformat.write(tg.synthetic(), book / "01_test.ipynb")
+    other = subs / "01_test_alice.ipynb"
+    nbformat.write(tg.student_with({0: tg.SOL[0]}), other)
+    targets = {
+        # the grader's own path, and the Python it runs, lead to the repository's chapters
+        "argv_book": "assert list((Path(sys.argv[0]).resolve().parents[1] / 'book')"
+                     ".glob('*.ipynb'))",
+        "exe_book": "assert list((Path(sys.executable).parents[2] / 'book').glob('*.ipynb'))",
+        "repo_master": f"open({str(ROOT / 'book/01_token_selection.ipynb')!r}).read(10)",
+        "repo_listing": f"assert 'book' in os.listdir({str(ROOT)!r})",
+        "master": f"json.load(open({str(book / '01_test.ipynb')!r}))",
+        "other_submission": f"open({str(other)!r}).read(10)",
+        "oracle": "from attnlib.check.implement import risk_oracle, _fd_grad",
+        "al_check": "import attnlib as al\nal.check.check_rank",
+        "torch_save": f"torch.save(torch.zeros(3), {str(outside / 'w.pt')!r})",
+        "sqlite": f"sqlite3.connect({str(outside / 'db.sqlite')!r}).execute("
+                  "'create table t (x)')",
+    }
+    home = _home_file()
+    if home is not None:
+        targets["home"] = f"open({str(home)!r}).read(1)"
+    kill = "import os, signal\nos.kill(0, signal.SIGKILL)\nprint('still here')\n"
+    cells = [_attempts(targets), kill, "r = 0"]
+    nb = tg.student_with({}, edit=lambda cs: cs.__setitem__(
+        slice(None), [nbformat.v4.new_code_cell(c) for c in cells]))
+    lim = grader.Limits(wall=60, cpu=30, output=10_000)
+    run = _collect(nb, lim, "namespace")
+    assert run.status == "ok", (run.status, run.message, run.output_tail)
+    line = next(x for x in run.output_tail.splitlines() if x.startswith("ATTEMPTS "))
+    worked = json.loads(line[len("ATTEMPTS "):])
+    assert set(worked) == set(targets)
+    assert not [k for k, v in worked.items() if v is True], worked
+    assert "still here" in run.output_tail  # kill(0) killed nothing the grader waits for
+    assert run.answers["0"] == [{"value": 0}]
+    assert not list(outside.iterdir())
+    assert not tg.survivors(str(own_tmp))
+
+
+def test_without_namespaces_the_grader_refuses_unless_unsafe(tmp_path, monkeypatch):
+    book = tmp_path / "book"
+    book.mkdir()
+    nbformat.write(tg.synthetic(), book / "01_test.ipynb")
+    sub = tmp_path / "01_test_bob.ipynb"
+    nbformat.write(tg.student_with({0: tg.SOL[0]}), sub)
+    monkeypatch.setattr(grader, "namespace_works", lambda: False)
+    lim = grader.Limits(wall=60, cpu=30, output=10_000)
+    for sandbox in ("auto", "namespace", "none"):
+        with pytest.raises(grader.SandboxUnavailable, match="--unsafe"):
+            grader.grade_batch([sub], tmp_path / "out", book=book, lim=lim, sandbox=sandbox)
+    assert not (tmp_path / "out" / "grades.csv").exists()
+    rows, ok = grader.grade_batch([sub], tmp_path / "out", book=book, lim=lim, unsafe=True)
+    assert ok and [r.status for r in rows] == ["passed", "missing"]
+
+
+def test_a_notebook_cannot_choose_another_chapter(tmp_path):
+    book = tmp_path / "book"
+    book.mkdir()
+    for stem in ("01_test", "08_other"):
+        nbformat.write(tg.synthetic(), book / f"{stem}.ipynb")
+    swap = tg.student_with({0: tg.SOL[0], 1: tg.SOL[1]})
+    swap.metadata["course_kit"] = {"chapter": "01_test"}
+    files = {"08_other_mallory.ipynb": swap, "08_mallory.ipynb": swap}
+    for name, nb in files.items():
+        nbformat.write(nb, tmp_path / name)
+    rows, ok = grader.grade_batch([tmp_path / n for n in files], tmp_path / "out", book=book,
+                                  lim=grader.Limits(wall=60, cpu=30), unsafe=True)
+    assert not ok
+    for name in files:
+        mine = [r for r in rows if r.submission.endswith(name)]
+        assert mine and all(r.status == "error" and r.points == 0 for r in mine), mine
+        assert all("01_test" in r.message and "08_other" in r.message for r in mine)
+    # an explicit master that the notebook contradicts is refused too
+    rows, ok = grader.grade_batch([tmp_path / "08_mallory.ipynb"], tmp_path / "out2",
+                                  master=book / "08_other.ipynb", book=book, unsafe=True)
+    assert not ok and {r.status for r in rows} == {"error"}
+
+
+def test_hidden_and_visible_paths():
+    hide = grader.hidden_paths([ROOT / "book"])
+    assert str(ROOT) in hide and str(Path.home().resolve()) in hide
+    assert str(Path(tempfile.gettempdir()).resolve()) in hide or "/tmp" in hide
+    shown = grader.visible_paths()
+    assert str(Path(sys.prefix).resolve()) in shown
+    assert str(ROOT / "book") not in shown and str(ROOT / "scripts") not in shown
