@@ -30,17 +30,20 @@ t0=$(date +%s)
 # Notebooks without a cached execution run in parallel first (one per CPU core); the build
 # then reads them from the cache.  If this step fails, the build executes them itself.
 prerun_ok=1
-python scripts/prerun.py || { prerun_ok=0; echo "[build] parallel pre-execution failed: the build executes the notebooks"; }
 set +e
+python scripts/prerun.py 2>&1 | tee _build/prerun.log
+[ "${PIPESTATUS[0]}" -eq 0 ] || { prerun_ok=0; echo "[build] parallel pre-execution failed: the build executes the notebooks"; }
 jupyter-book build . -W -n --keep-going "$@" 2>&1 | tee _build/build.log
 rc=${PIPESTATUS[0]}
 set -e
 echo "[build] jupyter-book exited with $rc after $(( $(date +%s) - t0 )) s (log: _build/build.log)"
 # Each notebook runs once: after a successful pre-execution the build must find every notebook
-# in the cache.  A notebook that myst-nb executes again means the cache keys differ (the notebook
-# as prerun.py stores it against the notebook as the build reads it): that fails the build.
+# in the cache but those the pre-execution left to it (a cell that failed or timed out).  A
+# notebook that myst-nb executes again means the cache keys differ (the notebook as prerun.py
+# stores it against the notebook as the build reads it): that fails the build.
 if [ "$prerun_ok" -eq 1 ] && [ "$rc" -eq 0 ]; then
-  again=$(grep -E "Executing notebook using" _build/build.log || true)
+  left=$(sed -n 's/^\[prerun\] \([^ ]*\.ipynb\): .*(left to the build)$/\1/p' _build/prerun.log)
+  again=$(grep -E "Executing notebook using" _build/build.log | grep -v -F "${left:-//none//}" || true)
   if [ -n "$again" ]; then
     echo "[build] FAILED: the build executed notebooks that the pre-execution had cached:" >&2
     echo "$again" >&2
