@@ -465,3 +465,4 @@ from .mirror_dual import dual as md_dual  # noqa: E402,F401
 from .mirror_path import path  # noqa: E402,F401
 from .mirror_regpath import lp_path  # noqa: E402,F401
 from .mirror_text import sentences  # noqa: E402,F401
+from .official_numerics import md_numerics, prompt_numerics  # noqa: E402,F401

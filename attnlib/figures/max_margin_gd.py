@@ -4,7 +4,8 @@ r"""Figures of the GD theorem's checks (:mod:`attnlib.experiments.max_margin_gd`
 minimiser and the max-margin direction. ``plot_gd_theorem``: plain GD with the justified step,
 the cosine to :math:`p^{mm}`, :math:`\|p\|` against :math:`\log k`, the sign of
 :math:`\langle\nabla\mathcal L, p^{mm}\rangle` and the support tokens' share of the deficit.
-Drawn from ``result.arrays`` only.
+``plot_regimes``: normalised GD under the numerical regimes of
+:mod:`attnlib.experiments.official_numerics`. Drawn from ``result.arrays`` only.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from attnlib.plots.style import readable
 
 _C = _plots.PALETTE  # the book's colour of each role (attnlib.plots.style)
 
-__all__ = ["plot_circle", "plot_gd_theorem"]
+__all__ = ["plot_circle", "plot_gd_theorem", "plot_regimes"]
 
 _NAMES = {"e1": "E1 (one input)", "e2": "E2 (three inputs)"}
 
@@ -102,4 +103,31 @@ def plot_gd_theorem(res, examples=("e1", "e2")):
         if ax is not axes[1]:
             ax.set_xlabel("iteration $k$")
         ax.legend(fontsize=11)
+    return readable(fig)
+
+
+#: the regimes of ``mm_official_numerics`` as the figure names them
+REGIME_LABELS = {"exact_eps": "exact gradient, official ε",
+                 "exact_0": "exact gradient, ε = 0",
+                 "auto_eps": "autograd, official ε",
+                 "auto_0": "autograd, ε = 0",
+                 "auto_eps_f32": "autograd, official ε, float32"}
+
+
+def plot_regimes(res, examples=("e1", "e2")):
+    r"""For each example, :math:`1 - \cos(p(k), p^{mm})` of normalised GD under every
+    numerical regime (median over the six official starts with the 10-90% band), on a log
+    axis. ``res`` is a result of ``mm_official_numerics``. See chapter 2.
+    """
+    a = res.arrays
+    fig, axes = _plots.new_figure(1, len(examples), figsize=(4.8 * len(examples), 4.2))
+    axes = np.atleast_1d(axes)
+    colors = dict(zip(REGIME_LABELS.values(), _plots.COLORS[1:3] + _plots.COLORS[0:1]
+                      + _plots.COLORS[3:5]))
+    for ax, name in zip(axes, examples):
+        vals = {lab: a[f"{name}_{tag}_cos"] for tag, lab in REGIME_LABELS.items()
+                if f"{name}_{tag}_cos" in a}
+        _plots.curves(a["steps"], vals, ax=ax, one_minus=True, logy=True,
+                      ylabel=r"$1-\cos(p(k), p^{mm})$", colors=colors,
+                      title=_NAMES.get(name, name), legend="lower left" if name == "e2" else None)
     return readable(fig)

@@ -22,7 +22,7 @@ import torch
 from attnlib import plots as _plots
 from attnlib.plots.style import readable
 
-__all__ = ["PAPER_IMDB", "plot_convergence", "plot_bias", "plot_bias_weights",
+__all__ = ["plot_regimes", "PAPER_IMDB", "plot_convergence", "plot_bias", "plot_bias_weights",
            "plot_bias_matrix", "plot_unnormalized", "plot_joint", "plot_digits", "plot_attention",
            "digits_table", "imdb_table", "plot_lp_path", "targets_table", "step_histogram",
            "FONT_SIZE"]
@@ -306,3 +306,34 @@ def targets_table(results, omit=()) -> str:
             out.append(f"| `{r['experiment']}` | {cell(r['what'])} | {cell(r['paper'])} | "
                        f"{r['book']:.4g} | {mark} | {r['evidence']} |")
     return "\n".join(out)
+
+
+#: the regimes of ``md_official_numerics`` as the figure names them
+MD_REGIME_LABELS = {"exact_eps": r"exact gradient, $\varepsilon = 2^{-52}$",
+                    "exact_0": r"exact gradient, $\varepsilon = 0$",
+                    "auto_eps": r"autograd, $\varepsilon = 2^{-52}$ (official)",
+                    "auto_0": r"autograd, $\varepsilon = 0$"}
+
+
+def plot_regimes(res):
+    r"""Normalised ℓp mirror descent under four numerical regimes: (a) :math:`D_{dir}` to
+    the ℓp-AttSVM of each run's selection, (b) the gradient's Frobenius norm against the
+    official ε (median over the data sets with the 10-90% band). ``res`` is a result of
+    ``md_official_numerics``. See chapter 9.
+    """
+    a = res.arrays
+    fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(10.0, 4.2))
+    colors = dict(zip(MD_REGIME_LABELS.values(), ("#1f77b4", "#2ca02c", "#9467bd",
+                                                  "#d62728")))
+    lp = float(a["lp"])
+    _plots.curves(a["steps"], {lab: a[f"{t}_ddir"] for t, lab in MD_REGIME_LABELS.items()},
+                  ax=ax1, logy=True, colors=colors, legend="lower left",
+                  ylabel=rf"$D_{{dir}}$ to the $\ell_{{{lp:g}}}$-AttSVM",
+                  title="(a) direction")
+    _plots.curves(a["steps"], {lab: a[f"{t}_grad"] for t, lab in MD_REGIME_LABELS.items()},
+                  ax=ax2, logy=True, colors=colors, legend=None,
+                  ylabel=r"$\|\nabla\mathcal{L}(W_k)\|_F$", title="(b) gradient")
+    ax2.axhline(float(a["eps"]), color="0.3", ls=":", lw=1.2)
+    ax2.annotate(r"$\varepsilon = 2^{-52}$", (float(a["steps"][-1]), float(a["eps"])),
+                 xytext=(-4, 4), textcoords="offset points", ha="right", fontsize=9)
+    return readable(fig)
