@@ -151,10 +151,15 @@ def test_nonlinear_path_small_against_numpy():
                 radii=(1.0, 8.0), steps=300)
     num, A = res.numbers, res.arrays
     X = al.random_data(2, 3, 4, trials=2, seed=0, device="cpu").X.numpy()
-    g = torch.Generator().manual_seed(0)
-    V = torch.randn(4, 4, generator=g, dtype=torch.float64).numpy()
+    g = torch.Generator().manual_seed(0)  # the folded design, rebuilt in numpy
+    w = torch.randn(4, generator=g, dtype=torch.float64).numpy()
+    U = torch.randn(4, 2, generator=g, dtype=torch.float64).numpy()
+    V = np.concatenate([w[:, None], -w[:, None], 0.1 * np.linalg.norm(w) * U / np.linalg.norm(U)],
+                       1)
     V = V * (3.0 / np.linalg.norm(V))
     psi = np.maximum(X @ V, 0).sum(-1)  # oracle: 1^T ReLU(V^T x), numpy
+    # the fold: ReLU(a) + ReLU(-a) = |a|, so psi = |c w^T x| + the small ReLU block
+    assert np.allclose(psi, np.abs(X @ V[:, 0]) + np.maximum(X @ V[:, 2:], 0).sum(-1))
     np.testing.assert_allclose(A["psi"], psi, atol=1e-12)
     np.testing.assert_array_equal(A["alpha"], psi.argmax(-1))
     corr = np.asarray(A["corr"])
@@ -167,7 +172,10 @@ def test_nonlinear_path_small_against_numpy():
     lin = (X @ (V @ np.ones(4))).argmax(-1)
     assert num["differ_share"] == pytest.approx((psi.argmax(-1) != lin).mean())
     assert set(_targets("tf_nonlinear_path")) == {"sel_ok", "corr_final", "corr_min_final",
-                                                  "corr_gain"}
+                                                  "corr_gain", "differ_share", "lin_gap"}
+    differ = (psi.argmax(-1) != lin).any(-1)
+    if differ.any():  # the control: corr with the linear head's SVM, where the two differ
+        assert num["lin_gap"] == pytest.approx(corr[differ, -1].mean() - num["corr_lin_final"])
 
 
 def test_causal_local_optimality_can_fail():

@@ -39,8 +39,12 @@ PAPER = "2308.16898"
                "over the runs, at the end", "every run aligned", 0.99, 1.0, "≥ 0.99",
                "suggested", "no official experiment: the book's own check"),
         Target("corr_full_min", "smallest corr(W(k), SAtt-SVM of its selection) over the "
-               "runs, bidirectional attention, at the end", "every run aligned", 0.98, 1.0,
-               "≥ 0.98", "suggested", "no official experiment: the book's own check"),
+               "runs, bidirectional attention, at the end", "none (the book's own value "
+               "0.987)", 0.98, 1.0, "≥ 0.98", "suggested", "no official experiment and no "
+               "claim behind the bound: 0.98 was set just below the book's own smallest "
+               "value, so it guards the code against a change and is not evidence for the "
+               "paper's claim (the mean and the causal runs are checked at 0.99)",
+               evidence="regression guard"),
         Target("local_share_causal", "share of runs whose causal selection is locally optimal "
                "(every support token of every query scores below the selected one)",
                "≥ 95% (as E2's 98–99%)", 0.95, 1.0, "≥ 95%", "suggested",

@@ -68,6 +68,18 @@ def project_fin(W: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
     return ((w @ torch.linalg.pinv(C)) @ C).reshape(W.shape)
 
 
+def mean_z(errors: torch.Tensor, paper: float | None) -> float:
+    r"""Two-sample z statistic of a mean over runs against a paper's mean over as many runs
+    of the same distribution: :math:`z = (\bar e - e_{\rm paper}) / (\sqrt2\,
+    \mathrm{sd}(e)/\sqrt{m})` (the paper's standard error taken equal to the book's).
+    NaN without a paper value or with fewer than two runs."""
+    e = torch.as_tensor(errors, dtype=torch.float64).reshape(-1)
+    if paper is None or len(e) < 2:
+        return math.nan
+    se = float(e.std()) / math.sqrt(len(e))
+    return (float(e.mean()) - paper) / (math.sqrt(2.0) * se) if se > 0 else math.nan
+
+
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     rx, ry = np.argsort(np.argsort(x)), np.argsort(np.argsort(y))
     return float(np.corrcoef(rx, ry)[0, 1]) if len(x) > 2 else math.nan
@@ -115,8 +127,19 @@ def _subset(data: AttentionData, idx: torch.Tensor) -> AttentionData:
           for d, fig in _E4_FIG.items()),
         *(Target(f"dir_mean_d{d}", f"final mean 1 − corr(W, W^dir), d = {d} (W^dir uses "
                  "only the selected sets: nothing fitted)", f"{fig[1]}", fig[1] / 2,
-                 fig[1] * 2, "factor 2", "official code", "the paper figure's dotted curve")
+                 fig[1] * 2, "factor 2", "official code", "the paper figure's dotted curve; "
+                 "the factor 2 is the tolerance the reproduction plan set for these "
+                 "heavy-tailed means before any result, not a bound fitted to the book's "
+                 "value (whether a ratio is sampling error is tested by mean_z_max)")
           for d, fig in _E4_FIG.items()),
+        Target("mean_z_max", "largest |z| over the 12 means with a value read off the paper's "
+               "figure (SVM-eq, W^dir, 1-token SVM at d = 4, 6, 8, 10): z = (book − paper) / "
+               "(√2 · standard error of the book's mean), a two-sample test of two 500-run "
+               "means whose spreads are taken equal", "0 (same distribution)", 0.0, 2.87,
+               "≤ 2.87 (5% level, Bonferroni over 12 means)", "official code",
+               "added after the results were seen, to say whether the W^dir ratios of 1.7 at "
+               "d = 8 and 10 are sampling error; the figure's values are read by eye, which "
+               "this test ignores"),
         Target("eq_median", "median final 1 − corr(W, SVM-eq), all d pooled", "2–3e-3", 1e-3,
                6e-3, "factor 2", "re-simulation"),
         *(Target(f"clean_ok_d{d}", f"runs with largest masked probability < 1e-14: share with "
@@ -198,6 +221,10 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
                     f"dir_median_d{d}": float(e_dir.median()),
                     f"one_mean_d{d}": float(e_one.mean()),
                     f"one_median_d{d}": float(e_one.median()),
+                    **{f"{key}_z_d{d}": mean_z(e, fig) for key, e, fig in
+                       (("eq", e_eq, _E4_FIG.get(d, (None,) * 3)[0]),
+                        ("dir", e_dir, _E4_FIG.get(d, (None,) * 3)[1]),
+                        ("one", e_one, _E4_FIG.get(d, (None,) * 3)[2]))},
                     f"multi_share_d{d}": float((O.sum(-1) >= 2).any(-1).double().mean()),
                     f"clean_ok_d{d}": float((e_eq[clean] <= 1e-2).double().mean())
                     if clean.any() else math.nan})
@@ -222,6 +249,8 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
     num["eq_median"] = float(np.median(err))
     num["perp_median"] = float(np.median(arrays["perp"]))
     num["eq_le_dir"] = float(all(num[f"eq_le_dir_d{d}"] == 1 for d in ds))
+    zs = [abs(num[f"{k}_z_d{d}"]) for d in ds for k in ("eq", "dir", "one")]
+    num["mean_z_max"] = max((z for z in zs if not math.isnan(z)), default=math.nan)
     num["dir_lt_one"] = float(all(num[f"dir_mean_d{d}"] < num[f"one_mean_d{d}"] for d in ds))
     for key, (k, m) in counts.items():  # inputs with |O_i| >= 2, by label, all d pooled
         num[f"multi_share_{key}"] = k / m if m else math.nan

@@ -2,17 +2,22 @@
 token per input (arXiv 2306.13596 and 2308.16898, a reconstructed statement).
 
 One registered experiment, ``tf_nonlinear_path`` (imported by
-``attnlib.experiments.tf_svm_heads``). With the ReLU head of E4 and every label
-:math:`Y_i = +1`, :math:`Y_i f_i = \\psi(X_i^\\top s_i)` is convex in :math:`s_i`, so the best
-attention of each input is the single token :math:`\\alpha_i = \\arg\\max_t \\psi(x_{it})`
-(chosen by the head, not by a linear score). The path :math:`\\bar W(R) = \\arg\\min_{\\|W\\|_F
-\\le R}\\mathcal L(W)` is a *global* minimiser at each radius, and a convex output gives every
-token a basin, so it is computed by projected GD from several random starts, keeping the one
-with the lowest loss. Computation and declared targets only; the figure is in
-``attnlib.figures.tf_svm_heads``. See chapter 7.
+``attnlib.experiments.tf_svm_heads``). With a ReLU head :math:`\\psi(h) = \\mathbf 1^\\top
+\\mathrm{ReLU}(V^\\top h)` and every label :math:`Y_i = +1`, :math:`Y_i f_i = \\psi(X_i^\\top s_i)`
+is convex in :math:`s_i`, so the best attention of each input is the single token
+:math:`\\alpha_i = \\arg\\max_t \\psi(x_{it})`, chosen by the head. The value matrix is
+:func:`folded_value_matrix`, whose head rates a token by its distance from a hyperplane
+(:math:`\\psi(x) \\approx |w^\\top x|`) while the same head without its ReLU is a linear
+head along another direction: the two choose different tokens in most inputs. The path
+:math:`\\bar W(R) = \\arg\\min_{\\|W\\|_F \\le R}\\mathcal L(W)` is a *global* minimiser at
+each radius, and a convex output gives every token a basin, so it is computed by projected GD
+from several random starts, keeping the one with the lowest loss. Computation and declared
+targets only; the figure is in ``attnlib.figures.tf_svm_heads``. See chapter 7.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -27,6 +32,54 @@ from ..train import regularization_path
 from .registry import Target, experiment
 
 PAPER = "2308.16898"
+
+
+def folded_value_matrix(d: int, scale: float = 3.0, tilt: float = 0.1,
+                        generator: torch.Generator | None = None) -> torch.Tensor:
+    r"""A value matrix :math:`V = c\,[w, -w, \delta U]` (d, d) for the ReLU head
+    :math:`\psi(h) = \mathbf 1^\top\mathrm{ReLU}(V^\top h)`, with a random unit w, a random
+    d x (d − 2) matrix U of Frobenius norm 1, :math:`\delta` = ``tilt`` and c chosen so that
+    :math:`\|V\|_F` = ``scale``:
+
+    .. math::
+
+        \psi(x) = c\,\big(|w^\top x| + \delta\,\mathbf 1^\top\mathrm{ReLU}(U^\top x)\big),
+        \qquad \mathbf 1^\top V^\top x = c\,\delta\,(U\mathbf 1)^\top x .
+
+    The head prefers the token farthest from the hyperplane :math:`w^\perp`, on either side;
+    the same head without its ReLU is the linear head along :math:`U\mathbf 1`, a direction
+    unrelated to w, so the two pick different tokens in most inputs. See chapter 7, *When one
+    token is best*.
+    """
+    g = torch.Generator().manual_seed(0) if generator is None else generator
+    w = torch.randn(d, generator=g, dtype=torch.float64)
+    U = torch.randn(d, d - 2, generator=g, dtype=torch.float64)
+    V = torch.cat([w[:, None], -w[:, None], w.norm() * tilt * U / U.norm()], 1)
+    return V * (scale / V.norm())
+
+
+def circle_path_direction(log_cost, radius: float, points: int = 200_001) -> torch.Tensor:
+    r"""The direction of the regularisation path of one input with three orthonormal tokens
+    (:math:`x_t = e_t`, query :math:`z = x_1`, so only :math:`w = Wz` enters the loss):
+
+    .. math::
+
+        \hat w(R) = \arg\min_{\|w\| = 1,\ w \perp \mathbf 1}
+        \ \mathrm{cost}\big(\mathrm{softmax}(R\,w)\big),
+
+    searched over ``points`` angles of the unit circle orthogonal to :math:`\mathbf 1` (the
+    softmax ignores the component along :math:`\mathbf 1`, so a minimiser over the ball has
+    none). ``log_cost`` maps :math:`\log s` (..., 3) to the logarithm of the cost, any
+    increasing function of the loss (the loss is increasing in the cost for a decreasing
+    :math:`\ell`). Returns the unit direction (3,) in float64. Used by chapter 7's
+    counterexample to the regularisation-path remark (*Why the first-order hypothesis is
+    needed*).
+    """
+    u1 = torch.tensor([1.0, -1.0, 0.0], dtype=torch.float64) / 2 ** 0.5
+    u2 = torch.tensor([1.0, 1.0, -2.0], dtype=torch.float64) / 6 ** 0.5
+    theta = torch.linspace(-math.pi, math.pi, points, dtype=torch.float64)
+    circle = torch.stack([theta.cos(), theta.sin()], -1) @ torch.stack([u1, u2])  # (P, 3)
+    return circle[log_cost(torch.log_softmax(float(radius) * circle, -1)).argmin()]
 
 
 @experiment(
@@ -45,14 +98,24 @@ PAPER = "2308.16898"
                0.98, 1.0, "≥ 0.98", "suggested", "reconstructed statement, checked"),
         Target("corr_gain", "mean corr at the largest R minus at the smallest R: the path "
                "turns toward the SVM as R grows", "> 0", 0.05, 1.0, "≥ 0.05", "suggested"),
+        Target("differ_share", "share of inputs whose best token under the head differs from "
+               "the best token of the same head without its ReLU", "most inputs", 0.5, 1.0,
+               "≥ 50%", "suggested", "the value matrix is designed so (folded_value_matrix): "
+               "the path follows the head's choice, not a linear score's"),
+        Target("lin_gap", "mean corr at the largest R with the head's Att-SVM minus with the "
+               "Att-SVM of the linear head's selection, over the data sets where the two "
+               "selections differ: the control that the check can fail", "> 0", 0.05, 2.0,
+               "≥ 0.05", "suggested", "negative control"),
     ])
 def tf_nonlinear_path(trials: int = 8, n: int = 2, T: int = 3, d: int = 4, restarts: int = 16,
                       radii: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
-                      steps: int = 1500, scale: float = 3.0, seed: int = 0,
+                      steps: int = 1500, scale: float = 3.0, tilt: float = 0.1, seed: int = 0,
                       device: str | None = None):
     r"""Regularisation path of W for the ReLU head :math:`\psi(h) = \mathbf 1^\top
-    \mathrm{ReLU}(V^\top h)` (V random, :math:`\|V\|_F` = ``scale``) with every
-    :math:`Y_i = +1`, against the Att-SVM of :math:`\alpha_i = \arg\max_t \psi(x_{it})`.
+    \mathrm{ReLU}(V^\top h)` (V from :func:`folded_value_matrix`, :math:`\|V\|_F` = ``scale``,
+    tilt ``tilt``) with every :math:`Y_i = +1`, against the Att-SVM of
+    :math:`\alpha_i = \arg\max_t \psi(x_{it})`, and, as a control, against the Att-SVM of the
+    selection of the same head without its ReLU.
 
     .. math::
 
@@ -68,8 +131,7 @@ def tf_nonlinear_path(trials: int = 8, n: int = 2, T: int = 3, d: int = 4, resta
     radii = tuple(float(r) for r in radii)
     base = random_data(n, T, d, trials=trials, seed=seed, device=device)
     g = torch.Generator().manual_seed(seed)
-    V = torch.randn(d, d, generator=g, dtype=torch.float64)
-    V = (V * (scale / V.norm())).to(base.X)
+    V = folded_value_matrix(d, scale, tilt, generator=g).to(base.X)
     head = M.ReluHead(V, torch.ones(d, dtype=base.X.dtype, device=base.X.device))
     data = AttentionData(base.X, torch.ones_like(base.Y), base.z, base.v)
     psi = head.value(base.X)  # (B, n, T): the head's value of each token alone
@@ -87,6 +149,9 @@ def tf_nonlinear_path(trials: int = 8, n: int = 2, T: int = 3, d: int = 4, resta
     W = torch.stack([W_all[b, best[b], torch.arange(nR)] for b in range(trials)])  # (B, nR)
     W_mm = att_svm(data, alpha=alpha, norm="fro").to(W)
     corr = correlation(W, W_mm[:, None], dims=2)  # (B, nR)
+    differ = (alpha != lin).any(-1)  # (B,): data sets where the linear head chooses otherwise
+    W_lin = att_svm(data, alpha=lin, norm="fro").to(W)
+    corr_lin = correlation(W[:, -1], W_lin, dims=2)  # (B,)
     sel = attention_logits(data, W[:, -1]).argmax(-1)  # (B, n)
     single_ok = _single_ok(W_all, big, alpha, restarts)  # (nR,)
     num = dict(sel_ok=float((sel == alpha).double().mean()),
@@ -94,7 +159,10 @@ def tf_nonlinear_path(trials: int = 8, n: int = 2, T: int = 3, d: int = 4, resta
                corr_first=float(corr[:, 0].mean()),
                corr_gain=float(corr[:, -1].mean() - corr[:, 0].mean()),
                single_start_ok=float(single_ok[-1]),
-               differ_share=float((alpha != lin).double().mean()))
+               differ_share=float((alpha != lin).double().mean()),
+               corr_lin_final=float(corr_lin[differ].mean()) if differ.any() else math.nan,
+               lin_gap=float((corr[differ, -1] - corr_lin[differ]).mean())
+               if differ.any() else math.nan)
     return num, dict(radii=torch.tensor(radii), corr=corr, loss=loss, psi=psi, alpha=alpha,
                      single_ok=to_numpy(single_ok))
 

@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from ..plots import (
+    BAND_TITLE,
     PALETTE,
     SCORE_CMAP,
     color_of,
@@ -25,6 +26,7 @@ from ..plots import (
     token_plane,
 )
 from .tf_svm_heads import (  # chapter 7's figures live there
+    mean_markers,
     plot_lambda,
     plot_multi,
     plot_multi_errors,
@@ -108,7 +110,8 @@ def plot_visualization(res):
 def plot_local(res):
     """E2 (chapter 5): largest softmax probability, :math:`\\mathrm{corr}(W(k), W^{mm})` for
     the aligned and the cross pairs, and :math:`\\|W(k)\\|_F`, against the iteration k (three
-    stacked panels)."""
+    stacked panels; median and 10-90% band over the runs, and in the first two panels the
+    mean over the runs as open circles, which is what the official figure plots)."""
     A = res.arrays
     fig, axes = new_figure(3, 1, figsize=(6.4, 10.4), sharex=True)  # stacked panels
     s = A["steps"]
@@ -124,6 +127,10 @@ def plot_local(res):
                            "W vs nuclear (cross)": A["corr_W_nuc"],
                            "(K,Q) vs Frobenius (cross)": A["corr_KQ_fro"]}, ax=axes[1],
                        colors=col, styles=sty)
+    mean_markers(axes[0], s, [A["prob_W"], A["prob_KQ"]], [PALETTE["W"], PALETTE["KQ"]])
+    mean_markers(axes[1], s, [A["corr_W_fro"], A["corr_KQ_nuc"]], [PALETTE["W"], PALETTE["KQ"]])
+    for ax in axes[:2]:  # the legend again, now with the markers
+        ax.legend(fontsize=8, loc="lower right", title=BAND_TITLE, title_fontsize=7)
     norm_curves(s, {norm: A["norm_W"]}, ax=axes[2], colors=col)
     axes[2].set_ylabel(norm)
     for ax in axes[:2]:

@@ -11,7 +11,7 @@ import numpy as np
 from ..plots import PALETTE, BookFigure, color_of, correlation_curves, curves, new_figure
 from ..plots.style import BAND_TITLE, readable
 
-__all__ = ["plot_multi", "plot_multi_errors", "plot_lambda",
+__all__ = ["plot_multi", "plot_multi_errors", "plot_lambda", "mean_markers",
            "plot_nonlinear_path", "PAPER_XLIM", "FONT"]
 
 PAPER_XLIM = (5e-18, 1e-6)  # the official scatter's x-axis (largest masked probability)
@@ -32,6 +32,18 @@ def _grid(k):
     return fig, axes[:k]
 
 
+def mean_markers(ax, steps, values, colors, points: int = 5):
+    """Overlay the mean over runs of each curve in ``values`` (list of (B, S) arrays) as open
+    circles at ``points`` evenly spaced iterations (the first one left out), labelled "mean
+    over runs" once: the official figures plot means, the book's curves medians."""
+    steps = np.asarray(steps).reshape(-1)
+    at = np.linspace(0, len(steps) - 1, points + 1).round().astype(int)[1:]
+    for c, (y, color) in enumerate(zip(values, colors)):
+        mean = np.nanmean(np.atleast_2d(np.asarray(y, dtype=float)), 0)
+        ax.plot(steps[at], mean[at], "o", ms=6, mfc="white", mec=color, mew=1.5,
+                label="mean over runs" if c == 0 else None)
+
+
 def plot_multi(res):
     """E4 (chapter 7), the official figure's top row: per d (one panel each, two per row),
     1 − corr of W(k) with the SVM equivalence, W^dir and the 1-token SVM against the
@@ -48,12 +60,9 @@ def plot_multi(res):
                            legend=None, styles={r"$W^{dir}$": "--", "1-token SVM": ":"})
         axes[j].set_xlabel("iteration k" if j >= len(ds) - 2 else "")
         # the official figure plots means: the mean over the runs, as markers
-        steps = np.asarray(A["steps"])
-        at = np.linspace(0, len(steps) - 1, 6).round().astype(int)[1:]
-        for c, key in enumerate(("corr_eq", "corr_dir", "corr_one")):
-            mean = (1 - np.asarray(A[key])[k]).mean(0)
-            axes[j].plot(steps[at], mean[at], "o", ms=6, mfc="white", mec=color_of(c), mew=1.5,
-                         label="mean over runs" if c == 0 else None)
+        mean_markers(axes[j], A["steps"], [1 - np.asarray(A[key])[k] for key in
+                                           ("corr_eq", "corr_dir", "corr_one")],
+                     [color_of(c) for c in range(3)])
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=4, title=BAND_TITLE)
     return readable(fig, FONT)
