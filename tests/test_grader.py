@@ -290,8 +290,7 @@ def _submissions(tmp: Path) -> dict:
         "steals_master": (student_with({0: steal}), "failed", "missing"),
         "imports_oracle": (student_with({0: oracle}), "failed", "missing"),
         "writes_outside": (student_with({0: writes}), "failed", "missing"),
-        "kill_zero": (student_with({0: "import os\nos.kill(0, 9)\nr = 0"}), "failed",
-                      "missing"),
+        "kill_zero": (student_with({0: _attempts("os.kill(0, 9)")}), "failed", "missing"),
         "08_other_swap": (swap, "error", "error"),  # named 08_..., its metadata says 01_test
     }
 
