@@ -55,7 +55,7 @@ def test_svm_direction_names_the_worst_violation(toy):
     # margins: token 1: 1 - (-2) = 3 > 0; token 2: 1 - 2 = -1 <= 0
     assert not fb
     assert "violates 1 of 2 margin constraints" in fb.message
-    assert "sample 0, token 2" in fb.message
+    assert "sample 1, token 3 (Python index [0, 2])" in fb.message  # counted as the text counts
     assert fb.details["worst"] == (0, 2) and fb.details["margin"] == pytest.approx(-1.0)
 
 
@@ -72,7 +72,8 @@ def test_svm_direction_wrong_direction_on_random_data(rand):
     fb = check.check_svm_direction(W_off, rand)
     assert not fb and "corr(W, W^mm)" in fb.message and "margins positive" in fb.message
     fb = check.check_svm_direction(W_off, rand, exact=True)
-    assert not fb and "not the smallest" in fb.message
+    assert not fb and "not the Frobenius minimiser" in fb.message  # its margins are W_mm's
+    assert "scale it down" not in fb.message
 
 
 def test_svm_direction_nuclear(rand):
@@ -81,6 +82,27 @@ def test_svm_direction_nuclear(rand):
     assert check.check_svm_direction(W_nuc, rand, norm="nuc", exact=True)
     fb = check.check_svm_direction(svm.att_svm(rand, alpha=alpha), rand, norm="nuc", exact=True)
     assert not fb and "nuclear norm" in fb.message
+    # the Frobenius solution's smallest margin is already 1: scaling cannot help
+    assert "not the nuclear minimiser" in fb.message and "scale it down" not in fb.message
+    fb = check.check_svm_direction(2 * W_nuc, rand, norm="nuc", exact=True)
+    assert not fb and "scale it down" in fb.message  # here it can
+
+
+def test_selection_by_argmin_is_named_as_such():
+    """The exercise's data: token 0 scores 1, the others tie at 0.5, so argmin picks token 1,
+    which is also argmax + 1: the hint must name the argmin first."""
+    ex = al_examples.multi_input_example()
+    scores = ex.data.Y[:, None] * (ex.data.X @ ex.data.v)
+    fb = check.check_selection(scores.argmin(-1), ex.data)
+    assert not fb and "smallest, not the largest: use argmax" in fb.message
+    assert fb.message.index("smallest") < fb.message.index("counted from 1")
+
+
+def test_feedback_places_count_from_one_like_the_text():
+    from attnlib.check.feedback import position
+
+    assert position((0, 2), ("sample", "token")) == "sample 1, token 3 (Python index [0, 2])"
+    assert position((1, 0)) == "entry (2, 1) (Python index [1, 0])"
 
 
 def test_svm_direction_answer_errors_are_feedback(toy):
@@ -137,12 +159,13 @@ def test_selection(rand):
     wrong = opt.clone()
     wrong[2] = (wrong[2] + 1) % 5
     fb = check.check_selection(wrong, rand)
-    assert not fb and "1 of 4 samples wrong" in fb.message and "sample 2" in fb.message
+    assert not fb and "1 of 4 samples wrong" in fb.message
+    assert "sample 3 (Python index 2)" in fb.message
     assert fb.details["wrong"] == [2]
     fb = check.check_selection([0, 1, 2], rand)
     assert not fb and "shape (4,)" in fb.message
     fb = check.check_selection([0, 1, 2, 9], rand)
-    assert not fb and "token 9 does not exist" in fb.message
+    assert not fb and "token index 9 does not exist" in fb.message
     W = torch.randn(8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     sel = tokens.selected_tokens(rand, W)
     assert check.check_selection(sel, rand, W=W)
@@ -164,7 +187,8 @@ def test_locally_optimal_three_token_example(scores):
         assert "you missed 1 locally optimal selection" in fb.message
     else:  # why selection 1 is not locally optimal: its support token 2 scores as high
         fb = check.check_locally_optimal(True, ex.data, alpha=[1], param="p", W=W)
-        assert not fb and "support token 2 scores 0.9 ≥ 0.9" in fb.message
+        assert not fb and "sample 1, token 3 (Python index [0, 2]), a support token, the " \
+            "score 0.9 is ≥ 0.9" in fb.message
 
 
 def test_prompt_direction_three_token_example():
@@ -174,7 +198,7 @@ def test_prompt_direction_three_token_example():
     assert check.check_prompt_direction(p_mm, ex.data, W=W, exact=True)
     assert check.check_prompt_direction(10 * p_mm, ex.data, W=W)
     fb = check.check_prompt_direction(ex.known["p_mm"][1], ex.data, W=W)  # selects token 1
-    assert not fb and "violates" in fb.message and "sample 0, token 1" in fb.message
+    assert not fb and "violates" in fb.message and "sample 1, token 2" in fb.message
     fb = check.check_prompt_direction(p_mm + torch.tensor([0.0, 0.0, 5.0],
                                                           dtype=torch.float64), ex.data, W=W)
     assert not fb and "corr(p, p^mm)" in fb.message  # the score axis is invisible to W
@@ -196,9 +220,12 @@ def test_rank():
     assert check.check_rank(2, W)
     assert check.check_rank(torch.tensor(2), W.numpy())
     fb = check.check_rank(6, W)
-    assert not fb and "numerical rank 2" in fb.message and "round-off" in fb.message
+    assert not fb and "too high" in fb.message and "round-off" in fb.message
     fb = check.check_rank(1, W)
-    assert not fb and "you said 1" in fb.message
+    assert not fb and "too low" in fb.message
+    for wrong in (0, 1, 3, 4, 6):  # a wrong answer learns which way, never the rank
+        fb = check.check_rank(wrong, W)
+        assert "2" not in fb.message.replace("σ₁", "") and "rank" not in fb.details
     assert not check.check_rank(None, W)
 
 
@@ -231,7 +258,8 @@ def test_value():
     assert "0.99" not in fb.message  # never the expected value
     assert check.check_value([1, 2, 3], np.array([1.0, 2.0, 3.0]))
     fb = check.check_value([1, 2, 4], [1.0, 2.0, 3.0])
-    assert not fb and "1 of 3 entries" in fb.message and "entry (2,)" in fb.message
+    assert not fb and "1 of 3 entries" in fb.message
+    assert "entry (3) (Python index [2])" in fb.message
     fb = check.check_value([1, 2], [1.0, 2.0, 3.0])
     assert not fb and "shape (3,)" in fb.message
     assert not check.check_value(None, 1.0)
@@ -278,7 +306,8 @@ def test_value_messages_and_tolerances():
           "(m): m = 0.98 is too small (rtol=0.0001, atol=1e-09).")
     # the worst entry is the one furthest OUTSIDE its tolerance, not the largest difference
     _says(check.check_value([100.5, 2.0], [100.0, 1.0], rtol=0.01, atol=0.0), False,
-          "(value): 1 of 2 entries of value are off; the farthest is entry (1,) (yours 2).",
+          "(value): 1 of 2 entries of value are off; the farthest is entry (2) (Python index [1]) "
+          "(yours 2).",
           entries_off=1)
     _says(check.check_value(None, 1.0, name="m"), False,
           "(m): m is None: you have not answered yet (replace the stub above).")
@@ -307,12 +336,13 @@ def test_rank_messages():
     _says(check.check_rank(2.0, W.tolist()), True,
           "(rank): W has rank 2 (singular values above 1e-06·σ₁).")
     _says(check.check_rank(3, W), False,
-          "(rank): you said 3; W has numerical rank 2 (leading singular values 5, 4, 1e-12, "
-          "1e-13; tolerance 1e-06·σ₁). Count only singular values above the relative "
-          "tolerance: tiny ones are round-off.", rank=2)
+          "(rank): your rank is too high: count only the singular values above the relative "
+          "tolerance 1e-06·σ₁; the tiny ones are round-off.", direction="high")
     _says(check.check_rank(1, W), False,
-          "(rank): you said 1; W has numerical rank 2 (leading singular values 5, 4, 1e-12, "
-          "1e-13; tolerance 1e-06·σ₁).", rank=2)
+          "(rank): your rank is too low: count every singular value above 1e-06·σ₁ (the "
+          "threshold is relative to the largest one, σ₁), not only the large ones.",
+          direction="low")
+    _says(check.check_rank(2.5, W), False, "(rank): a rank is a whole number ≥ 0, you said 2.5.")
     _says(check.check_rank("two", W), False, "(rank): r must be a number, got 'two'.")
     _says(check.check_rank(None, W), False,
           "(rank): r is None: you have not answered yet (replace the stub above).")
@@ -330,14 +360,15 @@ def test_md_step_messages():
     t = "(ℓ3 mirror-descent step): "
     _says(check.check_md_step([[0.0, -math.sqrt(5)]], W, G, 1.0, 3), True,
           t + "W⁺ matches ∇ψ(W⁺) = ∇ψ(W) − η∇L to 0.0e+00.", max_error=0.0)
-    off = t + "1 of 2 entries are off; the largest error is at entry (0, 1) (yours "
+    off = t + ("1 of 2 entries are off; the largest error is at entry (1, 2) (Python index "
+               "[0, 1]) (yours ")
     by_hand = (" Recompute that entry by hand: map W to the dual, take the step there, and map "
                "back.")
     _says(check.check_md_step([[0.0, -2.2]], W, G, 1.0, 3), False,
           off + "-2.2)." + by_hand, entry=(0, 1))
     _says(check.check_md_step([[0.0, -2.2]], W, G, 1.0, torch.tensor(3.0)), False,
-          "(mirror step): 1 of 2 entries are off; the largest error is at entry (0, 1) "
-          "(yours -2.2)." + by_hand)
+          "(mirror step): 1 of 2 entries are off; the largest error is at entry (1, 2) "
+          "(Python index [0, 1]) (yours -2.2)." + by_hand)
     _says(check.check_md_step(W - G, W, G, 1.0, 3), False,
           off + "-3). This is a plain gradient step W − η∇L; mirror descent "
           "steps in the dual: map W by sign(W)|W|^(p−1), subtract η∇L, and map back by "
@@ -346,7 +377,8 @@ def test_md_step_messages():
           off + "-5). You stopped in the dual: map back with "
           "sign(·)|·|^(1/(p−1)).")
     _says(check.check_md_step([[math.sqrt(2), -math.sqrt(3)]], W, G, 1.0, 3), False,
-          t + "2 of 2 entries are off; the largest error is at entry (0, 0) (yours 1.41421). "
+          t + "2 of 2 entries are off; the largest error is at entry (1, 1) (Python index [0, "
+          "0]) (yours 1.41421). "
           "Check the sign of the gradient term: descent subtracts η∇L.",
           entry=(0, 0), max_error=pytest.approx(math.sqrt(2)))
     _says(check.check_md_step(None, W, G, 1.0, 3), False,
@@ -402,21 +434,22 @@ def test_svm_answer_messages(toy):
           "Frobenius norm 1 is the minimum.", norm=1.0)
     _says(check.check_svm_direction(3.7 * W_MM, toy, alpha=[0], exact=True), False,
           "(Att-SVM solution): your W satisfies all 2 margin constraints but is not the "
-          "smallest: its Frobenius norm 3.7 can be lowered (scale it down until a margin is "
-          "exactly 1, or solve the SVM with this norm).", norm=3.7)
+          "smallest: every margin is above 1, so its Frobenius norm 3.7 can be lowered (scale"
+          " it down until a margin is exactly 1).", norm=3.7)
     # within atol (relative and absolute) of the minimum norm is the minimum
     assert check.check_svm_direction(1.00005 * W_MM, toy, alpha=[0], exact=True)
     assert not check.check_svm_direction(1.0003 * W_MM, toy, alpha=[0], exact=True)
     assert check.check_svm_direction(1.0003 * W_MM, toy, alpha=[0], exact=True, atol=1e-3)
     W = torch.tensor([[1.0, 0.0], [-2.0, 0.0]], dtype=torch.float64)  # margins 3 and -1
     _says(check.check_svm_direction(W, toy, alpha=[0]), False,
-          "(Att-SVM direction): your W violates 1 of 2 margin constraints (x_iα_i − x_it)ᵀ "
-          "W z_i > 0; the largest violation is at sample 0, token 2 (margin -1, selected "
-          "token 0).", violations=1, constraints=2, worst=(0, 2), margin=-1.0)
+          "(Att-SVM direction): your W violates 1 of 2 margin constraints (x_iα_i − x_it)ᵀ W "
+          "z_i > 0; the largest violation is at sample 1, token 3 (Python index [0, 2]) "
+          "(margin -1; the selected token of that sample is token 1, Python index 0).",
+          violations=1, constraints=2, worst=(0, 2), margin=-1.0)
     _says(check.check_svm_direction(W, toy, alpha=[0], exact=True), False,
-          "(Att-SVM solution): your W violates 1 of 2 margin constraints (x_iα_i − x_it)ᵀ "
-          "W z_i ≥ 1; the largest violation is at sample 0, token 2 (margin -1, selected "
-          "token 0).")
+          "(Att-SVM solution): your W violates 1 of 2 margin constraints (x_iα_i − x_it)ᵀ W "
+          "z_i ≥ 1; the largest violation is at sample 1, token 3 (Python index [0, 2]) "
+          "(margin -1; the selected token of that sample is token 1, Python index 0).")
     half = torch.tensor([[1.0, 0.0], [0.5, 0.0]], dtype=torch.float64)  # W z = (1, .5)
     _says(check.check_svm_direction(half, toy, alpha=[0]), False,
           "(Att-SVM direction): your W selects the right tokens (all 2 margins positive) but "
@@ -459,7 +492,8 @@ def test_prompt_answer_messages():
     W, p_mm = ex.init["W"], ex.known["p_mm"]
     _says(check.check_prompt_direction(p_mm[1], ex.data, W=W), False,
           "(p-SVM direction): your p violates 2 of 2 margin constraints (x_iα_i − x_it)ᵀ W p "
-          "> 0; the largest violation is at sample 0, token 1 (margin -1.1, selected token 0).")
+          "> 0; the largest violation is at sample 1, token 2 (Python index [0, 1]) (margin "
+          "-1.1; the selected token of that sample is token 1, Python index 0).")
     _says(check.check_prompt_direction(p_mm[0], ex.data, W=W, exact=True), True,
           "(p-SVM solution): all 2 margin constraints hold (smallest margin 1) and the "
           "Frobenius norm 0.995037 is the minimum.")
@@ -476,24 +510,30 @@ def test_selection_messages(toy):
     _says(check.check_selection(0, toy), True,
           "(optimal tokens): all 1 samples pick a token of largest score.")
     _says(check.check_selection([1], toy), False,
-          "(optimal tokens): 1 of 1 samples wrong; e.g. sample 0: you chose token 1 (score 0), "
-          "but another token of that sample has a larger score. Your indices look 1-based: "
-          "tokens are numbered from 0.", wrong=[0])
+          "(optimal tokens): 1 of 1 samples wrong; e.g. sample 1 (Python index 0): you chose "
+          "token index 1 (score 0), but another token of that sample has a larger score. You "
+          "picked the smallest, not the largest: use argmax (not argmin), and check the sign "
+          "(the label Y_i). (If you counted from 1 instead: tokens are numbered from 0 in "
+          "Python.)", wrong=[0])
     _says(check.check_selection([0.5], toy), False,
           "(optimal tokens): alpha must hold integer token indices, yours has fractions.")
     _says(check.check_selection([math.nan], toy), False,
           "(optimal tokens): alpha must hold integer token indices, yours has fractions.")
     assert check.check_selection([0.0], toy)
     _says(check.check_selection([-1], toy), False,
-          "(optimal tokens): sample 0: token -1 does not exist (tokens are 0-based, 0..2).")
+          "(optimal tokens): sample 1 (Python index 0): token index -1 does not exist (tokens"
+          " are 0-based, 0..2).")
     _says(check.check_selection([3], toy), False,
-          "(optimal tokens): sample 0: token 3 does not exist (tokens are 0-based, 0..2).")
+          "(optimal tokens): sample 1 (Python index 0): token index 3 does not exist (tokens "
+          "are 0-based, 0..2).")
     _says(check.check_selection(None, toy), False,
           "(optimal tokens): alpha is None: you have not answered yet (replace the stub above).")
     _says(check.check_selection([1], toy, W=torch.eye(2)), False,
-          "(selected tokens): 1 of 1 samples wrong; e.g. sample 0: you chose token 1 (logit 0), "
-          "but another token of that sample has a larger logit. Your indices look 1-based: "
-          "tokens are numbered from 0.", wrong=[0])
+          "(selected tokens): 1 of 1 samples wrong; e.g. sample 1 (Python index 0): you chose"
+          " token index 1 (logit 0), but another token of that sample has a larger logit. You"
+          " picked the smallest, not the largest: use argmax (not argmin), and check the sign"
+          " (the label Y_i). (If you counted from 1 instead: tokens are numbered from 0 in "
+          "Python.)", wrong=[0])
     _says(check.check_selection([1], toy, p=[0.0, 1.0]), True,
           "(selected tokens): all 1 samples pick a token of largest logit.")
     assert not check.check_selection([1], toy, W=[[0.0, 0.0], [-1.0, 0.0]], p=[1.0, 0.0])
@@ -508,13 +548,17 @@ def test_selection_messages(toy):
         _says(check.check_selection(ok, tie), True, "(optimal tokens): all 2 samples pick a "
               "token of largest score (2 samples have ties: any maximiser counts).")
     _says(check.check_selection([2, 1], tie), False,
-          "(optimal tokens): 2 of 2 samples wrong; e.g. sample 0: you chose token 2 (score 0), "
-          "but another token of that sample has a larger score. Your indices look 1-based: "
-          "tokens are numbered from 0.", wrong=[0, 1])  # [2, 1] - 1 = [1, 0] is right
+          "(optimal tokens): 2 of 2 samples wrong; e.g. sample 1 (Python index 0): you chose "
+          "token index 2 (score 0), but another token of that sample has a larger score. You "
+          "picked the smallest, not the largest: use argmax (not argmin), and check the sign "
+          "(the label Y_i). (If you counted from 1 instead: tokens are numbered from 0 in "
+          "Python.)", wrong=[0, 1])  # [2, 1] - 1 = [1, 0] is right
     _says(check.check_selection([1, 1], tie), False,
-          "(optimal tokens): 1 of 2 samples wrong; e.g. sample 1: you chose token 1 (score -1), "
-          "but another token of that sample has a larger score. Your indices look 1-based: "
-          "tokens are numbered from 0.", wrong=[1])
+          "(optimal tokens): 1 of 2 samples wrong; e.g. sample 2 (Python index 1): you chose "
+          "token index 1 (score -1), but another token of that sample has a larger score. You"
+          " picked the smallest, not the largest: use argmax (not argmin), and check the sign"
+          " (the label Y_i). (If you counted from 1 instead: tokens are numbered from 0 in "
+          "Python.)", wrong=[1])
     _says(check.check_selection([0, 1, 0], tie), False,
           "(optimal tokens): alpha must hold one token index per sample, shape (2,); yours has "
           "shape (3,).")
@@ -541,8 +585,9 @@ def test_locally_optimal_messages(toy):
     _says(check.check_locally_optimal(0, toy, alpha=[1]), True,
           t + "selection [1] is not locally optimal.")
     _says(check.check_locally_optimal(True, toy, alpha=[1]), False,
-          t + "selection [1] is not locally optimal; you said it is. At sample 0, the support "
-          "token 0 scores 1 ≥ 0, the score of the selected token 1.")
+          t + "selection [1] is not locally optimal; you said it is. At sample 1, token 1 "
+              "(Python index [0, 0]), a support token, the score 1 is ≥ 0, the score of the "
+              "selected token (Python index 1).")
     _says(check.check_locally_optimal(False, toy, alpha=[0]), False,
           t + "selection [0] is locally optimal; you said it is not. Every support token scores "
           "lower than its selected token.")
@@ -558,14 +603,17 @@ def test_locally_optimal_messages(toy):
     _says(check.check_locally_optimal([(0,)], toy), True, ok_set)
     # wrong sets: counts and one example from the learner's own set, never the missing ones
     _says(check.check_locally_optimal({0, 1}, toy), False,
-          t + "1 of your 2 selections are not locally optimal; e.g. (1,): a support token "
-          "scores at least as high as the selected token.", wrong=1, missing=0)
+          t + "1 of your 2 selections is not locally optimal: 1 with a feasible Att-SVM but a"
+              " support token that scores at least as high as the selected token.",
+              wrong=1, missing=0)
     _says(check.check_locally_optimal(set(), toy), False,
-          t + "1 locally optimal selection is missing from your set.", wrong=0, missing=1)
+          t + "1 locally optimal selection is missing from your set: are your tolerances too "
+              "strict, or the score comparison reversed?", wrong=0, missing=1)
     _says(check.check_locally_optimal({2, 1}, toy), False,
-          t + "2 of your 2 selections are not locally optimal; e.g. (1,): a support token "
-          "scores at least as high as the selected token. 1 locally optimal selection is "
-          "missing from your set.", wrong=2, missing=1)
+          t + "2 of your 2 selections are not locally optimal: 2 with a feasible Att-SVM but "
+              "a support token that scores at least as high as the selected token. 1 locally "
+              "optimal selection is missing from your set: are your tolerances too strict, or"
+              " the score comparison reversed?", wrong=2, missing=1)
     _says(check.check_locally_optimal(5, toy), False,
           t + "answer must be a collection of selections, e.g. {0, 1} for one sample or "
           "{(0, 0), (1, 0)} for two.")
@@ -576,12 +624,14 @@ def test_locally_optimal_messages(toy):
           t + "each selection must name 1 token(s), one per sample.")
     ex = al_examples.three_token_example("global")
     _says(check.check_locally_optimal(True, ex.data, alpha=[1], param="p", W=ex.init["W"]),
-          False, t + "selection [1] is not locally optimal; you said it is. At sample 0, the "
-          "support token 2 scores 0.9 ≥ 0.9, the score of the selected token 1.")
+          False, t + "selection [1] is not locally optimal; you said it is. At sample 1, "
+                     "token 3 (Python index [0, 2]), a support token, the score 0.9 is ≥ 0.9,"
+                     " the score of the selected token (Python index 1).")
     # the prompt model with W = identity: the same answer as the p-SVM by hand
     _says(check.check_locally_optimal(True, toy, alpha=[1], param="p"), False,
-          t + "selection [1] is not locally optimal; you said it is. At sample 0, the support "
-          "token 0 scores 1 ≥ 0, the score of the selected token 1.")
+          t + "selection [1] is not locally optimal; you said it is. At sample 1, token 1 "
+              "(Python index [0, 0]), a support token, the score 1 is ≥ 0, the score of the "
+              "selected token (Python index 1).")
     _says(check.check_locally_optimal(True, toy, alpha=[0], param="p", norm=3.0), True,
           t + "selection [0] is locally optimal.")
     # two samples in the plane: T^n = 4 selections, tuples in the messages
@@ -594,9 +644,10 @@ def test_locally_optimal_messages(toy):
           t + "all 1 locally optimal selections among the 4, and no other (independent NNLS "
           "check).")
     _says(check.check_locally_optimal({(0, 0), (1, 1)}, two), False,
-          t + "2 of your 2 selections are not locally optimal; e.g. (0, 0): a support token "
-          "scores at least as high as the selected token. 1 locally optimal selection is "
-          "missing from your set.", wrong=2, missing=1)
+          t + "2 of your 2 selections are not locally optimal: 2 with a feasible Att-SVM but "
+              "a support token that scores at least as high as the selected token. 1 locally "
+              "optimal selection is missing from your set: are your tolerances too strict, or"
+              " the score comparison reversed?", wrong=2, missing=1)
     # an infeasible selection: two identical tokens cannot be separated
     same = D.AttentionData(torch.tensor([[[1.0, 0.0], [1.0, 0.0]]], dtype=torch.float64),
                            torch.tensor([1.0], dtype=torch.float64),

@@ -39,8 +39,9 @@ T_LOC = "(local optimality): "
 # The W-model with z = e1 is the same problem in W's first column (the other column is 0).
 X_LP = f64([[[0.0, 0.0], [-2.0, -1.0], [-2.6, 0.0]]])
 V_LP = f64(-1.0, 3.0)
-WHY_LP = ("selection [0] is not locally optimal; you said it is. At sample 0, the support token "
-          "2 scores 2.6 ≥ 0, the score of the selected token 0.")
+WHY_LP = ("selection [0] is not locally optimal; you said it is. At sample 1, token 3 (Python"
+          " index [0, 2]), a support token, the score 2.6 is ≥ 0, the score of the selected "
+          "token (Python index 0).")
 
 
 def test_hand_solved_lp_instance():
@@ -114,8 +115,8 @@ def test_md_step_tolerance_boundary_is_inclusive():
     # an entry off by exactly the tolerance is not counted as off
     _says(check.check_md_step([[1e-8, 1.0]], Z, Z, 1.0, 2), False,
           "(ℓ2 mirror-descent step): 1 of 2 entries are off; the largest error is at entry "
-          "(0, 1) (yours 1). Recompute that entry by hand: map W to the dual, take the step "
-          "there, and map back.", entry=(0, 1), max_error=1.0)
+          "(1, 2) (Python index [0, 1]) (yours 1). Recompute that entry by hand: map W to the"
+          " dual, take the step there, and map back.", entry=(0, 1), max_error=1.0)
 
 
 def test_md_step_hints_are_relative_to_1e_8():
@@ -124,8 +125,8 @@ def test_md_step_hints_are_relative_to_1e_8():
     W, G = f64([[1.0, -2.0]]), f64([[1.0, 1.0]])
     _says(check.check_md_step([[0.0, -3.0 + 1e-6]], W, G, 1.0, 3), False,
           "(ℓ3 mirror-descent step): 1 of 2 entries are off; the largest error is at entry "
-          "(0, 1) (yours -3). Recompute that entry by hand: map W to the dual, take the step "
-          "there, and map back.")
+          "(1, 2) (Python index [0, 1]) (yours -3). Recompute that entry by hand: map W to "
+          "the dual, take the step there, and map back.")
     # the dual point (0, -5) and the sign-flipped step (sqrt 2, -sqrt 3), likewise
     for ans in ([[0.0, -5.0 + 1e-5]], [[math.sqrt(2) + 1e-5, -math.sqrt(3)]]):
         fb = check.check_md_step(ans, W, G, 1.0, 3)
@@ -143,9 +144,9 @@ def test_svm_margin_and_tie_boundaries():
           "Frobenius norm 0.75 is the minimum.")
     # a margin exactly 0 is a violation of a direction
     _says(check.check_svm_direction(f64([[1.0, 0.0], [1.0, 0.0]]), toy, alpha=[0]), False,
-          "(Att-SVM direction): your W violates 1 of 2 margin constraints (x_iα_i − x_it)ᵀ "
-          "W z_i > 0; the largest violation is at sample 0, token 1 (margin 0, selected "
-          "token 0).", violations=1)
+          "(Att-SVM direction): your W violates 1 of 2 margin constraints (x_iα_i − x_it)ᵀ W "
+          "z_i > 0; the largest violation is at sample 1, token 2 (Python index [0, 1]) "
+          "(margin 0; the selected token of that sample is token 1, Python index 0).", violations=1)
 
 
 def test_selection_tie_boundary():
@@ -179,9 +180,8 @@ def test_rank_of_an_empty_matrix():
         _says(check.check_rank(0, W), True,
               "(rank): W has rank 0 (singular values above 1e-06·σ₁).", rank=0)
     _says(check.check_rank(1, torch.zeros(0, 3)), False,
-          "(rank): you said 1; W has numerical rank 0 (leading singular values ; tolerance "
-          "1e-06·σ₁). Count only singular values above the relative tolerance: tiny ones are "
-          "round-off.", rank=0)
+          "(rank): your rank is too high: count only the singular values above the relative "
+          "tolerance 1e-06·σ₁; the tiny ones are round-off.", direction="high")
 
 
 def test_strict_message_and_markdown():
@@ -282,15 +282,15 @@ def test_relaxed_prompt_messages():
     _says(check.check_relaxed_prompt([1.0, 0.0], RELAX), False,
           T_REL + "This is v^mm, the head's SVM; p^relax is the prompt's.")
     _says(check.check_relaxed_prompt([0.5, -0.4], RELAX), False,
-          T_REL + "your p_relax violates a constraint: input 0, token 1 has margin 0.9, it "
-          "needs ≥ 1 (a support input of the head).")
+          T_REL + "your p_relax violates a constraint: input 1, token 2 (Python index [0, 1])"
+                  " has margin 0.9, it needs ≥ 1 (a support input of the head).")
     _says(check.check_relaxed_prompt([0.2, -1.0], RELAX), False,
-          T_REL + "your p_relax violates a constraint: input 1, token 1 has margin -0.6, it "
-          "needs ≥ 0 (not a support input).")
+          T_REL + "your p_relax violates a constraint: input 2, token 2 (Python index [1, 1])"
+                  " has margin -0.6, it needs ≥ 0 (not a support input).")
     # both violated: the smaller margin is named (-0.2 at input 1 < 0.8 at input 0)
     _says(check.check_relaxed_prompt([0.0, -0.2], RELAX), False,
-          T_REL + "your p_relax violates a constraint: input 1, token 1 has margin -0.2, it "
-          "needs ≥ 0 (not a support input).")
+          T_REL + "your p_relax violates a constraint: input 2, token 2 (Python index [1, 1])"
+                  " has margin -0.2, it needs ≥ 0 (not a support input).")
     _says(check.check_relaxed_prompt([1.0, -1.0], RELAX), False,
           T_REL + "your p_relax satisfies the relaxed constraints but is not the shortest such "
           "point: which constraints are active at the minimum? (KKT: p is a non-negative "
@@ -317,8 +317,8 @@ def test_relaxed_prompt_with_its_W():
           "a support vector of the head (v-margin > 1) only needs margin ≥ 0.")
     # margins with W: 0.2 + 0.8 = 1 (input 0), 0.4 - 0.8 = -0.4 (input 1)
     _says(check.check_relaxed_prompt([0.2, -0.4], RELAX, W=W), False,
-          T_REL + "your p_relax violates a constraint: input 1, token 1 has margin -0.4, it "
-          "needs ≥ 0 (not a support input).")
+          T_REL + "your p_relax violates a constraint: input 2, token 2 (Python index [1, 1])"
+                  " has margin -0.4, it needs ≥ 0 (not a support input).")
     p, v = check.svm_answers.relaxed_prompt_oracle(RELAX.X.float().numpy(),
                                                    RELAX.Y.float().numpy(), [0, 0], W.numpy())
     assert np.allclose(p, [1 / 3, -1 / 3]) and np.allclose(v, [1.0, 0.0])
@@ -444,7 +444,8 @@ def test_value_mistakes_and_side():
 def test_value_passes_its_tolerance_to_diagnose():
     # -ans is 1e-6 from exp: within tol = 1e-9 + 1e-6 * 2 but not diagnose's default 1e-9
     _says(check.check_value([-1.0, -2.000001], [1.0, 2.0]), False,
-          "(value): 2 of 2 entries of value are off; the farthest is entry (1,) (yours -2). "
+          "(value): 2 of 2 entries of value are off; the farthest is entry (2) (Python index "
+          "[1]) (yours -2). "
           "Your answer has the wrong sign.", entries_off=2)
 
 
@@ -456,8 +457,8 @@ def test_md_step_swapped_exponents():
     assert math.isclose(math.sqrt(80.0), 8.94427191, rel_tol=1e-9)
     _says(check.check_md_step([[4.0, -4.0]], W, G, 0.5, 3), False,
           "(ℓ3 mirror-descent step): 1 of 2 entries are off; the largest error is at entry "
-          "(0, 0) (yours 4). The two exponents are swapped: to the dual with |·|^(p−1), back "
-          "to the primal with |·|^(1/(p−1)).", entry=(0, 0))
+          "(1, 1) (Python index [0, 0]) (yours 4). The two exponents are swapped: to the dual"
+          " with |·|^(p−1), back to the primal with |·|^(1/(p−1)).", entry=(0, 0))
     # at p = 2 both maps are the identity: the same numbers are a plain (wrong) step, no hint
     fb = check.check_md_step([[4.0, -4.0]], W, G, 0.5, 2)
     assert not fb and "swapped" not in fb.message
@@ -467,15 +468,15 @@ def test_md_step_tolerance_floor_and_hint_atol():
     # W = 0.5, G = 0: the step is 0.5 (0.25^(1/2), exact); tol = 1e-8 * max(1, 0.5) = 1e-8
     _says(check.check_md_step([[0.5 + 1.8e-8]], f64([[0.5]]), f64([[0.0]]), 1.0, 3), False,
           "(ℓ3 mirror-descent step): 1 of 1 entries are off; the largest error is at entry "
-          "(0, 0) (yours 0.5). Recompute that entry by hand: map W to the dual, take the step "
-          "there, and map back.")
+          "(1, 1) (Python index [0, 0]) (yours 0.5). Recompute that entry by hand: map W to "
+          "the dual, take the step there, and map back.")
     # W = 100, G = 1: the step sqrt(9999) = 99.995 sets tol ~ 1e-6; the plain step 99 plus
     # 1.5e-6 is within tol + 1e-8 * 99 but not 1e-8 + 1e-8 * 99
     _says(check.check_md_step([[99.0 + 1.5e-6]], f64([[100.0]]), f64([[1.0]]), 1.0, 3), False,
           "(ℓ3 mirror-descent step): 1 of 1 entries are off; the largest error is at entry "
-          "(0, 0) (yours 99). This is a plain gradient step W − η∇L; mirror descent steps in "
-          "the dual: map W by sign(W)|W|^(p−1), subtract η∇L, and map back by "
-          "sign(·)|·|^(1/(p−1)).")
+          "(1, 1) (Python index [0, 0]) (yours 99). This is a plain gradient step W − η∇L; "
+          "mirror descent steps in the dual: map W by sign(W)|W|^(p−1), subtract η∇L, and map"
+          " back by sign(·)|·|^(1/(p−1)).")
 
 
 def test_md_step_asks_diagnose_with_its_tolerance():
@@ -485,7 +486,7 @@ def test_md_step_asks_diagnose_with_its_tolerance():
     _says(check.check_md_step([[-r + 1e-8, -1.0 + 1e-8]], f64([[4.0, 1.0]]), f64([[1.0, 0.0]]),
                               1.0, 3), False,
           "(ℓ3 mirror-descent step): 2 of 2 entries are off; the largest error is at entry "
-          "(0, 0) (yours -3.87298). Your answer has the wrong sign.")
+          "(1, 1) (Python index [0, 0]) (yours -3.87298). Your answer has the wrong sign.")
 
 
 # -- check_selection: the smallest-score hint and its boundaries ----------------------------------
@@ -498,23 +499,26 @@ def _scored(*gammas):
 def test_selection_hints():
     data = _scored((1.0, 0.5, 0.0, -1.0))
     _says(check.check_selection([3], data), False,
-          "(optimal tokens): 1 of 1 samples wrong; e.g. sample 0: you chose token 3 (score -1), "
-          "but another token of that sample has a larger score. You picked the smallest, not "
-          "the largest: check the sign (the label Y_i).", wrong=[0])
+          "(optimal tokens): 1 of 1 samples wrong; e.g. sample 1 (Python index 0): you chose "
+          "token index 3 (score -1), but another token of that sample has a larger score. You"
+          " picked the smallest, not the largest: use argmax (not argmin), and check the sign"
+          " (the label Y_i).", wrong=[0])
     _says(check.check_selection([2], data), False,
-          "(optimal tokens): 1 of 1 samples wrong; e.g. sample 0: you chose token 2 (score 0), "
-          "but another token of that sample has a larger score.", wrong=[0])
+          "(optimal tokens): 1 of 1 samples wrong; e.g. sample 1 (Python index 0): you chose "
+          "token index 2 (score 0), but another token of that sample has a larger score.",
+          wrong=[0])
     # scores (0, -1, -1 + 1e-12): token 2 is within the tie 1e-12 (1 + 0) of the smallest
     m = -1.0 + 1e-12
     _says(check.check_selection([2], _scored((0.0, -1.0, m))), False,
-          f"(optimal tokens): 1 of 1 samples wrong; e.g. sample 0: you chose token 2 (score "
-          f"{m:.4g}), but another token of that sample has a larger score. You picked the "
-          "smallest, not the largest: check the sign (the label Y_i).", wrong=[0])
+          f"(optimal tokens): 1 of 1 samples wrong; e.g. sample 1 (Python index 0): you chose "
+          f"token index 2 (score {m:.4g}), but another token of that sample has a larger "
+          "score. You picked the smallest, not the largest: use argmax (not argmin), and "
+          "check the sign (the label Y_i).", wrong=[0])
     # 1-based: sample 1's token 0 scores -1e-12 = best - tie exactly (still a maximiser)
     _says(check.check_selection([1, 1], _scored((1.0, 0.0, -1.0), (-1e-12, 0.0, -5.0))), False,
-          "(optimal tokens): 1 of 2 samples wrong; e.g. sample 0: you chose token 1 (score 0), "
-          "but another token of that sample has a larger score. Your indices look 1-based: "
-          "tokens are numbered from 0.", wrong=[0])
+          "(optimal tokens): 1 of 2 samples wrong; e.g. sample 1 (Python index 0): you chose "
+          "token index 1 (score 0), but another token of that sample has a larger score. Your"
+          " indices look 1-based: tokens are numbered from 0.", wrong=[0])
 
 
 def test_selection_tie_scales_with_the_best_score():
@@ -538,12 +542,14 @@ def _twice(X):
 
 
 @pytest.mark.parametrize(("given", "text", "wrong", "missing"), [
-    ({(0, 0), (2, 2), (0, 1)}, "1 of your 3 selections are not locally optimal; e.g. (0, 1): "
-     "its Att-SVM is infeasible.", 1, 0),
-    ({(1, 1)}, "1 of your 1 selections are not locally optimal; e.g. (1, 1): a support token "
-     "scores at least as high as the selected token. 2 locally optimal selections are missing "
-     "from your set.", 1, 2),
-    ({(0, 0)}, "1 locally optimal selection is missing from your set.", 0, 1),
+    ({(0, 0), (2, 2), (0, 1)}, "1 of your 3 selections is not locally optimal: 1 with an "
+                               "infeasible Att-SVM.", 1, 0),
+    ({(1, 1)}, "1 of your 1 selections is not locally optimal: 1 with a feasible Att-SVM but "
+               "a support token that scores at least as high as the selected token. 2 locally"
+               " optimal selections are missing from your set: are your tolerances too "
+               "strict, or the score comparison reversed?", 1, 2),
+    ({(0, 0)}, "1 locally optimal selection is missing from your set: are your tolerances too"
+               " strict, or the score comparison reversed?", 0, 1),
 ])
 def test_w_set_messages(given, text, wrong, missing):
     _says(check.check_locally_optimal(given, _twice(X_LP)), False, T_LOC + text, wrong=wrong,
@@ -558,9 +564,10 @@ def test_w_set_shifted_down_is_not_one_based():
           T_LOC + "all 2 locally optimal selections among the 9, and no other (independent "
           "NNLS check).")
     _says(check.check_locally_optimal({(0, 0), (1, 1)}, data), False,
-          T_LOC + "1 of your 2 selections are not locally optimal; e.g. (0, 0): a support token "
-          "scores at least as high as the selected token. 1 locally optimal selection is "
-          "missing from your set.")
+          T_LOC + "1 of your 2 selections is not locally optimal: 1 with a feasible Att-SVM "
+                  "but a support token that scores at least as high as the selected token. 1 "
+                  "locally optimal selection is missing from your set: are your tolerances "
+                  "too strict, or the score comparison reversed?")
 
 
 OUT_OF_RANGE = ("your token indices look 1-based or out of range: tokens are numbered from 0 "
@@ -577,9 +584,10 @@ def test_w_set_on_a_line():
           T_LOC + "all 1 locally optimal selections among the 3, and no other (independent NNLS "
           "check).")
     _says(check.check_locally_optimal({2}, line), False,
-          T_LOC + "1 of your 1 selections are not locally optimal; e.g. (2,): a support token "
-          "scores at least as high as the selected token. 1 locally optimal selection is "
-          "missing from your set.")
+          T_LOC + "1 of your 1 selections is not locally optimal: 1 with a feasible Att-SVM "
+                  "but a support token that scores at least as high as the selected token. 1 "
+                  "locally optimal selection is missing from your set: are your tolerances "
+                  "too strict, or the score comparison reversed?")
     for given in ({5}, {3}, {0, 3}, {-1}):
         _says(check.check_locally_optimal(given, line), False, T_LOC + OUT_OF_RANGE)
 
@@ -593,8 +601,9 @@ def test_why_local_of_the_w_model_uses_its_queries():
     X2 = torch.cat([X_LP, f64([[[0.0, 0.0], [0.0, -3.0], [0.0, -3.0]]])])
     data = D.AttentionData(X2, f64([1.0, 1.0]), z=f64([[1.0, 0.0], [0.0, 1.0]]), v=V_LP)
     _says(check.check_locally_optimal(True, data, alpha=[1, 0]), False,
-          T_LOC + "selection [1, 0] is not locally optimal; you said it is. At sample 0, the "
-          "support token 0 scores 0 ≥ -1, the score of the selected token 1.")
+          T_LOC + "selection [1, 0] is not locally optimal; you said it is. At sample 1, "
+                  "token 1 (Python index [0, 0]), a support token, the score 0 is ≥ -1, the "
+                  "score of the selected token (Python index 1).")
 
 
 # -- directions of a selection that is not the optimal one, in the selection's own norm ---------
@@ -613,9 +622,11 @@ def test_directions_solve_the_given_selection_in_the_given_norm():
     assert check.check_prompt_direction(p3, data, alpha=[2], norm=3.0, min_corr=0.999)
     n3 = (np.abs(p2) ** 3).sum() ** (1 / 3)
     _says(check.check_prompt_direction(p2, data, alpha=[2], norm=3.0, exact=True), False,
-          "(p-SVM solution): your p satisfies all 2 margin constraints but is not the smallest: "
-          f"its ℓ3 norm {n3:.6g} can be lowered (scale it down until a margin is exactly 1, or "
-          "solve the SVM with this norm).")
+          "(p-SVM solution): your p satisfies all 2 margin constraints, its smallest margin is "
+          "exactly 1, and yet it is not the ℓ3 minimiser: another p meets the constraints with "
+          "a smaller ℓ3 norm. Scaling will not help; solve the SVM with the ℓ3 norm (the "
+          "minimiser of another norm is a different point).")
+    assert f"{n3:.6g}" != "0.775335"
     # W-model, z = e1, selection 1 (not the optimal token 2): W^mm = (0, -1) e1^T (above)
     data = D.AttentionData(X_LP, f64([1.0]), z=E1, v=V_LP)
     W1 = f64([[0.0, 0.0], [-1.0, 0.0]])
@@ -637,8 +648,8 @@ def test_relaxed_prompt_margin_boundaries():
           "combination of their rows).")
     # p = (-0.5, 0.25): margins -0.75 (input 0) and -1 + 0.25 = -0.75 (input 1): the first named
     _says(check.check_relaxed_prompt([-0.5, 0.25], RELAX), False,
-          T_REL + "your p_relax violates a constraint: input 0, token 1 has margin -0.75, it "
-          "needs ≥ 1 (a support input of the head).")
+          T_REL + "your p_relax violates a constraint: input 1, token 2 (Python index [0, 1])"
+                  " has margin -0.75, it needs ≥ 1 (a support input of the head).")
 
 
 # -- diagnose: the floor's 1.0, zero answers, one column, small row sums, a float64 tol -----------

@@ -136,6 +136,12 @@ def test_kq_step_tolerance_messages_and_arguments(data):
         "Your gradients of K and Q are swapped: with W = KQᵀ, ∇_K L = G Q and ∇_Q L = Gᵀ K "
         "(G = ∇_W L).": (K - lr * G.T @ Q, Q - lr * G @ K),
         "The step size η is missing.": (K - gK, Q - gQ),
+        "Your gradients are of the summed loss: the risk is a mean over the n samples, so "
+        "divide by n.": (K - lr * data.n * gK, Q - lr * data.n * gQ),
+        "A transpose is missing in ∇_Q L: with W = KQᵀ, ∇_Q L = Gᵀ K, not G K "
+        "(G = ∇_W L).": (K - lr * gK, Q - lr * G @ K),
+        "∇_K L has a transpose too many: with W = KQᵀ, ∇_K L = G Q, not Gᵀ Q "
+        "(G = ∇_W L).": (K - lr * G.T @ Q, Q - lr * gQ),
     }
     for hint, wrong in hints.items():
         fb = check_kq_step(wrong, K, Q, data, lr)
@@ -191,8 +197,8 @@ def test_att_svm_tolerances_and_messages_on_hand_solved_cases():
     assert not check_att_svm(W * (1 - 1e-5), data, [0])
     fb = check_att_svm(W * (1 - 1e-3), data, np.array([0]))
     assert (fb.ok, fb.title, fb.details) == (False, "Att-SVM (W)", {"violated": 1})
-    assert fb.message == ("1 of 1 margin constraints are violated; the worst is sample 0, "
-                          "token 1 (margin 0.999 < 1).")
+    assert fb.message == ("1 of 1 margin constraints are violated; the worst is at sample 1, "
+                          "token 2 (Python index [0, 1]) (margin 0.999 < 1).")
     fb = check_att_svm(W * (1 + 1e-3), data, torch.tensor([0]))
     assert (fb.ok, fb.title) == (False, "Att-SVM (W)")
     assert fb.message == ("every margin is above 1: a smaller multiple of your answer is still "
@@ -236,8 +242,8 @@ def test_att_svm_two_supports_and_the_p_svm_with_its_key_matrix():
     fb = check_att_svm(W, data, [0, 0])
     assert fb.details == {"support": 2} and "all 2 margins ≥ 1" in fb.message
     fb = check_att_svm(W, data, [1, 0])
-    assert fb.message.startswith("1 of 2 margin constraints are violated; the worst is "
-                                 "sample 0, token 0 (margin -1 < 1)")
+    assert fb.message.startswith("1 of 2 margin constraints are violated; the worst is at "
+                                 "sample 1, token 1 (Python index [0, 0]) (margin -1 < 1)")
     # p-SVM: (x_0 - x_1)^T W p >= 1 per sample; W = I: p = (1/2, 1/4); W = 2 I: p / 2
     p = torch.tensor([0.5, 0.25], **F64)
     fb = check_att_svm(p, data, [0, 0], param="p")

@@ -102,20 +102,21 @@ def test_generic_feedback_counts_and_examples(inst):
     extra_feasible = sorted(feasible - truth)
     extra_infeasible = sorted(sels - feasible)
     assert extra_feasible and extra_infeasible
-    why_f = ("a support token scores at least as high as the selected token. If your test saw "
-             "no such token, it missed a support token: a solver's margins equal 1 only up to "
-             "round-off, so compare |margin − 1| with a tolerance")
-    missing = ("At least one locally optimal selection is missing from your set: are your "
-               "tolerances too strict, or the score comparison reversed?")
+    why_f = ("with a feasible Att-SVM but a support token that scores at least as high as the "
+             "selected token. If your test saw no such support token, it missed one: a "
+             "solver's margins equal 1 only up to round-off, so compare |margin − 1| with a "
+             "tolerance")
+    missing = ("2 locally optimal selections are missing from your set: are your tolerances "
+               "too strict, or the score comparison reversed?")
     a = extra_feasible[0]
     _fails(check(truth | {a}, data),
-           f"1 of your {len(truth) + 1} selections is not locally optimal; for example {a}: "
-           f"{why_f}.", {"wrong": 1, "missing": 0})
+           f"1 of your {len(truth) + 1} selections is not locally optimal: 1 {why_f}.",
+           {"wrong": 1, "missing": 0})
     b = extra_infeasible[0]
     given = {b, *extra_infeasible[1:2]}
     _fails(check(given, data),
-           f"{len(given)} of your {len(given)} selections are not locally optimal; for example "
-           f"{min(given)}: its Att-SVM is infeasible. {missing}",
+           f"{len(given)} of your {len(given)} selections are not locally optimal: {len(given)} "
+           f"with an infeasible Att-SVM. {missing}",
            {"wrong": len(given), "missing": len(truth)})
     _fails(check(set(), data), missing, {"wrong": 0, "missing": len(truth)})
 
@@ -263,8 +264,8 @@ def test_joint_step_generic_message_names_the_stacked_pair_and_counts_entries():
     fb = al.check.check_joint_step((v1, off), v0, p0, nt, lr)
     assert (fb.ok, fb.title, fb.details) == (False, JTITLE, {"entries_off": 1})
     assert fb.message.startswith(
-        f"1 of 4 entries of (v_next, p_next) stacked are off; the farthest is entry (1, 0) "
-        f"(yours {float(off[0]):.6g})."), fb.message
+        f"1 of 4 entries of (v_next, p_next) stacked are off; the farthest is entry (2, 1) "
+        f"(Python index [1, 0]) (yours {float(off[0]):.6g})."), fb.message
 
 
 def test_one_based_diagnosis_when_the_truth_never_uses_the_last_token():

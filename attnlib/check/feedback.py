@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 __all__ = ["Feedback", "strict", "is_strict", "STRICT_ENV", "DTYPE", "answer_tensor",
-           "reference", "one_instance", "fail"]
+           "reference", "one_instance", "fail", "position"]
 
 DTYPE = torch.float64  # every check computes in float64 on the CPU
 STRICT_ENV = "ATTNLIB_CHECK_STRICT"  # "1": failed checks raise (the grader's switch)
@@ -126,3 +126,16 @@ def one_instance(data):
 
 def fail(title, message, **details):
     return Feedback(False, title, message, details)
+
+
+def position(index, names=None) -> str:
+    """A place in an array as the text counts it (from 1), with its Python index (from 0).
+
+    ``position((1, 2), ("sample", "token"))`` is ``"sample 2, token 3 (Python index [1, 2])"``;
+    without ``names``, ``position((0, 1))`` is ``"entry (1, 2) (Python index [0, 1])"``.
+    """
+    idx = tuple(int(u) for u in (index if isinstance(index, (tuple, list)) else (index,)))
+    py = "[" + ", ".join(map(str, idx)) + "]"
+    if names is None:
+        return f"entry ({', '.join(str(u + 1) for u in idx)}) (Python index {py})"
+    return ", ".join(f"{n} {u + 1}" for n, u in zip(names, idx)) + f" (Python index {py})"

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from scipy.optimize import nnls
 
-from attnlib.check.feedback import Feedback, answer_tensor, fail, one_instance, reference
+from attnlib.check.feedback import Feedback, answer_tensor, fail, one_instance, position, reference
 from attnlib.check.numeric import check_value
 
 __all__ = ["check_gd_step", "check_kq_step", "check_att_svm", "check_causal_attention",
@@ -147,8 +147,15 @@ def check_kq_step(KQ_next, K, Q, data, lr) -> Feedback:
     K1 = K - lr * gK
     gQ_seq = _fd_grad(lambda B: risk(np.broadcast_to(K1, B.shape), B), Q)
     G = _fd_grad(lambda A: risk_oracle(X, Y, z, v, A), K @ Q.T)  # dL/dW
+    n = X.shape[0]
     stacked = lambda a, b: np.stack([a, b])
     mistakes = {
+        "Your gradients are of the summed loss: the risk is a mean over the n samples, so "
+        "divide by n.": stacked(K - lr * n * gK, Q - lr * n * gQ),
+        "A transpose is missing in ∇_Q L: with W = KQᵀ, ∇_Q L = Gᵀ K, not G K "
+        "(G = ∇_W L).": stacked(K1, Q - lr * (G @ K)),
+        "∇_K L has a transpose too many: with W = KQᵀ, ∇_K L = G Q, not Gᵀ Q "
+        "(G = ∇_W L).": stacked(K - lr * (G.T @ Q), Q - lr * gQ),
         "You moved up the gradient: a descent step subtracts η times each gradient.":
             stacked(K + lr * gK, Q + lr * gQ),
         "Your Q step used the updated K: take both gradients at the current (K, Q), then "
@@ -223,8 +230,8 @@ def check_att_svm(answer, data, alpha, *, param="W", W=None) -> Feedback:
         k = int(margins.argmin())
         worst = int((margins < 1 - scale).sum())
         return fail(title, f"{worst} of {len(margins)} margin constraints are violated; the "
-                           f"worst is sample {int(i[k])}, token {int(t[k])} (margin "
-                           f"{margins[k]:.4g} < 1).", violated=worst)
+                           f"worst is at {position((i[k], t[k]), ('sample', 'token'))} "
+                           f"(margin {margins[k]:.4g} < 1).", violated=worst)
     active = margins <= 1 + 1e-5 * (1 + np.abs(margins).max())
     if not active.any():
         return fail(title, "every margin is above 1: a smaller multiple of your answer is "

@@ -37,7 +37,7 @@ from attnlib.check.feedback import Feedback, answer_tensor, fail, one_instance, 
 from attnlib.check.numeric import check_value
 
 __all__ = ["check_local_selections", "check_joint_step", "min_norm_point",
-           "locally_optimal_oracle", "joint_risk_oracle"]
+           "locally_optimal_oracle", "joint_risk_oracle", "selection_set_message"]
 
 _SUPPORT_TOL = 1e-6  # a margin within 1 + this (relative) is active
 _SCORE_TOL = 1e-10  # a support token scoring above best - this violates strictness
@@ -194,21 +194,40 @@ def check_local_selections(answer, data, W=None) -> Feedback:
     for wrong, hint in mistakes:
         if given == wrong:
             return fail(title, hint)
-    extra = sorted(given - truth)
+    return fail(title, selection_set_message(given, truth, feasible, round_off=True),
+                wrong=len(given - truth), missing=len(truth - given))
+
+
+def selection_set_message(given: set, truth: set, feasible: set, *, round_off=False) -> str:
+    """What is wrong with a set of selections, by count and by kind, never naming one.
+
+    Naming a wrong selection per try would let a few scripted submissions read the answer
+    off the feedback; counts per kind (an infeasible Att-SVM, a support token that scores as
+    high as the selected token, a locally optimal selection left out) do not name it."""
+    extra = given - truth
+    infeasible = len(extra - feasible)
+    beaten = len(extra & feasible)
     parts = []
     if extra:
-        a = extra[0]
-        why = ("its Att-SVM is infeasible" if a not in feasible else
-               "a support token scores at least as high as the selected token. If your test "
-               "saw no such token, it missed a support token: a solver's margins equal 1 only "
-               "up to round-off, so compare |margin − 1| with a tolerance")
         verb = "is" if len(extra) == 1 else "are"
+        kinds = []
+        if infeasible:
+            kinds.append(f"{infeasible} with an infeasible Att-SVM")
+        if beaten:
+            kinds.append(f"{beaten} with a feasible Att-SVM but a support token that scores at "
+                         "least as high as the selected token")
         parts.append(f"{len(extra)} of your {len(given)} selections {verb} not locally "
-                     f"optimal; for example {a}: {why}.")
-    if truth - given:
-        parts.append("At least one locally optimal selection is missing from your set: are "
-                     "your tolerances too strict, or the score comparison reversed?")
-    return fail(title, " ".join(parts), wrong=len(extra), missing=len(truth - given))
+                     f"optimal: {' and '.join(kinds)}.")
+        if beaten and round_off:
+            parts.append("If your test saw no such support token, it missed one: a solver's "
+                         "margins equal 1 only up to round-off, so compare |margin − 1| with a "
+                         "tolerance.")
+    missing = len(truth - given)
+    if missing:
+        parts.append(f"{missing} locally optimal selection{'s are' if missing > 1 else ' is'} "
+                     "missing from your set: are your tolerances too strict, or the score "
+                     "comparison reversed?")
+    return " ".join(parts)
 
 
 def joint_risk_oracle(X, Y, v, p, W=None, *, softmax_axis=-1, labels=True) -> np.ndarray:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlib.check.feedback import DTYPE, Feedback, answer_tensor, fail, reference
+from attnlib.check.feedback import DTYPE, Feedback, answer_tensor, fail, position, reference
 
 __all__ = ["check_rank", "check_md_step", "check_value"]
 
@@ -35,11 +35,15 @@ def check_rank(r, W, rtol=1e-6) -> Feedback:
     if rf == true:
         return Feedback(True, title, f"W has rank {true} (singular values above {rtol:g}·σ₁).",
                         dict(rank=true))
-    shown = ", ".join(f"{float(s):.3g}" for s in sv[: min(len(sv), true + 2)])
-    hint = (" Count only singular values above the relative tolerance: tiny ones are "
-            "round-off." if rf > true else "")
-    return fail(title, f"you said {r}; W has numerical rank {true} (leading singular values "
-                        f"{shown}; tolerance {rtol:g}·σ₁).{hint}", rank=true)
+    if rf != round(rf) or rf < 0:
+        return fail(title, f"a rank is a whole number ≥ 0, you said {r}.")
+    if rf > true:  # which way, never the rank itself
+        hint = ("too high: count only the singular values above the relative tolerance "
+                f"{rtol:g}·σ₁; the tiny ones are round-off.")
+    else:
+        hint = (f"too low: count every singular value above {rtol:g}·σ₁ (the threshold is "
+                "relative to the largest one, σ₁), not only the large ones.")
+    return fail(title, f"your rank is {hint}", direction="high" if rf > true else "low")
 
 
 def check_md_step(W_next, W, grad, lr, lp) -> Feedback:
@@ -110,7 +114,7 @@ def check_md_step(W_next, W, grad, lr, lp) -> Feedback:
         hint = " " + (diagnose(Wn, ref, tol) or "Recompute that entry by hand: map W to the "
                       "dual, take the step there, and map back.")
     return fail(title, f"{int((err_ > tol).sum())} of {W.numel()} entries are off; the largest "
-                        f"error is at entry {pos} (yours {float(Wn[pos]):.6g}).{hint}",
+                        f"error is at {position(pos)} (yours {float(Wn[pos]):.6g}).{hint}",
                 max_error=float(err_.max()), entry=pos)
 
 
@@ -206,5 +210,5 @@ def check_value(answer, expected, *, rtol=1e-6, atol=1e-9, name="value",
     k = int(((ans - exp).abs() - tol).argmax())
     pos = tuple(int(u) for u in torch.unravel_index(torch.tensor(k), exp.shape))
     return fail(title, f"{int(off.sum())} of {exp.numel()} entries of {name} are off; the "
-                        f"farthest is entry {pos} (yours {float(ans[pos]):.6g}).{hint}",
+                        f"farthest is {position(pos)} (yours {float(ans[pos]):.6g}).{hint}",
                 entries_off=int(off.sum()))

@@ -13,7 +13,15 @@ import torch
 
 import attnlib.check.local_answers
 from attnlib import optimality, svm, tokens
-from attnlib.check.feedback import DTYPE, Feedback, answer_tensor, fail, one_instance, reference
+from attnlib.check.feedback import (
+    DTYPE,
+    Feedback,
+    answer_tensor,
+    fail,
+    one_instance,
+    position,
+    reference,
+)
 from attnlib.metrics import correlation
 
 __all__ = ["check_svm_direction", "check_prompt_direction", "check_selection",
@@ -155,8 +163,9 @@ def _direction(ans, sym, shape, data, alpha, norm, margins, solve, exact, min_co
         q = "W z_i" if sym == "W" else "W p"
         return fail(title, f"your {sym} violates {k} of {total} margin constraints "
                             f"(x_iα_i − x_it)ᵀ {q} {rhs}; the largest violation is at "
-                            f"sample {i}, token {t} (margin {float(m[i, t]):.4g}, selected "
-                            f"token {int(alpha[i])}).",
+                            f"{position((i, t), ('sample', 'token'))} (margin "
+                            f"{float(m[i, t]):.4g}; the selected token of that sample is "
+                            f"token {int(alpha[i]) + 1}, Python index {int(alpha[i])}).",
                      violations=k, constraints=total, worst=(i, t), margin=float(m[i, t]))
     try:
         ref = reference(solve(alpha, norm), "solution")
@@ -170,10 +179,17 @@ def _direction(ans, sym, shape, data, alpha, norm, margins, solve, exact, min_co
         details.update(norm=nx, optimal_norm=nref)
         if nx > nref * (1 + atol) + atol:
             details.pop("optimal_norm")
-            return fail(title, f"your {sym} satisfies all {total} margin constraints but is not "
-                                f"the smallest: its {name} norm {nx:.6g} can be lowered "
-                                "(scale it down until a margin is exactly 1, or solve the SVM "
-                                "with this norm).", **details)
+            if float(m.min()) > 1 + atol:  # a smaller multiple is still feasible
+                return fail(title, f"your {sym} satisfies all {total} margin constraints but "
+                                    f"is not the smallest: every margin is above 1, so its "
+                                    f"{name} norm {nx:.6g} can be lowered (scale it down until "
+                                    "a margin is exactly 1).", **details)
+            return fail(title, f"your {sym} satisfies all {total} margin constraints, its "
+                                "smallest margin is exactly 1, and yet it is not the "
+                                f"{name} minimiser: another {sym} meets the constraints with a "
+                                f"smaller {name} norm. Scaling will not help; solve the SVM "
+                                f"with the {name} norm (the minimiser of another norm is a "
+                                "different point).", **details)
         return Feedback(True, title, f"all {total} margin constraints hold (smallest margin "
                                      f"{float(m.min()):.4g}) and the {name} norm {nx:.6g} is "
                                      "the minimum.", details)
@@ -224,23 +240,29 @@ def check_selection(alpha, data, W=None, *, p=None) -> Feedback:
                             f"has shape {tuple(a.shape)}.")
     if (a < 0).any() or (a >= T).any():
         i = int(torch.nonzero((a < 0) | (a >= T))[0, 0])
-        return fail(title, f"sample {i}: token {int(a[i])} does not exist (tokens are 0-based, "
-                            f"0..{T - 1}).")
+        return fail(title, f"sample {i + 1} (Python index {i}): token index {int(a[i])} does "
+                            f"not exist (tokens are 0-based, 0..{T - 1}).")
     best = value.max(dim=1).values  # (n,)
     mine = value[torch.arange(n), a]
     tie = 1e-12 * (1 + best.abs())
     wrong = mine < best - tie
     if wrong.any():
         i = int(torch.nonzero(wrong)[0, 0])
-        hint = ""
+        hints = []
         shifted = a - 1
+        smallest = bool((mine <= value.min(dim=1).values + tie)[wrong].all())
+        if smallest:  # argmin where argmax is asked (or the sign of the label lost)
+            hints.append("You picked the smallest, not the largest: use argmax (not argmin), "
+                         "and check the sign (the label Y_i).")
         if (shifted >= 0).all() and (value[torch.arange(n), shifted] >= best - tie).all():
-            hint = " Your indices look 1-based: tokens are numbered from 0."
-        elif (mine <= value.min(dim=1).values + tie)[wrong].all():
-            hint = " You picked the smallest, not the largest: check the sign (the label Y_i)."
-        return fail(title, f"{int(wrong.sum())} of {n} samples wrong; e.g. sample {i}: you chose "
-                            f"token {int(a[i])} ({what} {float(mine[i]):.4g}), but another token "
-                            f"of that sample has a larger {what}.{hint}",
+            hints.append("(If you counted from 1 instead: tokens are numbered from 0 in "
+                         "Python.)" if smallest else "Your indices look 1-based: tokens are "
+                         "numbered from 0.")
+        hint = "".join(" " + h for h in hints)
+        return fail(title, f"{int(wrong.sum())} of {n} samples wrong; e.g. sample {i + 1} "
+                            f"(Python index {i}): you chose token index {int(a[i])} ({what} "
+                            f"{float(mine[i]):.4g}), but another token of that sample has a "
+                            f"larger {what}.{hint}",
                      wrong=torch.nonzero(wrong)[:, 0].tolist())
     ties = int(((value >= (best - tie)[:, None]).sum(1) > 1).sum())
     note = f" ({ties} samples have ties: any maximiser counts)" if ties else ""
@@ -367,17 +389,8 @@ def _w_selection_set(given, data, title):
          "optimality compares it only with its support tokens (margin 1).")]:
         if given == wrong:
             return fail(title, hint)
-    extra, missing = sorted(given - truth), len(truth - given)
-    parts = []
-    if extra:
-        why = "its Att-SVM is infeasible" if extra[0] not in feasible else \
-            "a support token scores at least as high as the selected token"
-        parts.append(f"{len(extra)} of your {len(given)} selections are not locally optimal; "
-                     f"e.g. {extra[0]}: {why}.")
-    if missing:  # how many, not which: that would be the answer
-        parts.append(f"{missing} locally optimal selection{'s are' if missing > 1 else ' is'} "
-                     "missing from your set.")
-    return fail(title, " ".join(parts), wrong=len(extra), missing=missing)
+    return fail(title, attnlib.check.local_answers.selection_set_message(given, truth, feasible),
+                wrong=len(given - truth), missing=len(truth - given))
 
 
 def _why_local(data, alpha, truth, norm, param, W):
@@ -398,8 +411,9 @@ def _why_local(data, alpha, truth, norm, param, W):
     if not bad.any():
         return ""
     i, t = (int(u) for u in torch.nonzero(bad)[0])
-    return (f"At sample {i}, the support token {t} scores {float(gamma[i, t]):.4g} ≥ "
-            f"{float(own[i, 0]):.4g}, the score of the selected token {int(alpha[i])}.")
+    return (f"At {position((i, t), ('sample', 'token'))}, a support token, the score "
+            f"{float(gamma[i, t]):.4g} is ≥ {float(own[i, 0]):.4g}, the score of the selected "
+            f"token (Python index {int(alpha[i])}).")
 
 
 def relaxed_prompt_oracle(X, Y, alpha, W=None, *, relaxed=True, tol=1e-6):
@@ -481,8 +495,9 @@ def check_relaxed_prompt(p, data, alpha=None, W=None, *, atol=1e-6) -> Feedback:
     if worst is not None:
         i, t, m = worst
         need = "≥ 1 (a support input of the head)" if S[i] else "≥ 0 (not a support input)"
-        return fail(title, f"your p_relax violates a constraint: input {i}, token {t} has "
-                           f"margin {m:.4g}, it needs {need}.")
+        return fail(title, f"your p_relax violates a constraint: "
+                           f"{position((i, t), ('input', 'token'))} has margin {m:.4g}, it "
+                           f"needs {need}.")
     return fail(title, "your p_relax satisfies the relaxed constraints but is not the "
                        "shortest such point: which constraints are active at the minimum? "
                        "(KKT: p is a non-negative combination of their rows).")
