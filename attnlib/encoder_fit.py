@@ -1,0 +1,169 @@
+r"""Training the review encoder as the paper does: all parameters, mini-batches, a stop rule.
+
+:func:`fit_encoder` trains the members of one :class:`attnlib.encoder.ReviewEncoder` on the
+training split, one member per run and seed; a run is an optimizer with its learning rate:
+
+- ``"md"``: unnormalised ℓp mirror descent on **every** parameter tensor,
+  :math:`\Theta\leftarrow\mathrm{sign}(w)|w|^{p-1}-\eta\nabla\mathcal L`,
+  :math:`w\leftarrow\mathrm{sign}(\Theta)|\Theta|^{1/(p-1)}`, with
+  :class:`attnlib.train.mirror.LpMirrorDescent` in the official code's variant
+  (``keep_dual=False``: the dual point recomputed from the weights at every step); p = 2 is
+  plain gradient descent;
+- ``"adam"``: ``torch.optim.Adam``, the practitioner's baseline.
+
+Each run's optimizer acts on its own slice of every parameter tensor (a parameter that shares
+the tensor's storage), so the members are independent models computed in one batch. The loss
+is the binary cross-entropy summed over each mini-batch of ``batch`` sentences (the official
+``BCELoss(reduction="sum")``). Each member sees the training sentences in its own order (a
+generator seeded by its seed); the members of one seed start from the same weights whatever
+their run. A member stops, as in the paper, after the first epoch whose running training
+accuracy reaches ``stop_acc`` (0.995), or at ``max_epochs``; from then on its weights are
+restored after every step. Validation and test accuracy are recorded after every epoch
+(dropout off). See chapter 10, *Real reviews*.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._validate import choice, number
+from .encoder import EncoderConfig, ReviewEncoder, bce_sum
+from .reviews import ReviewData
+from .train.mirror import LpMirrorDescent
+
+__all__ = ["fit_encoder", "evaluate"]
+
+
+@torch.no_grad()
+def evaluate(model: ReviewEncoder, tokens, mask, Y, chunk: int = 500):
+    """Accuracy and mean loss of every member on one split: two (M,) tensors."""
+    was = model.training
+    model.eval()
+    hits = torch.zeros(model.M, dtype=torch.float64)
+    loss = torch.zeros(model.M, dtype=torch.float64)
+    order = mask.sum(1).argsort()  # chunks of similar length: little padding
+    for i in range(0, len(Y), chunk):
+        j = order[i:i + chunk]
+        t, m, y = tokens[j], mask[j], Y[j]
+        T = int(m.sum(1).max())
+        f = model(t[:, :T], m[:, :T])
+        hits += ((f > 0) == (y > 0)).sum(-1).cpu()
+        loss += bce_sum(f, y).double().cpu()
+    model.train(was)
+    return hits / len(Y), loss / len(Y)
+
+
+def _members_batch(order, step, batch, tokens, mask, Y):
+    """Each member's mini-batch ``step``: (M, B, T) tokens and mask trimmed to the longest
+    sentence, and (M, B) labels."""
+    idx = order[:, step * batch:(step + 1) * batch]  # (M, B)
+    m = mask[idx]
+    T = int(m.sum(-1).max())
+    return tokens[idx][..., :T], m[..., :T], Y[idx]
+
+
+def _optimizer(kind: str, lp: float, lr: float, params):
+    if kind == "md":  # the official code's variant: the dual point recomputed from w each step
+        return LpMirrorDescent(params, lr=lr, lp=lp, keep_dual=False)
+    return torch.optim.Adam(params, lr=lr, foreach=False)
+
+
+def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderConfig | None = None,
+                batch: int = 100, max_epochs: int = 30, stop_acc: float = 0.995,
+                progress: bool = False, device=None) -> dict:
+    """Train one member per run and seed, all in one batched model.
+
+    Parameters
+    ----------
+    runs : dict of str to (optimizer, lp, lr)
+        ``optimizer`` is ``"md"`` (ℓp mirror descent, ``lp`` > 1; 2 is gradient descent) or
+        ``"adam"`` (``lp`` ignored). Every run trains ``len(seeds)`` members, which start from
+        the same weights as the other runs' members of the same seed.
+    device : str, optional
+        Where to compute (default: the CPU).
+
+    Returns
+    -------
+    dict with the trained ``model``; ``run`` (M,) the run of each member, ``seed`` (M,),
+    ``epochs`` (M,) epochs run, ``stopped`` (M,) reached ``stop_acc``; and per epoch and
+    member, (E, M): ``train_acc``, ``train_loss`` (running, per sentence), ``val_acc``,
+    ``val_loss``, ``test_acc`` (after a member's stop its rows repeat its stopped values).
+    """
+    batch = number("batch", batch, lo=1, integer=True)
+    max_epochs = number("max_epochs", max_epochs, lo=1, integer=True)
+    stop_acc = number("stop_acc", stop_acc, lo=0, hi=1)
+    if config is None:
+        config = EncoderConfig(vocab_size=len(data.vocab), max_len=data.tokens.shape[1])
+    names, S = list(runs), len(seeds)
+    for name, (kind, lp, lr) in runs.items():
+        choice(f"runs[{name!r}] optimizer", kind, ("md", "adam"))
+        number(f"runs[{name!r}] lp", lp, lo=1, lo_open=True)
+        number(f"runs[{name!r}] lr", lr, lo=0, lo_open=True)
+    seed_m = [int(s) for _ in names for s in seeds]
+    dev = torch.device(device or "cpu")
+    model = ReviewEncoder(config, seeds=seed_m).to(dev)  # each run starts from the same seeds
+    params = list(model.parameters())
+    opts = []
+    for j, name in enumerate(names):  # a run's members are a slice of every parameter tensor
+        kind, lp, lr = runs[name]
+        views = [torch.nn.Parameter(p.data[j * S:(j + 1) * S]) for p in params]  # shared storage
+        opts.append((_optimizer(kind, float(lp), float(lr), views), views, j * S))
+    tr_tok, tr_mask, tr_Y = data.part("train")
+    tr_tok, tr_mask, tr_Y = tr_tok.to(dev), tr_mask.to(dev), tr_Y.to(dev)
+    va = [t.to(dev) for t in data.part("val")]
+    te = [t.to(dev) for t in data.part("test")]
+    N, M = len(tr_Y), model.M
+    gens = [torch.Generator().manual_seed(s) for s in seed_m]
+    active = torch.ones(M, dtype=torch.bool)
+    frozen = {}  # member -> its weights at its stop
+    rec = {k: [] for k in ("train_acc", "train_loss", "val_acc", "val_loss", "test_acc")}
+    epochs = torch.zeros(M, dtype=torch.long)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=max_epochs, desc="epochs", leave=False)
+    for _ in range(max_epochs):
+        order = torch.stack([torch.randperm(N, generator=g) for g in gens]).to(dev)  # (M, N)
+        hits = torch.zeros(M, dtype=torch.float64)
+        loss_sum = torch.zeros(M, dtype=torch.float64)
+        for step in range((N + batch - 1) // batch):
+            t, m, y = _members_batch(order, step, batch, tr_tok, tr_mask, tr_Y)
+            model.zero_grad(set_to_none=False)
+            f = model(t, m)
+            loss = bce_sum(f, y)  # (M,)
+            hits += ((f.detach() > 0) == (y > 0)).sum(-1).cpu()
+            loss_sum += loss.detach().double().cpu()
+            loss.sum().backward()
+            for opt, views, at in opts:
+                if not active[at:at + S].any():
+                    continue  # every member of this run has stopped
+                for v, p in zip(views, params):
+                    v.grad = p.grad[at:at + S]
+                opt.step()
+            with torch.no_grad():
+                for i, ws in frozen.items():  # stopped members stay put
+                    for p, w in zip(params, ws):
+                        p[i] = w
+        acc = hits / N
+        va_acc, va_loss = evaluate(model, *va)
+        te_acc, _ = evaluate(model, *te)
+        new = {"train_acc": acc, "train_loss": loss_sum / N, "val_acc": va_acc,
+               "val_loss": va_loss, "test_acc": te_acc}
+        for k, v in new.items():
+            prev = rec[k][-1] if rec[k] else v
+            rec[k].append(torch.where(active, v, prev))
+        epochs += active.long()
+        for i in torch.nonzero(active & (acc >= stop_acc)).flatten().tolist():
+            frozen[i] = [p.detach()[i].clone() for p in params]
+        active &= acc < stop_acc
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(train=f"{float(acc.mean()):.3f}", running=int(active.sum()))
+        if not active.any():
+            break
+    if bar is not None:
+        bar.close()
+    out = {k: torch.stack(v) for k, v in rec.items()}
+    return out | {"model": model, "run": [n for n in names for _ in seeds],
+                  "seed": torch.tensor(seed_m), "epochs": epochs,
+                  "stopped": out["train_acc"][-1] >= stop_acc}
