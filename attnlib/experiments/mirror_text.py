@@ -261,3 +261,7 @@ def sentences_svm(steps: int = 3000, seeds: int = 3, n: int = 48, T: int = 8, di
                    svm_ddir_p2=float(Dm[1, 1]), n_train=len(rel))
     arrays["ddir"] = D
     return numbers, arrays
+
+
+# the real-review experiment registers with this module (chapter 10)
+from .mirror_reviews import real_reviews  # noqa: E402,F401
