@@ -3,7 +3,10 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import attnlib.data as D
 import attnlib.examples as E
 import attnlib.models as M
 
@@ -71,14 +74,67 @@ def test_grad_KQ_matches_autograd(batched_data, loss, head):
 @pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize("head", ["linear", "lambda", "relu", "mlp"])
 def test_grad_p_matches_autograd(loss, head):
-    ex = E.multi_input_example(device="cpu")
-    d, W = ex.data, ex.init["W"] + 0.3 * torch.eye(3, dtype=torch.float64)
+    d = D.random_data(4, 5, 3, seed=4, device="cpu")
+    g = torch.Generator().manual_seed(5)
+    W = torch.randn(3, 3, dtype=torch.float64, generator=g)
+    assert (W - W.mT).abs().max() > 0.5  # W^T r and W r differ
     h = _heads(3)[head]
-    p = torch.tensor([[0.3, -0.2, 0.5], [1.0, 2.0, -1.0]], dtype=torch.float64)
+    p = torch.randn(2, 3, dtype=torch.float64, generator=g)
     (ref,) = _autograd(lambda p: M.risk(d.X, d.Y, M.softmax(M.logits_prompt(d.X, W, p[:, None])
                                                             .squeeze(1)), d.v, h, loss), p)
     got = M.grad_p(d.X, d.Y, W, p, d.v, h, loss)
     assert torch.allclose(got, ref, rtol=1e-10, atol=1e-13)
+
+
+def _logits(name, X, P, z, W0):
+    """The oracle's logits for each parameterisation (trials first in P)."""
+    if name == "W":
+        return M.logits(X, P, z)
+    if name == "KQ":
+        return M.logits_kq(X, P[:, 0], P[:, 1], z)
+    return M.logits_prompt(X, W0, P[:, None])[:, 0]
+
+
+@settings(max_examples=25)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 4), T=st.integers(2, 5),
+       dim=st.integers(2, 4), m=st.integers(1, 4), loss=st.sampled_from(LOSSES),
+       head=st.sampled_from(["linear", "lambda", "mlp"]), train_v=st.booleans(),
+       scaled=st.booleans())
+def test_risk_gradient_matches_autograd_for_every_parameter(seed, n, T, dim, m, loss, head,
+                                                            train_v, scaled):
+    """Random non-symmetric W, K, Q, p, v; data shared by two trials of parameters; the
+    scaled gradient times e^{-K} is the true one; permuting the tokens of each input changes
+    nothing."""
+    g = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape):
+        return torch.randn(*shape, dtype=torch.float64, generator=g)
+
+    X, z, v, W0 = rnd(n, T, dim), rnd(n, dim), rnd(dim), rnd(dim, dim)
+    Y = torch.where(rnd(n) > 0, 1.0, -1.0).double()
+    hd = _heads(dim)[head]
+    train_v = train_v and head == "linear"  # only the linear head has a trained v
+    perm = torch.stack([torch.randperm(T, generator=g) for _ in range(n)])
+    Xp = torch.gather(X, 1, perm[..., None].expand(n, T, dim))  # tokens permuted per input
+    params = {"W": rnd(2, dim, dim), "KQ": rnd(2, 2, dim, m), "p": rnd(2, dim)}
+    for name, P in params.items():
+        fixed = dict(z=z) if name != "p" else dict(W=W0)
+        P = dict({name: P}, **({"v": rnd(2, dim)} if train_v else {}))
+
+        def risk(X, *t, name=name):
+            vv = t[1] if train_v else v
+            return M.risk(X, Y, M.softmax(_logits(name, X, t[0], z, W0)), vv, hd, loss)
+
+        want = _autograd(lambda *t: risk(X, *t), *P.values())
+        got = {}
+        for data in (X, Xp):
+            G, K, _ = M.risk_gradient(data, Y, v=None if train_v else v, head=hd, loss=loss,
+                                      scaled=scaled, **fixed)(P)
+            got[data is X] = {k: G[k] * torch.exp(-K[k]).reshape(-1, *[1] * (G[k].ndim - 1))
+                              for k in P}
+        for key, ref in zip(P, want):
+            assert torch.allclose(got[True][key], ref, rtol=1e-9, atol=1e-12), (name, key)
+            assert torch.allclose(got[False][key], ref, rtol=1e-9, atol=1e-12), (name, key)
 
 
 @pytest.mark.parametrize("loss", LOSSES)
@@ -95,16 +151,6 @@ def test_prompt_logits_equal_W_logits_with_constant_query(small_data):
     W = torch.randn(d.d, d.d, dtype=torch.float64)
     p = torch.randn(d.d, dtype=torch.float64)
     assert torch.allclose(M.logits_prompt(d.X, W, p), M.logits(d.X, W, p.expand(d.n, d.d)))
-
-
-def test_logit_coefficients_sum_to_zero_and_match_naive(small_data):
-    d = small_data
-    a = torch.randn(d.n, d.T, dtype=torch.float64)
-    s, g = M.softmax(a), d.X @ d.v
-    c = M.logit_coefficients(s, g)
-    naive = s * (g - (s * g).sum(-1, keepdim=True))
-    assert torch.allclose(c, naive, atol=1e-15)
-    assert c.sum(-1).abs().max() < 1e-15
 
 
 def test_gradient_accurate_deep_in_saturation():

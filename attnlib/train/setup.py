@@ -2,7 +2,8 @@
 
 :func:`prepare` turns ``train``'s arguments into a :class:`Problem` (every tensor with a leading
 trials dimension B); :func:`make_gradient` returns the batched, saturation-safe gradient of the
-risk for that problem, for every parameterisation. See chapters 2, 5, 8 and 9.
+risk for that problem (:func:`attnlib.models.risk_gradient`, the one implementation), for every
+parameterisation. See chapters 2, 5, 8 and 9.
 """
 
 from __future__ import annotations
@@ -192,77 +193,17 @@ def unstack_kq(P):
 
 
 def make_gradient(prob: Problem, loss, param, reg, scaled=True):
-    """The batched gradient of the risk for one parameterisation, as a closure.
+    """The batched gradient of the risk for one problem: :func:`attnlib.models.risk_gradient`
+    with the problem's fixed tensors.
 
     The closure ``grads(P, extras=False)`` returns ``(G, K, out)``: per trained tensor a
     (possibly scaled) gradient and its log scale (B,), the true gradient being
     ``G * exp(-K)``; and the forward quantities of :func:`attnlib.models.logit_gradient`
-    (with ``out["W"]`` the combined matrix).
-
-    Logits are linear in the trained matrix: :math:`a_{it} = \\langle W, x_{it} z_i^\\top\\rangle`
-    (and :math:`a_{it} = (W^\\top x_{it})^\\top p` for the prompt); hidden tokens of a mask get
-    :math:`-\\infty`. For tiny problems the pair features are built once, so logits and gradient
-    are one batched matmul each (beyond that size it is memory-bound and the factored form is
-    faster).
+    (with ``out["W"]`` the combined matrix). ``param`` names the trained tensors, which the
+    closure reads from the keys of ``P``.
     """
-    bd, fixed, head, prompt = prob.data, prob.fixed, prob.head, prob.prompt
-    X, Y, n, T, d = bd.X, bd.Y, bd.n, bd.T, bd.d
-    B = X.shape[0]
-    z = bd.z
-    hidden = None if prob.mask is None else ~prob.mask
-    trained = TRAINED[param]
-    values = diff = None
-    if isinstance(head, M.LinearHead) and "v" not in trained:  # fixed token values g = X v
-        values = torch.einsum("bntd,bd->bnt", X, fixed["v"])
-        diff = values.unsqueeze(-1) - values.unsqueeze(-2)
-    y_weight = (-Y / n).unsqueeze(-1)  # (B, n, 1)
-    feats = keys = None
-    if prompt:  # keys W^T x_it, (B, nT, d)
-        keys = (X @ fixed["W"].unsqueeze(1)).reshape(B, n * T, d)
-    elif B * n * T * d * d <= 3e4:  # tiny: x_it z_i^T flattened row-major, (B, nT, d*d)
-        feats = (X.unsqueeze(-1) * z.unsqueeze(-2).unsqueeze(-2)).reshape(B, n * T, d * d)
-
-    def grads(P, extras=False):
-        if prompt:
-            Wc = fixed["W"]
-            p = P["p"] if "p" in P else fixed["p"]
-            a = (keys @ p.unsqueeze(-1)).view(B, n, T)
-        else:
-            Wc = (P["KQ"][:, 0] @ P["KQ"][:, 1].mT if "KQ" in P
-                  else (P["W"] if "W" in P else fixed["W"]))
-            a = ((feats @ Wc.reshape(B, d * d, 1)).view(B, n, T) if feats is not None
-                 else M.logits(X, Wc, z))
-        if hidden is not None:
-            a = a.masked_fill(hidden, -math.inf)
-        v = P["v"] if "v" in P else fixed.get("v")
-        out = M.logit_gradient(X, Y, a, v, head, loss, scaled=scaled, values=values,
-                               pair_diff=diff, extras=extras, y_weight=y_weight)
-        G, K = {}, {}
-        if trained != ("v",):
-            da = out["da"].reshape(B, n * T, 1)
-            k = out["log_scale"]
-            if prompt:
-                G["p"], K["p"] = (keys.mT @ da).view(B, d), k
-            else:
-                if feats is not None:
-                    GW = (feats.mT @ da).view(B, d, d)
-                else:
-                    r = (out["da"].unsqueeze(-1) * X).sum(-2)  # sum_t dL/da_it x_it, (B,n,d)
-                    GW = r.mT @ z
-                if "KQ" in P:  # (K, Q) stacked: [grad_K, grad_Q] = [G_W Q, G_W^T K], one matmul
-                    GKQ = torch.stack((GW, GW.mT), 1) @ P["KQ"].flip(1)
-                    if reg > 0:  # true scale, then add the penalty's gradient
-                        GKQ = GKQ * torch.exp(-k).view(-1, 1, 1, 1) + (2 * reg) * P["KQ"]
-                        k = torch.zeros_like(k)
-                    G["KQ"], K["KQ"] = GKQ, k
-                else:
-                    G["W"], K["W"] = GW, k
-        if "v" in P:
-            la = M.loss_log_abs_derivative(out["u"], loss)  # (B, n)
-            kv = -la.amax(1) if scaled else torch.zeros_like(la[:, 0])
-            w = (-Y / n) * torch.exp(la + kv.unsqueeze(1))  # l'_i Y_i / n, scaled
-            G["v"], K["v"] = torch.einsum("bn,bnd->bd", w, out["h"]), kv
-        out["W"] = Wc
-        return G, K, out
-
-    return grads
+    choice("param", param, PARAMS)
+    bd, fixed = prob.data, prob.fixed
+    return M.risk_gradient(bd.X, bd.Y, z=None if prob.prompt else bd.z, W=fixed.get("W"),
+                           p=fixed.get("p"), v=fixed.get("v"), head=prob.head, loss=loss,
+                           reg=reg, scaled=scaled, mask=prob.mask)
