@@ -202,11 +202,12 @@ def use_namespace(sandbox: str = "auto", unsafe: bool = False) -> bool:
     if unsafe and sandbox != "namespace":
         return False
     why = ("--sandbox none turns the namespace sandbox off" if sandbox == "none" else
-           "the namespace sandbox cannot run here (unprivileged user namespaces are "
-           "unavailable: unshare --user --map-root-user --mount --pid --fork fails)")
+           "the namespace sandbox cannot run here (its probe failed: unprivileged user "
+           "namespaces, or mounts inside them, are not allowed)")
     raise SandboxUnavailable(
         f"refusing to grade: {why}. Without it only a Python audit hook stands between a "
-        "submission and your files (native code, torch.save or sqlite3 get past it). Grade on "
+        "submission and your files, and native code gets past it (torch.save writes from C++, "
+        "an SQLite ATTACH opens any file). Grade on "
         "a machine where the sandbox runs, or pass --unsafe to grade with the audit hook only.")
 
 
