@@ -75,3 +75,19 @@ def test_the_svms_themselves_and_wrong_answers(ex):
     assert not al.check.check_md_direction(None, data, 1.75)
     with pytest.raises(ValueError):
         al.check.check_md_direction(md, data, 2.0)
+
+
+def test_the_official_eps_answer_fails_and_a_wrong_exponent_is_named(ex):
+    data = ex[0]
+    zero = {"W": torch.zeros(10, 10, dtype=torch.float64)}
+    common = dict(param="W", method="md", lr=0.1, steps=1500, normalized=True, init=zero)
+    # with the official eps the direction freezes above the bound, however long one trains
+    frozen = al.train(data, lp=1.75, eps=2.0 ** -52, **common).W
+    fb = al.check.check_md_direction(frozen, data, 1.75)
+    assert not fb and fb.details["max_ddir"] < fb.details["ddir_lp"] < fb.details["ddir_l2"]
+    # trained with another exponent: the feedback names the one the answer is closest to
+    other = al.train(data, lp=3.0, **common).W
+    fb = al.check.check_md_direction(other, data, 1.75)
+    assert not fb and fb.details["closest_p"] == 3.0
+    gd = ex[2]
+    assert al.check.check_md_direction(gd, data, 1.75).details["closest_p"] == 2.0

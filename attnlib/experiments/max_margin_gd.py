@@ -34,6 +34,7 @@ from attnlib.svm import prompt_svm
 from attnlib.tokens import optimal_tokens, scores, support_tokens
 from attnlib.train import train
 
+from .official_numerics import Numerics
 from .registry import Target, experiment
 
 __all__ = ["PAPER", "smoothness_bound", "hessian_norms", "circle_excess", "deficits",
@@ -215,10 +216,14 @@ def circle(radii: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256), n_angl
         Target("official_gd_step_ok", "E2: the official plain-GD step η = 1 is ≤ 1/L_bound",
                "η = 1", 1, 1, "exact", "official code"),
         Target("e1_cos_end", "E1-global, plain GD: min cos(p(k_end), p^mm) over the six runs",
-               "→ 1 (slowly)", 0.975, 1.0, "≥ 0.975", "paper",
-               "directional convergence of plain GD is logarithmically slow"),
+               "→ 1 (slowly)", 0.975, 1.0, "≥ 0.975", "suggested",
+               "the paper gives the limit only; the bound sits just under the book's own value "
+               "(0.9815 at 20,000 steps): directional convergence of plain GD is "
+               "logarithmically slow", evidence="regression guard"),
         Target("e2_cos_end", "E2, plain GD: min cos(p(k_end), p^mm) over the six runs",
-               "→ 1 (slowly)", 0.99, 1.0, "≥ 0.99", "paper"),
+               "→ 1 (slowly)", 0.99, 1.0, "≥ 0.99", "suggested",
+               "the paper gives the limit only; the bound sits just under the book's own value "
+               "(0.9932)", evidence="regression guard"),
         Target("cos_monotone", "1 − cos(p(k), p^mm) decreases along every recorded path "
                "(from k = 1000 on)", "decreasing", 1, 1, "shape", "suggested",
                "the theorem gives the limit, not monotonicity: the book's observation"),
@@ -234,10 +239,14 @@ def circle(radii: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256), n_angl
                "basin exists (chapter 3)"),
         Target("e1_support_share_end", "E1: share of the score deficit carried by the support "
                "token x3 at the end, smallest over the runs", "→ 1", 0.9, 1.0, "≥ 0.9",
-               "paper", "softmax-tail dominance: the loss sees only the support tokens"),
+               "suggested", "softmax-tail dominance: the loss sees only the support tokens; "
+               "the proof gives the limit, the bound sits just under the book's own value "
+               "(0.936)", evidence="regression guard"),
         Target("e2_support_share_end", "E2: the same share (two support tokens among 18 "
-               "non-optimal ones)", "→ 1 (slowly)", 0.4, 1.0, "≥ 0.4", "paper",
-               "‖p‖ grows like a logarithm, so the tail of near-support tokens fades slowly"),
+               "non-optimal ones)", "→ 1 (slowly)", 0.4, 1.0, "≥ 0.4", "suggested",
+               "‖p‖ grows like a logarithm, so the tail of near-support tokens fades slowly; "
+               "the bound sits just under the book's own value (0.435)",
+               evidence="regression guard"),
         Target("support_share_rises", "that share is larger at the end than at k = 1000 "
                "(every run, both examples)", "rising", 1, 1, "shape", "paper"),
         Target("log_rate_e1", "E1: (‖p(k_end)‖ − ‖p(k_end/10)‖)/(‖p^mm‖ log 10)",
@@ -334,6 +343,7 @@ def gd_theorem(steps: int = 20000, step_factor: float = 1.0, record_every: int =
         "local_inner_positive": frac_pos,
         "support_share_rises": float(numbers["e1_support_rises"] and numbers["e2_support_rises"]),
     })
+    numbers.update(Numerics("exact", 0.0).numbers())  # plain steps: no ε, exact gradient
     return numbers, arrays
 
 

@@ -20,6 +20,7 @@ from attnlib.examples import mirror_random_data
 from attnlib.metrics import sparsity
 from attnlib.train import LpMirrorDescent
 
+from .official_numerics import Numerics
 from .registry import Target, experiment
 
 PAPER = "2410.14581"
@@ -100,6 +101,7 @@ def dual(trials: int = 10, seed: int = 1, lp: float = 1.1, steps: int = 2000, lr
         numbers[f"zeros_{name}"] = float((W == 0).double().mean())
         numbers[f"loss_{name}"] = loss
         arrays[f"W_{name}"] = W
+    numbers.update(Numerics("autograd", 0.0, "float32").numbers())  # constant steps: no ε
     numbers.update(trap_paper=float((paper[after] == 0).mean()),
                    trap_kept=float((kept[after] == 0).mean()),
                    escaped_kept=int(kept[-1] != 0),

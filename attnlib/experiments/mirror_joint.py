@@ -19,6 +19,7 @@ from attnlib.svm import att_svm, head_svm
 from attnlib.tokens import selected_tokens
 from attnlib.train import train
 
+from .official_numerics import Numerics
 from .registry import Target, experiment
 
 PAPER = "2410.14581"
@@ -34,10 +35,16 @@ _STEPS = tuple(MD_BUDGETS[p] for p in _LPS)  # their official iteration budgets
     targets=[
         Target("selection_ok", "selected tokens (0-based) are (1, 0) for p = 1.75 and 2, "
                "(0, 0) for p = 3", "(1,0), (1,0), (0,0)", 1, 1, "exact", "official code"),
-        Target("ddir_W_max", "D_dir(ℓp-AttSVM, W) at the end, max over p", "≤ 8.3e-3", 0.0,
-               0.02, "≤ 0.02", "re-simulation"),
-        Target("ddir_v_max", "D_dir(ℓp-SVM of the head, v) at the end, max over p", "≤ 2.4e-3",
-               0.0, 0.01, "≤ 0.01", "re-simulation"),
+        Target("ddir_W_max", "D_dir(ℓp-AttSVM, W) at the end, max over p",
+               "≤ 8.3e-3 (budgets 1,500 / 2,000 / 20,000)", 0.0, 0.02, "≤ 0.02",
+               "re-simulation", "the re-simulation's value is at the paper's budgets; a run "
+               "with a shorter p = 3 budget (chapter 9: 5,000 steps) is checked against the "
+               "same accepted bound"),
+        Target("ddir_v_max", "D_dir(ℓp-SVM of the head, v) at the end, max over p",
+               "≤ 2.4e-3 (budgets 1,500 / 2,000 / 20,000)", 0.0, 0.01, "≤ 0.01",
+               "re-simulation", "the re-simulation's value is at the paper's budgets; a run "
+               "with a shorter p = 3 budget (chapter 9: 5,000 steps) is checked against the "
+               "same accepted bound"),
         Target("loss_max", "final loss, max over p", "≈ 1e-19", 0.0, 1e-10, "< 1e-10",
                "re-simulation"),
         Target("prob_min", "softmax and logistic 'probabilities' at the end, min over p",
@@ -82,4 +89,5 @@ def joint(lps: tuple[float, ...] = _LPS, steps: tuple[int, ...] = _STEPS, lr: fl
                        f"W_mm_{j}": W_mm, f"v_mm_{j}": v_mm, f"alpha_{j}": alpha,
                        f"steps_{j}": run.history["step"], f"max_prob_{j}": run.history["max_prob"]})
     return (dict(selection_ok=int(ok), ddir_W_max=dW, ddir_v_max=dv, loss_max=loss,
-                 prob_min=prob, v_margin_max=vmarg), arrays)
+                 prob_min=prob, v_margin_max=vmarg,
+                 **Numerics("exact", float(ex.settings["eps"])).numbers()), arrays)

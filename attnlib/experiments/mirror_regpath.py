@@ -24,6 +24,7 @@ from attnlib.svm import att_svm
 from attnlib.tokens import optimal_tokens, selected_tokens
 from attnlib.train import regularization_path
 
+from .official_numerics import Numerics
 from .registry import Target, experiment
 
 PAPER = "2410.14581"
@@ -86,5 +87,6 @@ def lp_path(trials: int = 4, seed: int = 1, lps: tuple[float, ...] = (1.25, 1.75
                        f"norm_{j}": lp_norm(res.W, lp, dims=2)})
     numbers = dict(ddir_last_max=last, ddir_falls=int(falls), stationary_max=stat,
                    matched_closer=float(torch.cat(closer).double().mean()) if closer else 1.0,
-                   gap_min=gap, optimal_frac=float(torch.cat(optimal).double().mean()))
+                   gap_min=gap, optimal_frac=float(torch.cat(optimal).double().mean()),
+                   **Numerics("exact", 0.0).numbers())
     return numbers, arrays

@@ -73,7 +73,7 @@ def mirror_data(lp: float, seed: int, normalized: bool, eps: float = MD_EPS[0]) 
     a = res.arrays
     return dict(H=a["W"], svm_lp=a["svm_lp"], svm_2=a["svm_2"], steps=a["steps"],
                 entries=[(int(r), int(c)) for r, c in a["entries"]], D_lp=a["D_lp"],
-                D_2=a["D_2"], alpha=a["alpha"].astype(int))
+                D_2=a["D_2"], alpha=a["alpha"].astype(int), grad=a["grad"])
 
 
 def mirror_note(lp, iterations, seed=1, normalized=True, eps=MD_EPS[0]) -> str:
@@ -81,7 +81,8 @@ def mirror_note(lp, iterations, seed=1, normalized=True, eps=MD_EPS[0]) -> str:
     divergences to both SVMs at this setting, and what the direction does. It has reached
     the ℓp-AttSVM when its divergence is below ``MD_CLOSE``; otherwise, from 200 steps on, it
     has stalled when the divergence fell by less than ``MD_STALL`` over the second half of
-    the steps, else it is still converging."""
+    the steps, else it is still converging. A stall with ε > 0 after the gradient fell below ε
+    is put down to ε (the steps shrink in proportion), with the advice to set it to 0."""
     d = mirror_data(float(lp), int(seed), bool(normalized), _eps(eps))
     k = int(iterations) // _RECORD
     dl, d2 = float(d["D_lp"][k]), float(d["D_2"][k])
@@ -98,8 +99,16 @@ def mirror_note(lp, iterations, seed=1, normalized=True, eps=MD_EPS[0]) -> str:
         drop = 1.0 - dl / max(float(d["D_lp"][k // 2]), 1e-300)
         if drop < MD_STALL:
             how = "did not fall" if drop < 0.005 else f"fell by only {100 * drop:.0f}%"
-            return (text + f": stalled short of the {name}, the divergence {how} over the "
-                    f"last {int(iterations) - k // 2 * _RECORD} steps.")
+            text += (f": stalled short of the {name}, the divergence {how} over the "
+                     f"last {int(iterations) - k // 2 * _RECORD} steps")
+            e = _eps(eps)
+            below = np.flatnonzero(np.asarray(d["grad"][:k + 1]) < e) if e > 0 else []
+            if len(below):
+                return text + (f". The cause is the step's ε, not p: the gradient fell below "
+                               f"ε = {_eps_name(eps).split(' ')[0]} at step "
+                               f"{int(d['steps'][below[0]])}, and from then on each step is "
+                               "shortened in proportion (set ε to 0).")
+            return text + "."
         return text + ": still converging."
     return text + "."
 
@@ -143,7 +152,7 @@ def _draw_mirror(fig, lp, iterations, seed, normalized, eps=MD_EPS[0]):
 
 
 def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
-                   normalized: bool = True, eps: float = MD_EPS[0], static: dict | None = None,
+                   normalized: bool = True, eps: float = 0.0, static: dict | None = None,
                    mode: str | None = None):
     r"""Explorer: ℓp mirror descent and the ℓp-AttSVM, for an exponent ``lp`` in [1.1, 3].
 
@@ -157,9 +166,11 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
     ℓp norm) to the ℓp-SVM (the smaller one) and to the ℓ2-SVM. Close to :math:`p = 1` the
     normalised steps saturate the softmax within a few hundred steps; the gradient then falls
     below the step's :math:`\varepsilon = 2^{-52}` (the official code's value), the steps
-    become tiny and the direction barely moves (seed 1, p = 1.1: divergence ≈ 0.12 after
-    1500 steps, against 0.38 to the ℓ2-SVM): the stall comes from :math:`\varepsilon`, not
-    from the exponent. See chapter 9.
+    become tiny and the direction freezes (seed 1, p = 1.1, 1500 steps: divergence ≈ 0.12,
+    frozen since about step 300; with :math:`\varepsilon = 0`, ≈ 2e-4): the stall comes from
+    :math:`\varepsilon`, not from the exponent. The explorer therefore opens at
+    :math:`\varepsilon = 0` (every step of length η, attnlib's exact gradient); the official
+    value is the other setting of its ε control. See chapter 9.
 
     The training and the SVMs are the experiment ``md_path``
     (:mod:`attnlib.experiments.mirror_path`), read through :func:`attnlib.experiments.run`
@@ -176,9 +187,9 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
     normalized : bool
         Normalised steps (the paper's synthetic runs) or plain ones.
     eps : {2**-52, 0.0} or the control's names ``MD_EPS_NAMES``
-        The ε added to the gradient's dual norm in the normalised step: the official code's
-        2⁻⁵² (default) or 0, with which the direction keeps turning near p = 1 (both on the
-        website).
+        The ε added to the gradient's dual norm in the normalised step: 0 (default), with
+        which the direction keeps turning near p = 1, or the official code's 2⁻⁵² (both on
+        the website).
     static : dict, optional
         ``{control: values}``: the settings rendered on the static site.
     mode : {"live", "static"}, optional
