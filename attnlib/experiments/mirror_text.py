@@ -35,26 +35,16 @@ from .registry import Target, experiment, not_run
 
 PAPER = "2410.14581"
 
-_IMDB = ("the paper's 3- to 6-block transformers train on the 25,000 IMDb reviews, and the "
-         "reviews and the tokenizer are downloads that the book, built offline, does not make "
-         "(a run also takes about half an hour per epoch on a CPU)")
+_IMDB = ("the exact replica trains 3- to 6-block transformers of width 384 on the 25,000 IMDb "
+         "reviews cut at 512 distilbert word pieces; the reviews are a download that the "
+         "book, built offline, does not make, and a run is a GPU job (about half an hour per "
+         "epoch on a CPU)")
 not_run("md_imdb_accuracy", paper=f"{PAPER} §5.3, IMDb table",
-        what="max test accuracy, ℓ1.1-MD vs GD, 3 blocks (10 runs each)",
+        what="max test accuracy, ℓ1.1-MD vs GD, on IMDb itself (3 blocks, 10 runs each)",
         paper_value="83.47 ± 0.09 vs 81.66 ± 0.09 (+1.5 to +2.3 points over 3, 4, 6 blocks)",
-        reason=_IMDB + "; chapter 10's md_text / md_digits test accuracy is the offline analogue",
-        chapter="10_real_data")
-not_run("md_imdb_attention", paper=f"{PAPER} §5.3, attention maps",
-        what="mean min-max normalised attention on the designated word of 40 probe "
-             "sentences, trained 6-block models",
-        paper_value="ℓ1.1-MD 0.4387 vs GD 0.3122",
-        reason="needs the paper's models trained on IMDb (see md_imdb_accuracy); "
-               "md_text measures the same statistic (raw softmax mass) on planted "
-               "sentences, live",
-        chapter="10_real_data")
-not_run("md_imdb_histograms", paper=f"{PAPER} §5.3, weight histograms",
-        what="entries of the Q, K, V weights above 0.06, ℓ1.1-MD vs GD (6 blocks)",
-        paper_value="K 18,206 vs 27,224; Q 13,964 vs 14,654; V 7,643 vs 10,127",
-        reason=_IMDB + "; md_text and md_digits count near-zero entries of W instead",
+        reason=_IMDB + "; md_reviews runs the same model, miniature, on 10,000 rated "
+               "movie-review sentences that ship with the book, and its accuracy, "
+               "histogram and attention rows are live",
         chapter="10_real_data")
 not_run("md_cifar_vit", paper=f"{PAPER} §5.4, CIFAR-10 ViT",
         what="test accuracy after 1,000 epochs, ℓ1.1-MD vs Adam (one run each)",
@@ -86,7 +76,8 @@ def _measure(run, li, ck, data, rel_te):
     curve_mass = text.relevant_attention(text.attention(Wc, Xte, zte), rel_te)[0].view(C, S)
     frac, ratio = realdata.weight_sparsity(W)
     A = W.abs()
-    rating_share = A[:, 0, 0] / A.sum((-2, -1))  # rating-rating entry's share of ||W||_1
+    r = int(data.z[0, 0] == 1 and bool((data.X[:, 0, 0] == 1).all()))  # 1 with a [CLS] query
+    rating_share = A[:, r, 0] / A.sum((-2, -1))  # the rating key's entry's share of ||W||_1
     return dict(train_acc=train_acc(W), final_train_acc=train_acc(run["W"][li, -1]),
                 val_acc=run["val_acc"][li, ck, b],
                 test_acc=run["test_acc"][li, ck, b], mass=mass, hit=hit, sparsity=frac,
@@ -106,8 +97,12 @@ def _measure(run, li, ck, data, rel_te):
                "sentences at the chosen checkpoint (min train accuracy)",
                "trained to separation (the theory's regime; IMDb runs stop at 99.5%)",
                1.0, 1.0, "= 1", "suggested",
-               "set before running: the theory is about separated training data, so the "
-               "checkpoint is chosen on validation among those that separate"),
+               "the checkpoint is chosen on validation among those that separate the training "
+               "sentences, so this holds whenever some checkpoint of each model separates: it "
+               "states the regime of the comparison, not a finding",
+               evidence="by construction",
+               revisions=("≥ 0.97 -> = 1: set after the first results, together with the "
+                          "rule that picks the checkpoint among the separating ones",)),
         Target("mass_seeds", "seeds where ℓ1.1-MD puts more test attention on the planted "
                "word than GD", "≥ 4 of 5 (R2)", 4, math.inf, "≥ 4/5", "suggested",
                "the paper: 0.4387 vs 0.3122 (normalised, 40 probe sentences, one model each)"),
@@ -119,13 +114,15 @@ def _measure(run, li, ck, data, rel_te):
         Target("sparsity_ratio", "near-zero entries of W (|W_jk| < 1e-3·max): ℓ1.1-MD over GD",
                "sparser (IMDb histograms)", 3.0, math.inf, "≥ 3×", "suggested"),
         Target("acc_diff", "test accuracy, ℓ1.1-MD minus GD (points, means over seeds)",
-               "+1.5 to +2.3 (IMDb)", -1.0, math.inf, "≥ −1", "suggested",
-               "learning rate and checkpoint chosen on validation (the paper: max over epochs)"),
+               "+1.5 to +2.3 (IMDb)", 1.5, math.inf, "≥ +1.5", "paper",
+               "learning rate and checkpoint chosen on validation (the paper: max over epochs)",
+               revisions=("≥ −1 -> ≥ +1.5: the paper's gain is +1.5 to +2.3 points; the old "
+                          "bound was the book's own and counted a miss as met",)),
     ],
 )
 def sentences(steps: int = 1200, eval_every: int = 50, seeds: int = 5, n: int = 1000,
-              T: int = 12, dim: int = 64, distractors: int = 3, data_seed: int = 0,
-              head_scale: float = 4.0, init_scale: float = 0.1,
+              T: int = 12, dim: int = 64, distractors: int = 3, query: str = "cls",
+              data_seed: int = 0, head_scale: float = 4.0, init_scale: float = 0.1,
               lr_md: tuple[float, ...] = (0.003, 0.01, 0.03),
               lr_gd: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0),
               lr_md3: tuple[float, ...] = (10.0, 30.0, 100.0),
@@ -137,7 +134,7 @@ def sentences(steps: int = 1200, eval_every: int = 50, seeds: int = 5, n: int = 
     (the fixed head ``data.v``); :func:`attnlib.realdata.select` picks the learning rate and
     each seed's checkpoint on validation. See chapter 10, *Mirror descent on real data*.
     """
-    data = text.sentiment_sentences(n=n, T=T, dim=dim, distractors=distractors,
+    data = text.sentiment_sentences(n=n, T=T, dim=dim, distractors=distractors, query=query,
                                     head_scale=head_scale, seed=data_seed,
                                     device=resolve_device(device))
     rel_te = data.relevant[data.index["test"]]

@@ -263,6 +263,23 @@ def text_summary(res) -> str:
         f". It leaves {_pct(n['md_sparsity'])} of the entries of $W$ below $10^{{-3}}$ of the "
         f"largest, {n['sparsity_ratio']:.0f} times as many as gradient descent. Test accuracy: "
         f"{acc}.\n\n"
+        + (_why_cls(n) if res.params.get("query", "mean") == "cls" else _why_mean(n)))
+
+
+def _why_cls(n) -> str:
+    return (
+        f"**Why.** The query is the same [CLS] token in every sentence, so the logit of word "
+        f"$t$ is $x_t^\\top w$ with $w$ the [CLS] column of $W$: one fixed score per word, "
+        f"blind to the label. The rating coordinate alone cannot select: it ranks the words "
+        f"by their signed rating, and the planted word is the most positive word of a "
+        f"positive sentence but the most negative of a negative one. A selector has to score "
+        f"the strong words of both polarities above the rest, through their random codes. "
+        f"{TEXT_NAMES['md']} puts {_pct(n['md_rating_share'], 1)} of the $\\ell_1$ mass of "
+        f"$W$ on the rating entry (gradient descent {_pct(n['gd_rating_share'], 1)}).")
+
+
+def _why_mean(n) -> str:
+    return (
         f"**Why.** {TEXT_NAMES['md']} puts {_pct(n['md_rating_share'])} of the $\\ell_1$ mass "
         f"of $W$ on the single entry $W_{{11}}$, which multiplies the token's rating by the "
         f"query's (gradient descent {_pct(n['gd_rating_share'], 1)}, Adam "
