@@ -159,6 +159,23 @@ def test_local_cone_small_sweep():
     assert numbers["inside_stay_frac"] == 1 and numbers["inside_max_grad_corr"] < 0
 
 
+def test_local_cone_control_catches_runs_that_stand_still():
+    """From R = 16 the runs barely move: the inside targets hold for the global scores too,
+    where the theorem promises nothing, and the control targets say so."""
+    targets = {t.key: t for t in al.experiments.get("mm_local_cone").targets}
+    numbers, _ = ml.local_cone(mus=(0.002, 0.004), radii=(16.0,), r0=16.0, steps=500,
+                               record_every=100)
+    assert numbers["inside_stay_frac"] == 1 and numbers["inside_select_frac"] == 1
+    assert numbers["control_select_frac"] == 1 and numbers["control_stay_frac"] == 1
+    assert not targets["control_select_frac"].ok(numbers["control_select_frac"])
+    assert not targets["control_stay_frac"].ok(numbers["control_stay_frac"])
+    assert not targets["inside_min_norm_gain"].ok(numbers["inside_min_norm_gain"])
+    # where the runs move, the control leaves: the same check passes
+    numbers, _ = ml.local_cone(mus=(0.002,), radii=(7.0,), r0=7.0, record_every=500)
+    assert targets["control_select_frac"].ok(numbers["control_select_frac"])
+    assert targets["inside_select_frac"].ok(numbers["inside_select_frac"])
+
+
 @pytest.mark.parametrize("name", ["mm_local_cone", "mm_local_regpath", "mm_joint_regpath"])
 def test_figures_draw(name):
     import matplotlib

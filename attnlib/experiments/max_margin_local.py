@@ -124,7 +124,7 @@ def tail_angle(K, a, p_mm, n=90001) -> float:
 
 # ----------------------------------------------------------------------------- local cone
 @experiment(
-    "mm_local_cone", seconds=3, paper=f"{PAPER} local convergence theorem, on its own terms",
+    "mm_local_cone", seconds=6, paper=f"{PAPER} local convergence theorem, on its own terms",
     chapter="03_local_global", plot=plot_local_cone,
     title="Plain GD with step 1/L from the cones C_{μ,R} around the locally optimal direction",
     targets=[
@@ -133,10 +133,19 @@ def tail_angle(K, a, p_mm, n=90001) -> float:
                "exact", "paper", "plain GD with η = 1/L, L the proven smoothness bound"),
         Target("inside_select_frac", "... fraction that end selecting x2 (the locally optimal "
                "token)", "all (theorem)", 1, 1, "exact", "paper"),
-        Target("inside_min_norm_gain", "... smallest growth of ‖p‖ over the run", "> 0 "
-               "(‖p‖ → ∞)", 1e-6, math.inf, "> 0", "paper"),
+        Target("inside_min_norm_gain", "... smallest growth of ‖p‖ over the run (the motion "
+               "is visible)", "> 0 (‖p‖ → ∞)", 0.5, math.inf, "≥ 0.5", "paper",
+               revisions=(">= 1e-06 -> >= 0.5: runs started at R = 16 moved 9e-4 in 10,000 "
+                          "steps and met the old bound standing still; the starts now lie where "
+                          "GD moves (R = 7, 8) and the bound asks for motion",)),
         Target("inside_max_grad_corr", "... largest cos(∇L(p(k)), p^mm(2)) along the runs "
                "(the proof's inequality)", "< 0", -2, -1e-9, "< 0", "paper"),
+        Target("control_stay_frac", "control, global scores (α = 2 not locally optimal), the "
+               "same inside starts: fraction that never leave the tail cone", "< 1 (no local "
+               "convergence without local optimality)", 0, 0.9, "≤ 0.9", "suggested",
+               "the inside targets above would hold here too if GD stood still"),
+        Target("control_select_frac", "control, global scores, the same inside starts: "
+               "fraction that end selecting x2", "< 1", 0, 0.9, "≤ 0.9", "suggested"),
         Target("n_escape", "runs (wide cone or small R) that end on the global token x1",
                "> 0 (the result is local)", 1, math.inf, "≥ 1", "suggested"),
         Target("lower_select_frac", "runs from the other side (no competing token there), "
@@ -145,10 +154,15 @@ def tail_angle(K, a, p_mm, n=90001) -> float:
     ],
 )
 def local_cone(mus: tuple[float, ...] = (0.001, 0.002, 0.004, 0.008, 0.03, 0.1, 0.3),
-               radii: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0), r0: float = 8.0,
+               radii: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 7.0, 8.0), r0: float = 7.0,
                steps: int = 10000, record_every: int = 50, device: str | None = "cpu"):
     r"""Plain GD (η = 1/L) on the local three-token example from the two boundary rays of
-    :math:`C_{\mu,R}(p^{mm}(2))` for every (μ, R): one batched run.
+    :math:`C_{\mu,R}(p^{mm}(2))` for every (μ, R): one batched run; then, as a control, the
+    same run on the global scores, where :math:`\alpha = 2` is not locally optimal.
+
+    The radii stop where GD still moves in ``steps`` steps: the gradient near
+    :math:`p^{mm}(2)` has the size :math:`e^{-\|p\|}`, so from much further out the runs stand
+    still and every inside target would hold whatever the scores.
 
     The tail cone :math:`\mu_\star`: the widest cone around :math:`p^{mm}(2)` in which the
     non-support token :math:`x_1` is out-ranked by more than the support token :math:`x_3`,
@@ -184,6 +198,13 @@ def local_cone(mus: tuple[float, ...] = (0.001, 0.002, 0.004, 0.008, 0.03, 0.1, 
     sel = s_end.argmax(-1)
     inside = (M < mu_star) & (RR >= r0)
     gain = cos[:, -1] - cos[:, 0]
+    # control: the same starts with the global scores (alpha = 2 not locally optimal)
+    dg = _examples.three_token_example("global", device=dev).data
+    ctrl = train(dg, param="p", normalized=False, lr=1 / L, steps=steps,
+                 record_every=record_every, init={"W": W, "p": p0[inside]})
+    Pc = ctrl.history["p"]  # (B_inside, S, 3)
+    stay_c = correlation(Pc, pmm, dims=1).amin(1) >= (1 - mu_star)
+    sel_c = _models.softmax(_models.logits_prompt(dg.X, W, Pc[:, -1]))[:, 0].argmax(-1)
     numbers = {
         "L": L, "lr": 1 / L, "mu_star": mu_star, "n_runs": float(len(M)),
         "n_inside": float(inside.sum()),
@@ -201,6 +222,10 @@ def local_cone(mus: tuple[float, ...] = (0.001, 0.002, 0.004, 0.008, 0.03, 0.1, 
         "lower_select_frac": float((sel[(side < 0) & (RR >= r0)] == 1).double().mean()),
         "norm_start_inside": float(P[inside, 0].norm(dim=-1).max()),
         "norm_end_inside_min": float(P[inside, -1].norm(dim=-1).min()),
+        "inside_min_move": float((P[inside, -1] - P[inside, 0]).norm(dim=-1).min()),
+        "control_stay_frac": float(stay_c.double().mean()),
+        "control_select_frac": float((sel_c == 1).double().mean()),
+        "control_n": float(len(sel_c)),
     }
     arrays = {"steps": run.history["step"], "mus": mu, "radii": Rs, "paths": P[..., :2],
               "cos": cos.reshape(*shape, -1), "stay": stay.reshape(shape),
