@@ -88,7 +88,8 @@ def test_static_renders_one_frame_per_lp():
                                                          "iterations": (1500,),
                                                          "eps": (official,)})
     assert len(st.frames) == 2 and st.values[0] == (1.5, 2.0) and st.start == (1, 0, 0, 0, 0)
-    assert st.notes == [M.mirror_note(1.5, 1500), M.mirror_note(2.0, 1500)]
+    assert st.notes == [M.mirror_note(1.5, 1500, eps=official),
+                        M.mirror_note(2.0, 1500, eps=official)]
 
 
 def test_static_renders_both_eps_and_notes_follow_eps():

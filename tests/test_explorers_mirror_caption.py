@@ -40,7 +40,7 @@ def test_the_page_opens_on_the_chapter_call():
     assert calls == ["al.widgets.mirror_descent(lp=1.75)"]
     st = M.mirror_descent(lp=1.75, mode="static", static={"lp": (1.1, 1.75)})
     assert {k: v[i] for k, v, i in zip(st.names, st.values, st.start)} == \
-        dict(lp=1.75, iterations=1500, seed=1, normalized=True, eps="2⁻⁵² (official)")
+        dict(lp=1.75, iterations=1500, seed=1, normalized=True, eps="0")
     assert not re.search(r"\d", M.MD_CAPTION.replace("ℓ2", "").replace("ℓp", ""))
 
 
@@ -67,8 +67,22 @@ def test_note_numbers_and_verdict_follow_the_data(lp):
 
 def test_near_one_the_page_says_it_stalls():
     # the case: lp = 1.1 ends far from its SVM; the page must not say it follows it
-    note = M.mirror_note(1.1, 1500)
+    note = M.mirror_note(1.1, 1500, eps=2.0 ** -52)
     assert "stalled short of the ℓ1.1-AttSVM" in note
     assert "within" not in note
     # a frozen direction is said in words, not as "fell by only 0%"; the setting reads "p = "
     assert "only 0%" not in note and note.startswith("p = 1.1, after 1500 steps")
+
+
+def test_a_stall_with_eps_is_put_down_to_eps_and_eps_zero_keeps_turning():
+    # seed 1, p = 1.1: with the official eps the gradient falls below it and the direction
+    # freezes; the note names eps and the step it was crossed, from the recorded gradients
+    frozen = M.mirror_note(1.1, 1500, eps=2.0 ** -52)
+    a = run("md_path", lp=1.1, seed=1, normalized=True, steps=1500, record_every=10,
+            eps=2.0 ** -52).arrays
+    k = int(a["steps"][np.flatnonzero(np.asarray(a["grad"]) < 2.0 ** -52)[0]])
+    assert "stalled" in frozen and f"at step {k}," in frozen
+    free = M.mirror_note(1.1, 1500, eps=0.0)
+    b = run("md_path", lp=1.1, seed=1, normalized=True, steps=1500, record_every=10,
+            eps=0.0).numbers
+    assert "stalled" not in free and b["ddir_lp"] < 1e-3 and b["numerics_eps"] == 0.0

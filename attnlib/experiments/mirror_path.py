@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from attnlib._runtime import few_threads, resolve_device
-from attnlib.examples import EPS, MD_BUDGETS, mirror_random_data
+from attnlib.examples import MD_BUDGETS, mirror_random_data
 from attnlib.metrics import bregman_direction
 from attnlib.svm import solve_each
 from attnlib.tokens import selected_tokens
@@ -37,7 +37,7 @@ PAPER = "2410.14581"
     ],
 )
 def path(lp: float = 1.75, seed: int = 1, normalized: bool = True, steps: int = MD_BUDGETS[1.75],
-         record_every: int = 10, lr: float = 0.1, eps: float = EPS, progress: bool = False,
+         record_every: int = 10, lr: float = 0.1, eps: float = 0.0, progress: bool = False,
          device: str | None = "cpu"):
     r"""ℓp mirror descent (plain GD at p = 2) from :math:`W(0) = 0` on one data set of
     :func:`attnlib.examples.mirror_random_data` (n = 6, T = 8, d = 10), recorded every
@@ -49,7 +49,8 @@ def path(lp: float = 1.75, seed: int = 1, normalized: bool = True, steps: int = 
     Bregman divergences :math:`D_{dir}(W^{mm}, W(k))` in the ℓp geometry, ``grad`` (S,) the
     gradient's Frobenius norm. ``eps`` is the ε
     added to the dual-norm of the gradient in the normalised step (see :func:`attnlib.train`):
-    the default 2⁻⁵² as in the official code's step rule (with attnlib's exact gradient), or 0:
+    0 by default (every step of length η, attnlib's exact gradient), or the official code's
+    2⁻⁵² (its step rule, with attnlib's gradient):
     near p = 1 the gradient falls below 2⁻⁵² within a few hundred steps and the direction
     freezes (seed 1, p = 1.1, 1,500 steps: D_dir ≈ 0.12 with 2⁻⁵², ≈ 2e-4 with 0), a property
     of ε, not of p (chapter 9).

@@ -60,7 +60,7 @@ _RECORD = 10  # the iterate is recorded every _RECORD steps
 
 
 @functools.lru_cache(maxsize=48)
-def mirror_data(lp: float, seed: int, normalized: bool, eps: float = MD_EPS[0]) -> dict:
+def mirror_data(lp: float, seed: int, normalized: bool, eps: float = 0.0) -> dict:
     """The arrays behind one setting of :func:`mirror_descent`: the experiment ``md_path``.
 
     Returns ``H`` (S, d, d) the iterates, ``steps`` (S,), ``svm_lp`` and ``svm_2`` (d, d),
@@ -76,7 +76,7 @@ def mirror_data(lp: float, seed: int, normalized: bool, eps: float = MD_EPS[0]) 
                 D_2=a["D_2"], alpha=a["alpha"].astype(int), grad=a["grad"])
 
 
-def mirror_note(lp, iterations, seed=1, normalized=True, eps=MD_EPS[0]) -> str:
+def mirror_note(lp, iterations, seed=1, normalized=True, eps=0.0) -> str:
     """The line under :func:`mirror_descent`'s figure, from the data: the directional Bregman
     divergences to both SVMs at this setting, and what the direction does. It has reached
     the ℓp-AttSVM when its divergence is below ``MD_CLOSE``; otherwise, from 200 steps on, it
@@ -113,7 +113,7 @@ def mirror_note(lp, iterations, seed=1, normalized=True, eps=MD_EPS[0]) -> str:
     return text + "."
 
 
-def _draw_mirror(fig, lp, iterations, seed, normalized, eps=MD_EPS[0]):
+def _draw_mirror(fig, lp, iterations, seed, normalized, eps=0.0):
     lp = float(lp)
     d = mirror_data(lp, int(seed), bool(normalized), _eps(eps))
     k = int(iterations) // _RECORD + 1
