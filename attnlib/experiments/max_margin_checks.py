@@ -38,6 +38,7 @@ from attnlib.tokens import (
 )
 from attnlib.train import regularization_path, train
 
+from .official_numerics import Numerics
 from .registry import Target, experiment
 
 __all__ = ["PAPER", "SELECTION_POSITIONS", "TOKEN_EXAMPLES", "ray_losses"]
@@ -146,6 +147,7 @@ def regpath(radii: tuple[float, ...] = (2, 4, 8, 16), steps: int = 2000, lr: flo
     numbers["cos_Rmax"] = float(cos[-1])
     numbers["cos_increasing"] = float(bool((cos[1:] > cos[:-1]).all()))
     numbers["max_residual"] = float(path.residual.max())
+    numbers.update(Numerics("exact", 0.0).numbers())  # projected steps, exact gradient
     arrays = {"radii": torch.tensor(radii, dtype=torch.float64), "cos": cos,
               "p": path.p, "loss": path.loss, "directions": path.p[:, :2] / path.p[:, :2].norm(
                   dim=-1, keepdim=True), "p_mm": p_mm[:2], "keys": ex.data.X[0, :, :2],
@@ -208,6 +210,8 @@ def local_certificate(n: int = 3, T: int = 3, d: int = 4, seed: int = 0, trials:
         "all_locally_optimal_reached": float(n_lo_reached == int(table.locally_optimal.sum())),
         "fraction_global": float(table.globally_optimal[index].double().mean()),
         "min_cos_own_svm": float(cos.min()), "median_cos_own_svm": float(cos.median()),
+        # normalised steps with ε = 0 and the exact gradient: the fractions depend on ε
+        **Numerics("exact", 0.0).numbers(),
     }
     arrays = {"alpha": table.alpha, "feasible": table.feasible,
               "locally_optimal": table.locally_optimal,
@@ -276,7 +280,9 @@ def token_plane(example: str = "e1-global", lr: float = 0.1, normalized: bool = 
     dirs = p_mm[:, :2]
     selected = selected_tokens(ex.data.batched(P.shape[0]), W, p=res.p)  # (6, n)
     on_ray = (selected[:, None, :] == alphas[None].to(selected.device)).all(-1).any(-1)
-    numbers = {"fraction_on_a_ray": float(on_ray.double().mean())}
+    numbers = {"fraction_on_a_ray": float(on_ray.double().mean()),
+               **Numerics("exact", float(ex.settings.get("eps", 0.0)) if normalized else 0.0)
+               .numbers()}
     arrays = {"X": ex.data.X[..., :2], "gamma": scores(ex.data), "P": P,
               "steps": res.history["step"], "prob": res.history["max_prob"],
               "alphas": alphas, "dirs": dirs, "support": support,
