@@ -136,8 +136,9 @@ def visible_paths() -> list[str]:
     """What the collector needs to see: Python's installation and the attnlib package."""
     import importlib.util
 
-    out = {_real(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
-                              sys.base_exec_prefix, os.path.dirname(_real(sys.executable)))}
+    dirs = (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+            os.path.dirname(sys.executable), os.path.dirname(_real(sys.executable)))
+    out = {f(p) for p in dirs for f in (_real, os.path.abspath)}  # a link's own path too
     spec = importlib.util.find_spec("attnlib")
     for loc in (spec.submodule_search_locations or []) if spec else []:
         out.add(_real(loc))

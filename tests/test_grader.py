@@ -378,7 +378,8 @@ def test_unreadable_submission_is_recorded_and_the_exit_status_says_so(tmp_path)
     alice.cells[-1].source = "Two singular values are nonzero."
     nbformat.write(alice, good)
     rc = asg.main(["grade", str(tmp_path / "01_test_broken.ipynb"), str(good), "--book",
-                   str(book), "--out", str(tmp_path / "out"), "--timeout", "60"])
+                   str(book), "--out", str(tmp_path / "out"), "--timeout", "60",
+                   "--unsafe"])  # the sandbox where it runs, else the audit hook only
     assert rc == 1
     text = (tmp_path / "out/grades.csv").read_text()
     assert "01_test_broken.ipynb,01_test,Exercise 1,auto,0,1,error,not a readable notebook" \
