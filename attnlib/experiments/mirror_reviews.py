@@ -120,8 +120,10 @@ def _mean_std(x):
     ],
 )
 def real_reviews(seeds: int = 3, epochs: int = 8, n_train: int = 2000, n_val: int = 1000,
-                 lr_md: tuple[float, ...] = (8e-4,), lr_gd: tuple[float, ...] = (4e-4,),
-                 lr_md3: tuple[float, ...] = (4e-6,), lr_adam: tuple[float, ...] = (3e-3,),
+                 lr_md: tuple[float, ...] = (8e-4, 3.2e-3),
+                 lr_gd: tuple[float, ...] = (4e-4, 1.6e-3),
+                 lr_md3: tuple[float, ...] = (4e-6, 1.6e-5),
+                 lr_adam: tuple[float, ...] = (1e-3, 3e-3),
                  n_embd: int = 16, n_blocks: int = 2, n_head: int = 2, n_hidden: int = 32,
                  max_len: int = 32, dropout: float = 0.0, margin: float = 0.5,
                  batch: int = 100, stop_acc: float = 0.995, data_seed: int = 0,
