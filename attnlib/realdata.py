@@ -33,6 +33,7 @@ import torch
 from ._runtime import few_threads
 from ._validate import choice, number
 from .metrics import sparsity
+from .status import RunStatus, collect, report
 from .train import LpMirrorDescent
 from .train.mirror import normalized_step
 
@@ -293,7 +294,8 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
     dict
         ``"step"`` (C,); ``"train_loss"``, ``"train_acc"``, ``"val_loss"``, ``"val_acc"``,
         ``"test_acc"`` (L, C, S); ``"W"`` (L, C, S, d, d) and ``"v"`` (L, C, S, d) at every
-        checkpoint.
+        checkpoint; ``"status"``, the run's "no NaN, no stall" verdict
+        (:class:`attnlib.status.RunStatus`, one run per model).
         Test accuracy is recorded for reporting; :func:`select` never reads it.
     """
     optimizer = choice("optimizer", optimizer, OPTIMIZERS)
@@ -338,7 +340,7 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
 
     # the tensors are small: on a busy CPU, torch's thread pool costs far more than it saves
     # (measured 12x slower per step with 2 threads under load on a 2-core machine)
-    with few_threads(device=data.X.device):
+    with few_threads(device=data.X.device), collect():  # the optimiser's reports: summed below
         record(0)
         for k in tqdm(range(1, steps + 1), disable=not progress, desc=optimizer):
             opt.zero_grad(set_to_none=True)
@@ -353,7 +355,19 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
     for key, val in rec.items():
         x = torch.stack(val)  # (C, L*S, ...)
         out[key] = x.reshape(x.shape[0], L, S, *x.shape[2:]).transpose(0, 1)  # (L, C, S, ...)
+    out["status"] = report(_status(out, opt))
     return out
+
+
+def _status(out: dict, opt) -> RunStatus:
+    """Models whose loss or weights turned non-finite, and the optimiser's own verdict."""
+    fin = torch.isfinite(out["train_loss"]).all(1) & torch.isfinite(out["W"]).flatten(3).all(
+        (1, 3))  # (L, S)
+    bad, first = int((~fin).sum()), getattr(opt, "nonfinite", -1)
+    causes = ((f"{bad} model(s) with a non-finite loss or W",) if bad else ()) + \
+        ((opt.cause,) if first >= 0 else ())  # a skipped step skips every model (one tensor)
+    return RunStatus(runs=fin.numel(), nonfinite=fin.numel() if first >= 0 else bad,
+                     first_nonfinite=first, causes=causes)
 
 
 def _normalize(model, q: float) -> None:

@@ -480,8 +480,8 @@ def test_nonfinite_at_the_first_step_keeps_the_initial_values():
     data = al.random_data(3, 4, 5, trials=2, seed=1, device="cpu", dtype=torch.float32)
     W0 = 0.1 * torch.ones(5, 5)
     with pytest.warns(RuntimeWarning, match=r"^train: 2 of 2 trials stopped at a non-finite "
-                      r"update \(see TrainResult.nonfinite; e.g. lp=1.01 too close to 1 "
-                      r"for torch.float32\)$"):
+                      r"update, 2 because the primal iterate .* \(lp=1.01 is close to 1 for "
+                      r"torch.float32\); they keep their last finite values"):
         r = al.train(data, method="md", lp=1.01, lr=10.0, steps=3, record_every=1,
                      init={"W": W0})
     assert r.nonfinite.tolist() == [0, 0] and r.stopped.tolist() == [-1, -1]

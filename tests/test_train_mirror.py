@@ -118,6 +118,100 @@ def test_lp_mirror_descent_one_step_is_the_formula():
     assert torch.allclose(w.double(), expect, rtol=1e-6)
 
 
+def test_normalized_step_does_not_overflow_for_huge_gradients():
+    """Entries of 1e21 in float32 (tokens of norm 1e7): the squared sum overflows, the step
+    must still be lr times the unit direction, not zero."""
+    from attnlib.train.mirror import normalized_step
+
+    for dtype, big in ((torch.float32, 1e21), (torch.float64, 1e160)):
+        g = torch.tensor([[3.0, -4.0], [0.0, 0.0]], dtype=dtype) * big
+        got = normalized_step(g, 0.5, 2.0, 0.0)
+        want = torch.tensor([[0.3, -0.4], [0.0, 0.0]], dtype=dtype)
+        torch.testing.assert_close(got, want, rtol=4 * torch.finfo(dtype).eps, atol=0)
+        got = normalized_step(g, 0.5, 3.0, 0.0)  # an lq norm as well
+        assert torch.isfinite(got).all() and float(got[0].abs().max()) > 0.1
+
+
+def _linear_loss_run(lr, lp, normalized, steps, dtype=torch.float32):
+    """Mirror descent on the linear loss -sum(w): a constant gradient, so the dual grows
+    without bound and, with p near 1, the primal leaves the dtype's range."""
+    w = torch.nn.Parameter(torch.full((6,), 0.1, dtype=dtype))
+    opt = LpMirrorDescent([w], lr=lr, lp=lp, normalized=normalized)
+    seen = []
+    for _ in range(steps):
+        opt.zero_grad()
+        (-w.sum()).backward()
+        opt.step()
+        seen.append(w.detach().clone())
+    return w, opt, torch.stack(seen)
+
+
+@pytest.mark.parametrize("lr, normalized", [(0.1, True), (10.0, False)])
+def test_lp_mirror_descent_never_writes_overflowed_weights(lr, normalized):
+    """p = 1.01 in float32: the primal overflows; the step is skipped and flagged, the weights
+    stay finite and inside the dtype's range (never clamped to its largest value), and the
+    optimiser says so."""
+    with pytest.warns(RuntimeWarning, match="LpMirrorDescent: step .* skipped"):
+        w, opt, seen = _linear_loss_run(lr, 1.01, normalized, 200)
+    big = torch.finfo(torch.float32).max
+    assert torch.isfinite(seen).all() and float(seen.abs().max()) < big
+    assert 0 <= opt.nonfinite < 200 and not opt.status.ok and opt.status.nonfinite == 1
+    assert "range" in opt.cause and "range" in str(opt.status)
+    last_good = seen[opt.nonfinite - 1] if opt.nonfinite else torch.full((6,), 0.1)
+    assert torch.equal(seen[-1], last_good)  # a skipped step moves nothing
+
+
+def test_lp_mirror_descent_with_nan_in_its_model_stays_finite():
+    """nn.Linear with a squared loss, p = 1.01, unnormalised lr = 10 (float32): NaN within a
+    few steps unless overflow is refused."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(6, 1)
+    opt = LpMirrorDescent(model.parameters(), lr=10.0, lp=1.01)
+    x, y = torch.randn(64, 6), torch.randn(64, 1)
+    with pytest.warns(RuntimeWarning, match="skipped"):
+        for _ in range(20):
+            opt.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+    assert all(torch.isfinite(p).all() for p in model.parameters()) and not opt.status.ok
+
+
+def test_a_nonfinite_gradient_skips_the_step():
+    w = torch.nn.Parameter(torch.ones(3, dtype=F64))
+    v = torch.nn.Parameter(torch.ones(2, dtype=F64))
+    opt = LpMirrorDescent([w, v], lr=0.1, lp=1.5)
+    w.grad, v.grad = torch.ones(3, dtype=F64), torch.tensor([1.0, float("nan")], dtype=F64)
+    with pytest.warns(RuntimeWarning, match="gradient .* NaN or Inf"):
+        opt.step()
+    assert torch.equal(w, torch.ones(3, dtype=F64)) and torch.equal(v, torch.ones(2, dtype=F64))
+    assert opt.nonfinite == 0 and not opt.status.ok
+    v.grad = torch.ones(2, dtype=F64)  # a finite gradient steps again
+    opt.step()
+    assert float(w.detach().max()) < 1 and opt.steps_taken == 2
+
+
+@pytest.mark.parametrize("group, msg", [
+    (dict(lp=0.5), "^lp: expected a finite number > 1"),
+    (dict(lp=1.0), "^lp: expected a finite number > 1"),
+    (dict(lr=-5.0), "^lr: expected a finite number > 0"),
+    (dict(eps=float("nan")), "^eps: expected"),
+    (dict(normalized=1), "^normalized: expected True or False"),
+])
+def test_per_group_settings_are_checked(group, msg):
+    w, v = torch.zeros(2, requires_grad=True), torch.zeros(2, requires_grad=True)
+    with pytest.raises(ValueError, match=msg):
+        LpMirrorDescent([{"params": [w]}, {"params": [v], **group}], lr=0.1, lp=1.5)
+    opt = LpMirrorDescent([w], lr=0.1, lp=1.5)
+    with pytest.raises(ValueError, match=msg):
+        opt.add_param_group({"params": [v], **group})
+    assert len(opt.param_groups) == 1
+    opt.param_groups[0].update(group)  # as a scheduler would
+    w.grad = torch.ones(2)
+    with pytest.raises(ValueError, match=msg):
+        opt.step()
+    assert torch.equal(w.detach(), torch.zeros(2))
+
+
 @pytest.mark.parametrize("kw, msg", [
     (dict(lr=0.1, lp=0.5), "^lp: expected a finite number > 1"),
     (dict(lr=0.1, lp=1.0), "^lp: expected a finite number > 1"),
@@ -153,6 +247,6 @@ def test_normalized_step_exact_for_subnormal_zero_and_plain_rows():
     assert torch.allclose(got, 0.5 * u * shrink[:, None], rtol=1e-9, atol=0)
     # a scaled gradient: g = G * exp(K), the true norm ||G|| = 5 exp(-K) meets eps in the log domain
     K = torch.tensor([0.0, 0.0, 700.0], dtype=F64)
-    got = normalized_step(g, 0.5, 2.0, 1e-300, log_scale=K, rescale=False)
+    got = normalized_step(g, 0.5, 2.0, 1e-300, log_scale=K)
     true_norm = torch.tensor(5.0, dtype=F64) * torch.exp(-K[2])
     assert torch.allclose(got[2], 0.5 * u[2] * true_norm / (true_norm + 1e-300), rtol=1e-9)

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from attnlib import models as M
-from attnlib._validate import choice, number
+from attnlib._validate import SEED_MAX, choice, number
 
 __all__ = ["TrainConfig", "PARAMS", "METHODS"]
 
@@ -48,7 +48,7 @@ class TrainConfig:
     record_every : int >= 1
         Record iterates 0, r, 2r, ... and the last one.
     seed : int
-        Seed of the default random initialisation.
+        Seed of the default random initialisation, ``0 <= seed < 2**64`` (a torch seed).
     progress : bool
         Show a tqdm progress bar.
     """
@@ -78,7 +78,7 @@ class TrainConfig:
             "reg": number("reg", self.reg, lo=0),
             "eps": number("eps", self.eps, lo=0),
             "record_every": number("record_every", self.record_every, lo=1, integer=True),
-            "seed": number("seed", self.seed, integer=True),
+            "seed": number("seed", self.seed, lo=0, hi=SEED_MAX, integer=True),
         }
         for name in ("normalized", "progress"):
             if not isinstance(getattr(self, name), bool):

@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 import torch
 
 from attnlib._runtime import few_threads
+from attnlib.data import AttentionData
+from attnlib.status import RunStatus, report
+from attnlib.tokens import as_mask
 
 from .config import TrainConfig
-from .mirror import inverse_mirror_map, mirror_map, normalized_step
+from .mirror import inverse_mirror_map, lq_norm, mirror_map, normalized_step
 from .setup import Problem, make_gradient, prepare, stack_kq, unstack_kq
 
 __all__ = ["TrainResult", "train", "run"]
@@ -47,6 +50,9 @@ class TrainResult:
         descent with p near 1 in float32, whose primal iterate overflows): it keeps its last
         finite values from there on, and a ``RuntimeWarning`` says how many trials stopped.
         -1 if never.
+    stalled : tensor (B?,) bool
+        Trials whose normalised update was exactly zero at some step although their gradient
+        was not (a lost step; never expected, flagged rather than hidden).
     settings : dict
         The arguments of the call.
     """
@@ -59,7 +65,20 @@ class TrainResult:
     history: dict = field(default_factory=dict)
     stopped: torch.Tensor | None = None
     nonfinite: torch.Tensor | None = None
+    stalled: torch.Tensor | None = None
     settings: dict = field(default_factory=dict)
+
+    @property
+    def status(self) -> RunStatus:
+        """The run's "no NaN, no stall" verdict (:class:`attnlib.status.RunStatus`)."""
+        bad = self.nonfinite.reshape(-1)
+        stalled = 0 if self.stalled is None else int(self.stalled.sum())
+        first = int(bad[bad >= 0].min()) if bool((bad >= 0).any()) else -1
+        causes = ("an update turned non-finite (TrainResult.nonfinite)",) if first >= 0 else ()
+        if stalled:
+            causes += ("a normalised step was lost (TrainResult.stalled)",)
+        return RunStatus(runs=bad.numel(), nonfinite=int((bad >= 0).sum()), stalled=stalled,
+                         first_nonfinite=first, causes=causes)
 
     def __repr__(self):
         s = self.settings
@@ -121,10 +140,14 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
     device, dtype
         Default: the data's.
     config : TrainConfig, optional
-        All the settings above (``param`` ... ``progress``) at once; given, it replaces them.
-    mask : bool tensor (n, T) or (B, n, T), optional
+        All the settings above (``param`` ... ``progress``) at once; given, it replaces them,
+        and a keyword setting that differs both from its default and from ``config`` is an
+        error (a ``ValueError`` naming it), never silently ignored.
+    mask : bool or 0/1 tensor (n, T) or (B, n, T), optional
         Visible tokens of each input (hidden ones get logit :math:`-\\infty`); how sequences
-        train (chapter 8, :func:`attnlib.sequences.train_sequence`).
+        train (chapter 8, :func:`attnlib.sequences.train_sequence`). Checked as
+        :func:`attnlib.tokens.as_mask` checks it (no other values, no input without a visible
+        token).
 
     Returns
     -------
@@ -134,15 +157,40 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
 
     See chapters 2 (GD), 5 (W vs (K,Q)) and 9 (mirror descent).
     """
+    given = dict(param=param, method=method, lr=lr, steps=steps, normalized=normalized, lp=lp,
+                 loss=loss, head=head, reg=reg, eps=eps, record_every=record_every, seed=seed,
+                 progress=progress)
     if config is None:
-        config = TrainConfig(param=param, method=method, lr=lr, steps=steps,
-                             normalized=normalized, lp=lp, loss=loss, head=head, reg=reg,
-                             eps=eps, record_every=record_every, seed=seed, progress=progress)
+        config = TrainConfig(**given)
     elif not isinstance(config, TrainConfig):
         raise ValueError(f"config: expected a TrainConfig, got {type(config).__name__}")
+    else:
+        _no_conflict(config, given)
+    if mask is not None and isinstance(data, AttentionData):
+        mask = as_mask(mask, data.X)  # the one check of a mask (tokens.as_mask)
     with torch.no_grad():
         prob = prepare(data, config.param, init, config.head, config.seed, device, dtype, mask)
     return run(prob, config)
+
+
+def _no_conflict(config: TrainConfig, given: dict) -> None:
+    """A keyword setting changed from its default must agree with ``config``; else ValueError."""
+    default = TrainConfig()
+    clash = [f"{k}={v!r} (config has {getattr(config, k)!r})" for k, v in given.items()
+             if not _same(v, getattr(default, k)) and not _same(v, getattr(config, k))]
+    if clash:
+        raise ValueError(f"config: given together with other settings: {', '.join(clash)}; "
+                         f"pass one or the other, e.g. config.replace(...)")
+
+
+def _same(a, b) -> bool:
+    """``a`` equals ``b`` (numbers by value: 0.1, np.float64(0.1) and a 0-dim tensor)."""
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except (TypeError, RuntimeError, ValueError):  # e.g. a tensor of many entries
+        return a is b
 
 
 def _record_steps(steps, every):
@@ -179,6 +227,8 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
             hist["W"] = torch.empty(B, S, bd.d, bd.d, device=dev, dtype=dt)
         frozen = torch.zeros(B, dtype=torch.int64, device=dev)  # steps with a zero update
         broken = torch.full((B,), -1, dtype=torch.int64, device=dev)  # first non-finite step
+        grad_broke = torch.zeros(B, dtype=torch.bool, device=dev)  # ... where the gradient was
+        stall = torch.zeros(B, dtype=torch.bool, device=dev)  # a normalised step lost
         bar = None
         if cfg.progress:
             from tqdm.auto import tqdm
@@ -195,13 +245,15 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
                     bar.update(k - bar.n)
             if k == steps:
                 break
-            zero, new, new_theta = None, {}, {}
+            zero, new, new_theta, g_ok = None, {}, {}, None
             for name, g in G.items():
                 rows = 2 if name == "KQ" else 1  # K and Q are normalised separately
+                f = torch.isfinite(g.reshape(B, -1)).all(1)
+                g_ok = f if g_ok is None else g_ok & f
                 g = g.reshape(B * rows, -1)
                 ks = Ks[name] if rows == 1 else Ks[name].repeat_interleave(2)
                 if cfg.normalized:
-                    step = normalized_step(g, lr, qn, eps, ks, rescale=False)
+                    step = normalized_step(g, lr, qn, eps, ks)
                 else:
                     step = (lr * torch.exp(-ks)).unsqueeze(1) * g
                 # a zero step: (normalised, eps = 0) exactly a zero gradient, else check the step
@@ -209,6 +261,9 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
                 if rows == 2:
                     is_zero = is_zero.view(B, 2).all(1)
                 zero = is_zero if zero is None else zero & is_zero
+                if cfg.normalized:  # a normalised step of a non-zero gradient is never zero
+                    lost = (g != 0).any(1) & (step == 0).all(1)
+                    stall |= lost.view(B, rows).any(1)
                 step = step.view(P[name].shape)
                 if mirror:
                     new_theta[name] = theta[name] - step
@@ -220,7 +275,9 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
             for t in new.values():
                 f = torch.isfinite(t.reshape(B, -1)).all(1)
                 finite = f if finite is None else finite & f
-            broken = torch.where((broken < 0) & ~finite, k, broken)
+            newly = (broken < 0) & ~finite
+            grad_broke = grad_broke | (newly & ~g_ok)
+            broken = torch.where(newly, k, broken)
             keep = broken >= 0  # (B,) trials stopped at a non-finite update keep their values
             for name in new:
                 shape = (B,) + (1,) * (new[name].ndim - 1)
@@ -232,12 +289,30 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
             bar.close()
 
     stopped = torch.where(frozen > 0, steps - frozen, torch.full_like(frozen, -1))
-    n_bad = int((broken >= 0).sum())
-    if n_bad:
-        warnings.warn(f"train: {n_bad} of {B} trials stopped at a non-finite update (see "
-                      f"TrainResult.nonfinite; e.g. lp={lp} too close to 1 for {dt})",
-                      RuntimeWarning, stacklevel=3)
-    return _result(prob, cfg, P, hist, record, stopped, broken)
+    _warn_nonfinite(broken, grad_broke, cfg, bd)
+    out = _result(prob, cfg, P, hist, record, stopped, broken, stall)
+    report(out.status)
+    return out
+
+
+def _warn_nonfinite(broken, grad_broke, cfg, bd):
+    """One ``RuntimeWarning`` naming why trials stopped: their gradient, or the update itself."""
+    n_bad, n_grad = int((broken >= 0).sum()), int(grad_broke.sum())
+    if not n_bad:
+        return
+    B, dt = broken.numel(), bd.dtype
+    causes = []
+    if n_grad:
+        big = float(bd.X.detach().abs().amax())
+        causes.append(f"{n_grad} because the gradient itself overflowed {dt} (tokens as large "
+                      f"as {big:.3g} are too large for it: rescale the data or use float64)")
+    if n_bad > n_grad:
+        why = (f"the primal iterate |Theta|^(1/(p-1)) left {dt}'s range (lp={cfg.lp} is close "
+               f"to 1 for {dt})" if cfg.mirror else f"the iterate left {dt}'s range")
+        causes.append(f"{n_bad - n_grad} because {why}")
+    warnings.warn(f"train: {n_bad} of {B} trials stopped at a non-finite update, "
+                  f"{'; '.join(causes)}; they keep their last finite values "
+                  f"(TrainResult.nonfinite)", RuntimeWarning, stacklevel=4)
 
 
 def _record(hist, r, P, G, Ks, out, B):
@@ -247,7 +322,7 @@ def _record(hist, r, P, G, Ks, out, B):
     hist["max_prob"][:, r] = mp.mean(-1)
     hist["min_max_prob"][:, r] = mp.amin(-1)
     hist["grad_norm"][:, r] = torch.sqrt(sum(
-        torch.exp(torch.log(g.reshape(B, -1).norm(dim=1)) - Ks[name]) ** 2
+        torch.exp(torch.log(lq_norm(g.reshape(B, -1), 2.0)) - Ks[name]) ** 2
         for name, g in G.items()))
     for name, t in unstack_kq(P).items():
         hist[name][:, r] = t
@@ -255,7 +330,7 @@ def _record(hist, r, P, G, Ks, out, B):
         hist["W"][:, r] = out["W"]
 
 
-def _result(prob, cfg, P, hist, record, stopped, broken):
+def _result(prob, cfg, P, hist, record, stopped, broken, stall):
     def sq(t):
         return t[0] if (prob.unbatched and t is not None) else t
 
@@ -267,4 +342,4 @@ def _result(prob, cfg, P, hist, record, stopped, broken):
     v_final = P.get("v", fixed.get("v"))
     return TrainResult(W=sq(W_final), K=sq(P.get("K")), Q=sq(P.get("Q")), p=sq(P.get("p")),
                        v=sq(v_final), history=history, stopped=sq(stopped),
-                       nonfinite=sq(broken), settings=cfg.settings())
+                       nonfinite=sq(broken), stalled=sq(stall), settings=cfg.settings())

@@ -16,10 +16,12 @@ normalised. At p = 2 this is (normalised) gradient descent. See chapters 9 and 1
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 
 from attnlib._validate import number
+from attnlib.status import RunStatus, report
 
 __all__ = ["mirror_map", "inverse_mirror_map", "lq_norm", "normalized_step", "LpMirrorDescent"]
 
@@ -56,7 +58,8 @@ def inverse_mirror_map(theta: torch.Tensor, lp: float) -> torch.Tensor:
 def lq_norm(g: torch.Tensor, q: float) -> torch.Tensor:
     """:math:`\\|g\\|_q` per row (B,), without underflow or overflow of :math:`|g|^q`.
 
-    For large q (q = 101 at p = 1.01) the sum :math:`\\sum_j |g_j|^q` leaves the dtype's range
+    For large q (q = 101 at p = 1.01), or for large entries at any q (:math:`10^{21}` squared
+    leaves float32), the sum :math:`\\sum_j |g_j|^q` leaves the dtype's range
     although the norm does not (in float32 an entry of 0.4 gives 0, one of 3 gives inf), and a
     zero norm makes a step of :math:`10^{35}`. The direct sum is kept where it is accurate (finite
     and at least :math:`\\max_j|g_j|`, as every ℓq norm is); elsewhere the norm is
@@ -70,16 +73,17 @@ def lq_norm(g: torch.Tensor, q: float) -> torch.Tensor:
     return torch.where(ok, nrm, scaled)
 
 
-def normalized_step(g: torch.Tensor, lr: float, q: float, eps: float, log_scale=None,
-                    rescale=True):
+def normalized_step(g: torch.Tensor, lr: float, q: float, eps: float, log_scale=None):
     """``lr * G / (||G||_q + eps)`` per row (trial), for ``G = g * exp(-log_scale)``.
 
     ``g`` may be a scaled gradient (see :func:`attnlib.models.logit_gradient`); the direction
     does not depend on the scale and ``eps`` is compared with the true norm in the log domain.
     Rows are scaled by their largest entry first (by an exact power of two when it is tiny, so
-    no reciprocal overflows), so tiny and subnormal gradients give an accurate direction and a
-    zero gradient gives a zero step. ``rescale=False`` skips that (for scaled gradients, whose
-    entries are of order one by construction).
+    no reciprocal overflows), so neither the norm nor the step under- or overflows: tiny and
+    subnormal gradients give an accurate direction, a zero gradient gives a zero step, and a
+    gradient whose norm exceeds the dtype's range (tokens of norm :math:`10^{7}` in float32
+    give entries of :math:`10^{21}`, whose squares do) still moves the weights. A row with a
+    non-finite entry gives a non-finite step, which :func:`attnlib.train` flags.
 
     Parameters
     ----------
@@ -93,12 +97,6 @@ def normalized_step(g: torch.Tensor, lr: float, q: float, eps: float, log_scale=
     log_scale : tensor (B,), optional
         ``g`` is the gradient times ``exp(log_scale)``.
     """
-    if not rescale:
-        nrm = g.norm(dim=1) if q == 2.0 else lq_norm(g, q)
-        if eps > 0:
-            nrm = nrm + torch.exp(math.log(eps) + log_scale)
-        nrm = nrm.clamp_min(torch.finfo(g.dtype).tiny)  # a zero row stays zero
-        return g * (lr / nrm).unsqueeze(1)
     m = g.abs().amax(dim=1)  # (B,)
     tiny = torch.finfo(g.dtype).tiny ** 0.5
     boost = torch.where(m < tiny, torch.full_like(m, 1.0 / tiny), torch.ones_like(m))
@@ -129,8 +127,10 @@ class LpMirrorDescent(torch.optim.Optimizer):
         \\Theta = \\mathrm{sign}(w)|w|^{p-1}\\text{ initially.}
 
     The dual state :math:`\\Theta` is kept in the optimizer state (in float64 for float32 or
-    lower-precision parameters), so entries that underflow in the primal are not lost; written
-    weights are clamped to the parameter dtype's finite range. If something else changes a
+    lower-precision parameters), so entries that underflow in the primal are not lost. A step
+    whose gradient is not finite, or whose update leaves the parameter dtype's finite range, is
+    skipped as a whole and flagged (``nonfinite``, ``cause``, :attr:`status`, a
+    ``RuntimeWarning``): the weights never turn NaN. If something else changes a
     parameter between steps, its dual is re-synchronised from the new value. At ``lp=2`` the step
     is exactly ``torch.optim.SGD``'s (without momentum).
 
@@ -153,56 +153,121 @@ class LpMirrorDescent(torch.optim.Optimizer):
     keep_dual : bool
         Keep the dual point between steps (default), or recompute it from the weights at
         every step in the weights' dtype, as the paper's code does.
+
+    Each of these may be set per parameter group (checked the same way, also when a scheduler
+    changes it between steps).
+
+    Attributes
+    ----------
+    steps_taken : int
+        Calls of :meth:`step` so far.
+    nonfinite : int
+        The first skipped (non-finite) step, -1 if none; ``cause`` says why.
     """
 
     def __init__(self, params, lr, lp=2.0, normalized=False, eps=0.0, keep_dual=True):
-        lr = number("lr", lr, lo=0, lo_open=True)
-        lp = number("lp", lp, lo=1, lo_open=True)
-        eps = number("eps", eps, lo=0)
-        if not isinstance(normalized, bool):
-            raise ValueError(f"normalized: expected True or False, got {normalized!r}")
-        if not isinstance(keep_dual, bool):
-            raise ValueError(f"keep_dual: expected True or False, got {keep_dual!r}")
-        super().__init__(params, dict(lr=lr, lp=lp, normalized=normalized, eps=eps,
-                                      keep_dual=keep_dual))
+        defaults = _checked_group(dict(lr=lr, lp=lp, normalized=normalized, eps=eps,
+                                       keep_dual=keep_dual))
+        self.steps_taken = 0
+        self.nonfinite = -1
+        self.cause = ""
+        super().__init__(params, defaults)
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group; its own ``lr``, ``lp``, ``normalized``, ``eps``, ``keep_dual`` are
+        checked like the constructor's (``ValueError`` naming the setting)."""
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        try:
+            group.update(_checked_group(group))
+        except ValueError:
+            self.param_groups.pop()
+            raise
+
+    @property
+    def status(self) -> RunStatus:
+        """Whether the run stayed finite: see :class:`attnlib.status.RunStatus`."""
+        bad = int(self.nonfinite >= 0)
+        return RunStatus(runs=1, nonfinite=bad, first_nonfinite=self.nonfinite,
+                         causes=(self.cause,) if bad else ())
 
     @torch.no_grad()
     def step(self, closure=None):
+        """One step of every parameter with a gradient, or of none.
+
+        A gradient with NaN or Inf entries, or an update that leaves the parameter dtype's
+        finite range (the primal :math:`|\\Theta|^{1/(p-1)}` overflows for p near 1), skips
+        the whole step: no parameter changes, ``nonfinite`` records the first such step and
+        ``cause`` says why, and a ``RuntimeWarning`` is raised the first time. The weights
+        are never written NaN, Inf or clamped.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        k, self.steps_taken = self.steps_taken, self.steps_taken + 1
+        todo = []  # (w, new value, state, new dual): written only when every one is finite
         for group in self.param_groups:
+            group.update(_checked_group(group))  # also after a scheduler changed it
             lr, lp, eps = group["lr"], group["lp"], group["eps"]
             q = lp / (lp - 1.0)
             for w in group["params"]:
                 if w.grad is None:
                     continue
                 g = w.grad
+                if not bool(torch.isfinite(g).all()):
+                    return self._skip(k, f"the gradient of a parameter of shape "
+                                         f"{tuple(w.shape)} has NaN or Inf entries", loss)
                 if lp == 2.0 and not group["normalized"]:
-                    w.add_(g, alpha=-lr)  # exactly torch.optim.SGD's update
+                    todo.append((w, w.add(g, alpha=-lr), None, None))  # SGD's update
                     continue
                 if group["normalized"]:
                     step = normalized_step(g.reshape(1, -1), lr, q, eps).view_as(g)
                 else:
                     step = lr * g
+                st, theta = None, None
                 if lp == 2.0:
-                    w.sub_(step)
-                    continue
-                if not group.get("keep_dual", True):  # the paper's code: dual from w, its dtype
-                    theta = mirror_map(w.detach(), lp) - step.to(w.dtype)
-                    w.copy_(inverse_mirror_map(theta, lp))
-                    continue
-                st = self.state[w]
-                if "theta" not in st or not torch.equal(st["last"], w):
-                    work = torch.float64 if w.dtype != torch.float64 else w.dtype
-                    st["theta"] = mirror_map(w.detach().to(work), lp)
-                theta = st["theta"]
-                theta.sub_(step.to(theta.dtype))
-                new = inverse_mirror_map(theta, lp)
-                if new.dtype != w.dtype:
-                    big = torch.finfo(w.dtype).max
-                    new = new.clamp(-big, big)
-                w.copy_(new)
+                    new = w - step
+                elif not group["keep_dual"]:  # the paper's code: dual from w, in its dtype
+                    new = inverse_mirror_map(mirror_map(w.detach(), lp) - step.to(w.dtype), lp)
+                else:
+                    st = self.state[w]
+                    if "theta" in st and torch.equal(st["last"], w):
+                        theta = st["theta"]
+                    else:  # new, or changed by something else: re-synchronise
+                        work = torch.float64 if w.dtype != torch.float64 else w.dtype
+                        theta = mirror_map(w.detach().to(work), lp)
+                    theta = theta - step.to(theta.dtype)
+                    new = inverse_mirror_map(theta, lp)
+                big = torch.finfo(w.dtype).max
+                if not bool((new.abs() <= big).all()):  # NaN, Inf or beyond w's dtype
+                    return self._skip(k, f"the update of a parameter of shape {tuple(w.shape)} "
+                                         f"leaves {w.dtype}'s range (lp={lp:g}, lr={lr:g})",
+                                      loss)
+                todo.append((w, new, st, theta))
+        for w, new, st, theta in todo:
+            w.copy_(new)
+            if st is not None:
+                st["theta"] = theta
                 st["last"] = w.detach().clone()
         return loss
+
+    def _skip(self, k: int, cause: str, loss):
+        if self.nonfinite < 0:
+            self.nonfinite, self.cause = k, cause
+            warnings.warn(f"LpMirrorDescent: step {k} skipped: {cause}; the weights keep their "
+                          f"last finite values (see .status)", RuntimeWarning, stacklevel=5)
+            report(self.status)
+        return loss
+
+
+def _checked_group(group: dict) -> dict:
+    """A parameter group's settings, checked: lr > 0, lp > 1, eps >= 0, two booleans."""
+    out = dict(lr=number("lr", group["lr"], lo=0, lo_open=True),
+               lp=number("lp", group["lp"], lo=1, lo_open=True),
+               eps=number("eps", group["eps"], lo=0))
+    for name in ("normalized", "keep_dual"):
+        if not isinstance(group[name], bool):
+            raise ValueError(f"{name}: expected True or False, got {group[name]!r}")
+        out[name] = group[name]
+    return out
