@@ -59,11 +59,12 @@ def resolve_dtype(dtype=None) -> torch.dtype:
     """Validate a floating dtype (a torch dtype or its name); ``None`` gives float64."""
     if dtype is None:
         return torch.float64
+    given = dtype
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype, None)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(
-            f"dtype: expected a floating torch dtype such as torch.float64, got {dtype!r}")
+            f"dtype: expected a floating torch dtype such as torch.float64, got {given!r}")
     return dtype
 
 

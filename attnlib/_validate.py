@@ -16,7 +16,11 @@ import numbers
 import numpy as np
 import torch
 
-__all__ = ["as_tensor", "number", "choice", "labels", "shape", "to_numpy", "scalar"]
+__all__ = ["as_tensor", "number", "choice", "labels", "shape", "to_numpy", "scalar",
+           "SEED_MAX"]
+
+SEED_MAX = 2**64 - 1
+"""The largest seed a ``torch.Generator`` takes (``number("seed", s, lo=0, hi=SEED_MAX)``)."""
 
 _REAL_INT = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)
 
@@ -131,11 +135,14 @@ def as_tensor(x, name: str, dtype=None, device=None) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         t = x
     else:
+        what = f"{name}: expected a tensor or array of numbers, got {type(x).__name__}"
         try:
-            t = torch.as_tensor(np.asarray(x, dtype=np.float64))
+            a = np.asarray(x)
+            if a.dtype == object and any(v is None for v in a.flat):  # not NaN: missing
+                raise ValueError(what)
+            t = torch.as_tensor(a.astype(np.float64))
         except (TypeError, ValueError) as err:
-            raise ValueError(
-                f"{name}: expected a tensor or array of numbers, got {type(x).__name__}") from err
+            raise ValueError(what) from err
     if not (t.is_floating_point() or t.dtype in _REAL_INT):
         raise ValueError(f"{name}: expected real numbers, got dtype {t.dtype}")
     if dtype is None and not t.is_floating_point():

@@ -56,7 +56,8 @@ def correlation(A, B, dims=None) -> torch.Tensor:
     Scale invariant: each object is divided by the power of two above its largest entry before
     the products (exact, so ordinary inputs give the same digits as the plain formula), and
     ``correlation(1e20 * A, A)`` is 1 in float32 too. A zero argument gives 0; NaN (or Inf) in
-    an object gives NaN.
+    an object gives NaN. Batch dimensions that do not broadcast, or empty objects, raise
+    ``ValueError``.
 
     Examples
     --------
@@ -67,6 +68,13 @@ def correlation(A, B, dims=None) -> torch.Tensor:
     A, B = _as(A), _as(B)
     A, B = A.reshape(1) if A.ndim == 0 else A, B.reshape(1) if B.ndim == 0 else B
     ax = _dims(A, B, dims)
+    try:
+        torch.broadcast_shapes(A.shape, B.shape)
+    except RuntimeError:
+        raise ValueError(f"A, B: expected batch dimensions that broadcast, got {tuple(A.shape)} "
+                         f"and {tuple(B.shape)}") from None
+    if any(A.shape[a] == 0 for a in ax):
+        raise ValueError(f"A, B: expected non-empty objects, got shape {tuple(A.shape)}")
     A, B = A / _pow2_scale(A, ax), B / _pow2_scale(B, ax)
     num = (A * B).sum(ax)
     den = torch.sqrt((A * A).sum(ax)) * torch.sqrt((B * B).sum(ax))
@@ -166,15 +174,18 @@ def numerical_rank(W, rtol: float = 1e-6) -> torch.Tensor:
     """Number of singular values above ``rtol`` times the largest (per matrix, batched).
 
     A relative tolerance, so the rank does not depend on the scale of W or on the solver's
-    absolute accuracy. See chapter 5, *W versus (K, Q)*.
+    absolute accuracy. The ranks are float64 (integer values); a matrix with a NaN or Inf entry
+    has rank NaN (the other matrices of a batch keep theirs). See chapter 5, *W versus (K, Q)*.
     """
     W = _as(W)
     if W.ndim < 2:
         raise ValueError(f"W: expected a matrix (..., d, d), got shape {tuple(W.shape)}")
     rtol = number("rtol", rtol, lo=0, lo_open=True)
-    sv = torch.linalg.svdvals(W)
+    bad = ~torch.isfinite(W).flatten(-2).all(-1)  # (...,)
+    sv = torch.linalg.svdvals(torch.where(bad[..., None, None], torch.zeros_like(W), W))
     top = sv[..., :1]
-    return (sv > rtol * top).sum(-1)  # a zero matrix has rank 0: 0 > 0 is false
+    rank = (sv > rtol * top).sum(-1).to(torch.float64)  # a zero matrix: rank 0 (0 > 0 is false)
+    return torch.where(bad, torch.full_like(rank, float("nan")), rank)
 
 
 def max_prob(s, reduce: str = "mean") -> torch.Tensor:

@@ -24,6 +24,8 @@ from typing import NamedTuple
 import torch
 
 from attnlib import svm
+from attnlib._validate import number
+from attnlib.data import AttentionData
 from attnlib.tokens import (
     as_mask,
     as_selection,
@@ -68,6 +70,7 @@ def violations(data, W_mm, alpha, *, z=None, mask=None, tol=1e-6, score_tol=1e-1
 
     See chapter 3, *Local versus global optimality*.
     """
+    _check(data, tol=tol, score_tol=score_tol)
     X = data.X
     if z is not None:  # support tokens of the logits x_it^T W z_i, on the tokens X
         sup = support_tokens(X, torch.as_tensor(W_mm).to(X), alpha, z=z, mask=mask, tol=tol)
@@ -123,12 +126,14 @@ def _local(data, alpha, norm, param, W, mask, tol, score_tol):
     return torch.ones_like(ok), ok
 
 
-def _check(param, tol, score_tol):
+def _check(data, param="W", tol=0.0, score_tol=0.0):
+    if not isinstance(data, AttentionData):
+        raise ValueError(f"data: expected an attnlib.AttentionData (tokens X, labels Y, head v), "
+                         f"got {type(data).__name__}")
     if param not in ("W", "p"):
         raise ValueError(f"param: expected 'W' or 'p', got {param!r}")
-    for name, v in (("tol", tol), ("score_tol", score_tol)):
-        if not v >= 0:
-            raise ValueError(f"{name}: expected a number >= 0, got {v!r}")
+    number("tol", tol, lo=0)
+    number("score_tol", score_tol, lo=0)
 
 
 def is_locally_optimal(data, alpha, norm="fro", *, param="W", W=None, mask=None, tol=1e-6,
@@ -163,7 +168,7 @@ def is_locally_optimal(data, alpha, norm="fro", *, param="W", W=None, mask=None,
 
     See chapter 3, *Local versus global optimality*.
     """
-    _check(param, tol, score_tol)
+    _check(data, param, tol, score_tol)
     X, _ = token_inputs(data, need_z=False)
     alpha = as_selection(alpha, X)
     local = _local(data, alpha, norm, param, W, as_mask(mask, X), tol, score_tol)[1]
@@ -211,7 +216,7 @@ def enumerate_selections(data, norm="fro", *, param="W", W=None, mask=None, tol=
 
     See chapter 3, *Local versus global optimality*.
     """
-    _check(param, tol, score_tol)
+    _check(data, param, tol, score_tol)
     X, _ = token_inputs(data, need_z=False)
     if X.ndim != 3:
         raise ValueError("data: enumerate_selections needs unbatched data (n,T,d)")

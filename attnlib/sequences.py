@@ -32,6 +32,7 @@ from . import models as M
 from ._runtime import resolve_device, resolve_dtype
 from ._validate import as_tensor, labels, number
 from .data import AttentionData
+from .status import RunStatus
 from .train import TrainConfig, train
 
 __all__ = [
@@ -78,6 +79,9 @@ class SequenceData:
             raise ValueError(f"X: expected shape (n,T,d) or (B,n,T,d), got {tuple(X.shape)}")
         batch = X.shape[:-3]
         n, T, d = X.shape[-3:]
+        if min(X.shape) < 1:
+            raise ValueError(f"X: expected at least one sequence, position and feature "
+                             f"(n, T, d >= 1), got shape {tuple(X.shape)}")
         if tuple(Y.shape) != (*batch, n, T):
             raise ValueError(f"Y: expected shape {(*batch, n, T)}, got {tuple(Y.shape)}")
         if tuple(v.shape) != (*batch, d):
@@ -153,7 +157,11 @@ def causal_mask(T: int, causal: bool = True, device=None) -> torch.Tensor:
     """Visibility mask (T, T): ``mask[k, t]`` is True when query ``k`` sees token ``t``.
 
     Causal attention sees :math:`t \\le k`; full (bidirectional) attention sees every token.
+    ``T`` is an int >= 1, ``causal`` a bool.
     """
+    T = number("T", T, lo=1, integer=True)
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal: expected True or False, got {causal!r}")
     mask = torch.ones(T, T, dtype=torch.bool, device=device)
     return torch.tril(mask) if causal else mask
 
@@ -262,7 +270,8 @@ class SequenceTrainResult:
     ``"step"`` (S,), ``"loss"`` (B?, S), ``"max_prob"`` (B?, S) (mean over queries of the
     largest attention probability), ``"W"`` (B?, S, d, d) and ``"grad_norm"`` (B?, S), the
     norm of the gradient of the trained tensors (for (K,Q): of the pair (K, Q), as in
-    :func:`attnlib.train`). ``nonfinite`` (B?,): see :class:`attnlib.train.TrainResult`.
+    :func:`attnlib.train`). ``nonfinite`` (B?,) and ``status`` (the run's "no NaN, no stall"
+    verdict): see :class:`attnlib.train.TrainResult`.
     """
 
     W: torch.Tensor
@@ -270,6 +279,7 @@ class SequenceTrainResult:
     Q: torch.Tensor | None
     history: dict
     nonfinite: torch.Tensor | None = None
+    status: RunStatus | None = None
 
 
 def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr: float = 0.1,
@@ -327,4 +337,5 @@ def train_sequence(data: SequenceData, param: str = "W", causal: bool = True, lr
     pairs, mask = data.pairs(causal)
     res = train(pairs, init=init, config=config, mask=mask)
     hist = {k: res.history[k] for k in ("step", "loss", "max_prob", "W", "grad_norm")}
-    return SequenceTrainResult(W=res.W, K=res.K, Q=res.Q, history=hist, nonfinite=res.nonfinite)
+    return SequenceTrainResult(W=res.W, K=res.K, Q=res.Q, history=hist, nonfinite=res.nonfinite,
+                               status=res.status)

@@ -312,3 +312,23 @@ def test_max_prob_reductions_against_loops():
         MT.max_prob(s, "max")
     with pytest.raises(ValueError, match=r"^s: expected shape \(\.\.\., n, T\)"):
         MT.max_prob(torch.ones(3))
+
+
+@pytest.mark.parametrize("A, B, msg", [
+    (torch.ones(3, 2, 2), torch.ones(4, 2, 2), "batch dimensions that broadcast"),
+    (torch.ones(0), torch.ones(0), "non-empty"),
+    ([], [], "non-empty"),
+    (torch.ones(2, 0, 0), torch.ones(2, 0, 0), "non-empty"),
+])
+def test_correlation_names_shapes_it_cannot_pair(A, B, msg):
+    with pytest.raises(ValueError, match=f"^A, B: expected {msg}"):
+        MT.correlation(A, B)
+
+
+def test_numerical_rank_of_a_nonfinite_matrix_is_nan():
+    """NaN in gives NaN out, matrix by matrix: the other matrices of a batch keep their rank."""
+    W = torch.stack([torch.eye(3, dtype=torch.float64), torch.full((3, 3), float("nan")),
+                     torch.diag(torch.tensor([1.0, 0.0, math.inf], dtype=torch.float64))])
+    r = MT.numerical_rank(W)
+    assert r[0] == 3 and math.isnan(r[1]) and math.isnan(r[2])
+    assert math.isnan(MT.numerical_rank(torch.full((2, 2), float("nan"))))

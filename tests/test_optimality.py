@@ -170,6 +170,21 @@ def test_bad_inputs():
         optimality.is_locally_optimal(data, [0, 0, 0], tol=-1.0)
     with pytest.raises(ValueError, match="unbatched"):
         optimality.enumerate_selections(random_data(2, 2, 3, trials=2, seed=0, device="cpu"))
+    with pytest.raises(ValueError, match="^tol: expected a finite number >= 0"):
+        optimality.is_locally_optimal(data, [0, 0, 0], tol="small")
+
+
+@pytest.mark.parametrize("call", [
+    lambda X: optimality.is_locally_optimal(X, [0, 0, 0]),
+    lambda X: optimality.enumerate_selections(X),
+    lambda X: optimality.violations(X, torch.eye(5), [0, 0, 0]),
+    lambda X: optimality.locally_optimal_from(X, torch.eye(5), [0, 0, 0]),
+])
+def test_tokens_alone_are_not_data(call):
+    """Local optimality needs the labels and the head: bare tokens are refused by name."""
+    X = random_data(3, 4, 5, seed=0, device="cpu").X
+    with pytest.raises(ValueError, match="^data: expected an attnlib.AttentionData"):
+        call(X)
 
 
 # --- the prompt model, batched W, masks and tolerances through every path (mutation testing) ---

@@ -162,3 +162,20 @@ def test_bad_input_raises():
         S.random_sequences(0, 3, 4)
     with pytest.raises(ValueError, match="trials"):
         S.random_sequences(2, 3, 4, trials=0)
+
+
+@pytest.mark.parametrize("shape", [(2, 0, 3), (0, 3, 3), (2, 3, 0)])
+def test_empty_sequences_are_refused(shape):
+    n, T, d = shape
+    with pytest.raises(ValueError, match=r"^X: expected at least one .*n, T, d >= 1"):
+        S.SequenceData(torch.ones(n, T, d, dtype=torch.float64),
+                       torch.ones(n, T, dtype=torch.float64), torch.ones(d, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("T", [-2, 0, 2.5, "3"])
+def test_causal_mask_needs_a_positive_length(T):
+    with pytest.raises(ValueError, match="^T: expected an int >= 1"):
+        S.causal_mask(T)
+    with pytest.raises(ValueError, match="^causal: expected True or False"):
+        S.causal_mask(3, causal="yes")
+    assert S.causal_mask(3.0).tolist() == S.causal_mask(3).tolist()

@@ -31,16 +31,21 @@ def test_types_and_default_bounds_are_read_from_the_signature():
         "trials": "an int >= 1", "seed": "an int >= 0", "lr": "a finite float > 0",
         "eps": "a finite float >= 0", "scale": "a finite float", "flag": "a bool (True/False)",
         "loss": "a string", "device": "a string or None",
-        "lps": "a non-empty tuple of finite floats",
+        "lps": "a non-empty tuple of finite floats > 1",
         "cells": "a non-empty tuple of a tuple (an int, an int) >= 1",
         "steps": "an int >= 1 or a non-empty tuple of ints >= 1", "anything": "any value"}
 
 
 def test_declared_bounds_override_the_policy():
-    s = settings_of(typed, bounds={"trials": (0, 5), "lr": (0.05, None), "lps": (1, 3)})
+    s = settings_of(typed, bounds={"trials": (0, 5), "lr": (0.05, None), "lps": (1.5, 3),
+                                   "scale": (-1, 2)})
     assert s["trials"].describe() == "an int >= 0 and <= 5"
     assert s["lr"].describe() == "a finite float > 0.05"  # a learning rate's lower bound is strict
-    assert check_settings("t", s, {"trials": 0, "lps": [1, 3]})["lps"] == (1.0, 3.0)
+    assert s["lps"].describe() == "a non-empty tuple of finite floats > 1.5 and <= 3"  # strict
+    out = check_settings("t", s, {"trials": 0, "lps": [1.75, 3], "scale": -1})
+    assert (out["trials"], out["lps"], out["scale"]) == (0, (1.75, 3.0), -1.0)
+    with pytest.raises(SettingError, match="got \\(1.5,\\)"):  # (others: inclusive)
+        check_settings("t", s, {"lps": (1.5,)})
     with pytest.raises(SettingError, match="setting trials expects an int >= 0 and <= 5, got 6"):
         check_settings("t", s, {"trials": 6})
     with pytest.raises(SettingError, match="got 0.05"):
@@ -72,7 +77,7 @@ def test_values_are_converted_to_their_types():
     (dict(eps=math.nan), "setting eps expects a finite float >= 0, got nan"),
     (dict(flag=1), "setting flag expects a bool (True/False), got 1"),
     (dict(loss=3), "setting loss expects a string, got 3"),
-    (dict(lps=()), "setting lps expects a non-empty tuple of finite floats, got ()"),
+    (dict(lps=()), "setting lps expects a non-empty tuple of finite floats > 1, got ()"),
     (dict(lps=(1.0, "x")), "got (1.0, 'x')"),
     (dict(cells=((1, 2, 3),)), "got ((1, 2, 3),)"),
     (dict(cells=((1, 0),)), "got ((1, 0),)"),
@@ -91,6 +96,24 @@ def test_bad_values_are_one_line_errors(given, message):
 def test_every_non_count_is_rejected(bad):
     with pytest.raises(SettingError, match="setting trials expects an int >= 1"):
         check(trials=bad)
+
+
+def radial(radii: tuple[float, ...] = (1.0, 2.0), radius: float = 1.0, lp: float = 1.5,
+           lps: tuple[float, ...] = (1.5,), step_lp: float = 2.0, scale: float = 1.0):
+    return {}, {}
+
+
+@pytest.mark.parametrize("name, bad, good", [
+    ("lp", 1.0, 1.01), ("lps", (1.5, 1.0), (1.5, 3.0)), ("step_lp", 0.5, 1.5),
+    ("radii", (4.0, -1.0), (0.0, 4.0)), ("radius", -0.5, 0.0),
+])
+def test_exponents_exceed_one_and_radii_are_not_negative(name, bad, good):
+    """lp = 1 divides by p - 1 = 0 in the mirror map; a negative radius is no ball."""
+    s = settings_of(radial, experiment="radial")
+    with pytest.raises(SettingError, match=f"setting {name} expects"):
+        check_settings("radial", s, {name: bad})
+    assert check_settings("radial", s, {name: good})[name] == good
+    assert check_settings("radial", s, {"scale": -1.0})["scale"] == -1.0  # other floats: free
 
 
 @given(st.integers(min_value=1, max_value=10**12))

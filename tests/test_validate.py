@@ -136,3 +136,16 @@ def test_to_numpy():
     a = V.to_numpy(t * 2)
     assert isinstance(a, np.ndarray) and a.tolist() == [2.0, 2.0]
     assert V.to_numpy([1, 2]).tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("x", [None, [1.0, None], np.array([1.0, None], dtype=object),
+                               [[1, 2], [3]], "abc"])
+def test_as_tensor_names_what_is_not_an_array_of_numbers(x):
+    """None is missing data, not NaN: "expected a tensor or array of numbers"."""
+    with pytest.raises(ValueError, match="^X: expected a tensor or array of numbers, got"):
+        V.as_tensor(x, "X")
+
+
+def test_as_tensor_accepts_object_arrays_of_numbers():
+    t = V.as_tensor(np.array([1, 2.5], dtype=object), "X")
+    assert t.tolist() == [1.0, 2.5] and t.dtype == torch.float64

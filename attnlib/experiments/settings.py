@@ -12,10 +12,12 @@ converted to the annotated type (numpy and torch scalars, lists and 1-d arrays a
 checked against the bounds, element by element for tuples:
 
 - declared ``bounds={"name": (lo, hi)}`` (``None``: unbounded); ``lo <= x <= hi``, except that a
-  lower bound of a learning rate (a name starting with ``lr``) is strict;
+  lower bound of a learning rate (a name starting with ``lr``) or of an ℓp exponent (``lp``,
+  ``lps``, ``*_lp``) is strict;
 - otherwise the default policy: seeds (``seed``, ``*_seed``) are integers ``>= 0``, every other
-  integer is a count ``>= 1``; learning rates (``lr*``) are ``> 0``; tolerances (``eps``,
-  ``tol``, ``rtol``, ``atol``) are ``>= 0``; every float is finite.
+  integer is a count ``>= 1``; learning rates (``lr*``) are ``> 0``; ℓp exponents are ``> 1``;
+  tolerances (``eps``, ``tol``, ``rtol``, ``atol``) and radii (``radii``, ``radius``) are
+  ``>= 0``; every float is finite.
 
 A bad value raises :class:`SettingError` (a ``ValueError``) with one line naming the
 experiment, the setting, what was expected and what was given. See the chapter "Reproduction
@@ -37,6 +39,7 @@ __all__ = ["Setting", "SettingError", "settings_of", "check_settings", "parse_se
 
 _ANY = object()  # an unannotated parameter: passed through unchecked
 _TOLERANCES = frozenset({"eps", "tol", "rtol", "atol"})
+_RADII = frozenset({"radii", "radius"})
 
 
 class SettingError(ValueError):
@@ -81,13 +84,24 @@ class _Bad(Exception):
     """Internal: the value does not fit the type (caught and turned into a SettingError)."""
 
 
+def _is_exponent(name: str) -> bool:
+    """``lp``, ``lps`` and ``*_lp(s)``: an ℓp exponent, > 1 (the mirror map needs p - 1 > 0)."""
+    return name in ("lp", "lps") or name.endswith(("_lp", "_lps"))
+
+
+def _open_below(name: str) -> bool:
+    return name.startswith("lr") or _is_exponent(name)
+
+
 def _default_bounds(name: str, kind) -> tuple[float | None, float | None]:
     if kind is int:
         return (0, None) if name == "seed" or name.endswith("_seed") else (1, None)
     if kind is float:
         if name.startswith("lr"):
             return (0, None)
-        if name in _TOLERANCES:
+        if _is_exponent(name):
+            return (1, None)
+        if name in _TOLERANCES or name in _RADII:
             return (0, None)
     return (None, None)
 
@@ -127,7 +141,7 @@ def settings_of(func, bounds=None, experiment: str = "?") -> dict[str, Setting]:
         else:
             lo, hi = _default_bounds(name, _base_kind(tp) if tp is not _ANY else None)
         out[name] = Setting(name, tp, p.default, lo=lo, hi=hi,
-                            lo_open=lo is not None and name.startswith("lr"))
+                            lo_open=lo is not None and _open_below(name))
     if bounds:
         raise TypeError(f"experiment {experiment!r}: bounds name unknown setting(s) "
                         f"{sorted(bounds)}; its settings are {sorted(out)}")
