@@ -11,7 +11,12 @@ experiment's typed settings, and the output folder is checked, before any comput
 empties the cache.
 
 Errors are one line on stderr and exit with status 2 (``--debug`` shows the traceback); a
-missed target exits with status 1 under ``--strict``. See the chapter "Reproduction report".
+missed target, or a result whose status (:class:`attnlib.status.RunStatus`) is not ok (a
+training run that turned non-finite or stalled), exits with status 1 under ``--strict``. An
+experiment's files are written to a temporary folder and moved into ``--out`` at the end: an
+interrupted run (Ctrl-C: status 130, no traceback) leaves the previous files as they were, and
+an ``--out`` folder it created stays only if something was written into it. See the chapter
+"Reproduction report".
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -29,6 +35,7 @@ from pathlib import Path
 __all__ = ["main", "UsageError"]
 
 COMMON = ("trials", "steps", "seed", "device")
+OUTPUTS = ("json", "npz", "png", "pdf")  # what `reproduce` writes per experiment
 PROG = "python -m attnlib"
 
 
@@ -64,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-cache", action="store_true", help="recompute even if cached")
     r.add_argument("--no-figure", action="store_true", help="skip the figure")
     r.add_argument("--strict", action="store_true",
-                   help="exit with status 1 if a reproduction target is missed")
+                   help="exit with status 1 if a reproduction target is missed or a training "
+                        "run turned non-finite or stalled")
     r.add_argument("--debug", action="store_true", help="show the traceback of an error")
     c = sub.add_parser("cache", help="show or clear the result cache",
                        description="Show (info) or empty (clear) the result cache "
@@ -155,16 +163,28 @@ def _plan(name: str, given: dict[str, str], strict_names: bool) -> dict:
     return settings
 
 
-def _check_out(out: Path) -> None:
-    """The output folder exists (or is created) and is writable; UsageError otherwise."""
+def _check_out(out: Path) -> list[Path]:
+    """The output folder exists (or is created) and is writable; UsageError otherwise.
+
+    Returns the folders it created (innermost last), to remove again if nothing is written.
+    """
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: is a file, expected a folder")
+    created = [p for p in (out, *out.parents) if not p.exists()][::-1]
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out):
             pass
     except OSError as err:
         raise UsageError(f"--out {out}: not a writable folder ({err.strerror or err})") from None
+    return created
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    """Remove the folders ``_check_out`` created that are still empty (innermost first)."""
+    for p in reversed(folders):
+        with contextlib.suppress(OSError):
+            p.rmdir()  # only an empty folder
 
 
 @contextlib.contextmanager
@@ -200,25 +220,42 @@ def _elapsed(name: str, expected, enabled: bool):
 
 
 def reproduce(name, settings, out: Path, cache=True, figure=True):
-    """Run one experiment, save figure and numbers under ``out``, print the summary."""
+    """Run one experiment, save figure and numbers under ``out``, print the summary.
+
+    The files are written into a temporary folder inside ``out`` and moved into place at the
+    end, so an interrupted run leaves the previous run's files as they were, never a mix of two
+    runs; files of the previous run that this one does not write (a figure, with
+    ``figure=False``) are removed.
+    """
     from attnlib import experiments
 
     t0 = time.perf_counter()
     exp = experiments.get(name)
     with _elapsed(name, exp.seconds, "progress" not in exp.settings and sys.stderr.isatty()):
         res = experiments.run(name, cache=cache, **settings)
-    written = [res.save(out), out / f"{name}.npz"]
-    if figure and experiments.get(name).plot is not None:
-        import matplotlib
+    tmp = Path(tempfile.mkdtemp(dir=out, prefix=f".{name}.", suffix=".tmp"))
+    try:
+        res.save(tmp)
+        if figure and experiments.get(name).plot is not None:
+            import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
 
-        fig = res.figure()
-        for ext in ("png", "pdf"):
-            fig.savefig(out / f"{name}.{ext}", bbox_inches="tight", dpi=150)
-            written.append(out / f"{name}.{ext}")
-        plt.close(fig)
+            fig = res.figure()
+            for ext in ("png", "pdf"):
+                fig.savefig(tmp / f"{name}.{ext}", bbox_inches="tight", dpi=150)
+            plt.close(fig)
+        new = sorted(p.name for p in tmp.iterdir())
+        for ext in OUTPUTS:
+            stale = out / f"{name}.{ext}"
+            if stale.name not in new and stale.is_file():
+                stale.unlink()
+        for f in sorted(new, key=lambda f: f.endswith(".json")):  # the JSON last
+            os.replace(tmp / f, out / f)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    written = [out / f for f in sorted(new)]
     print(res.summary())
     print(f"  wrote {', '.join(str(p) for p in written)}  ({time.perf_counter() - t0:.1f} s)")
     return res
@@ -239,16 +276,24 @@ def cmd_reproduce(args) -> int:
                          f"{', '.join(all_names) or '(none registered)'}")
     given = _given(args)
     plans = [(n, _plan(n, given, strict_names=args.name != "all")) for n in todo]
-    _check_out(args.out)
-    missed = []
-    for k, (name, s) in enumerate(plans, 1):
-        if len(plans) > 1:
-            print(f"[{k}/{len(plans)}] {name}", flush=True)
-        res = reproduce(name, s, args.out, cache=not args.no_cache, figure=not args.no_figure)
-        missed += [f"{name}.{r['key']}" for r in res.check() if not r["ok"]]
+    created = _check_out(args.out)
+    missed, unsound = [], []
+    try:
+        for k, (name, s) in enumerate(plans, 1):
+            if len(plans) > 1:
+                print(f"[{k}/{len(plans)}] {name}", flush=True)
+            res = reproduce(name, s, args.out, cache=not args.no_cache,
+                            figure=not args.no_figure)
+            missed += [f"{name}.{r['key']}" for r in res.check() if not r["ok"]]
+            if not res.status.ok:
+                unsound.append(f"{name} ({res.status})")
+    finally:
+        _remove_if_empty(created)
     if missed:
         print(f"{len(missed)} target(s) missed: {', '.join(missed)}")
-    return 1 if (missed and args.strict) else 0
+    if unsound:
+        print(f"{len(unsound)} run(s) with non-finite or stalled training: {'; '.join(unsound)}")
+    return 1 if ((missed or unsound) and args.strict) else 0
 
 
 def _size(n: int) -> str:

@@ -172,3 +172,93 @@ def test_a_time_bar_for_experiments_without_their_own(dummy, fakes, tmp_path,  #
     assert main(["reproduce", "dummy", "--out", str(tmp_path), "--no-figure"]) == 0
     assert "dummy: " not in capsys.readouterr().err  # it draws its own (progress=True)
     assert CALLS[-1]["progress"] is True
+
+
+def _status_fake(nan: bool = False, steps: int = 3):
+    """Trains with attnlib.train: lp = 1.01 in float32 with a big step overflows (nan=True)."""
+    import torch
+
+    import attnlib as al
+
+    data = al.random_data(3, 4, 5, seed=1, dtype=torch.float32)
+    kw = dict(method="md", lp=1.01, lr=10.0, init={"W": 0.1 * torch.ones(5, 5)}) if nan else {}
+    r = al.train(data, steps=steps, **kw)
+    return {"loss": float(r.history["loss"][-1])}, {}
+
+
+def test_strict_fails_on_a_training_run_that_turned_nonfinite(fakes, tmp_path, capsys):  # noqa: F811
+    fakes("status", _status_fake)
+    out = str(tmp_path / "out")
+    assert main(["reproduce", "status", "--out", out, "--strict"]) == 0
+    assert "status: ok" in capsys.readouterr().out
+    with pytest.warns(RuntimeWarning):
+        code = main(["reproduce", "status", "--set", "nan=true", "--out", out, "--strict"])
+    text = capsys.readouterr().out
+    assert code == 1 and "non-finite or stalled training: status (not ok: 1 of 1" in text
+    assert experiments.run("status", nan=True).status.nonfinite == 1  # cached with its status
+    assert json.loads((tmp_path / "out" / "status.json").read_text())["status"]["nonfinite"] == 1
+
+
+def test_files_from_two_runs_never_mix(dummy, tmp_path, monkeypatch):  # noqa: F811
+    """Ctrl-C while the second run writes its files: the first run's set stays whole, and no
+    temporary folder is left."""
+    out = tmp_path / "out"
+    assert main(["reproduce", "dummy", "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(before) == ["dummy.json", "dummy.npz", "dummy.pdf", "dummy.png"]
+
+    def interrupted(self, fname, **kw):
+        raise KeyboardInterrupt
+
+    import matplotlib.figure
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", interrupted)
+    assert main(["reproduce", "dummy", "--steps", "20", "--out", str(out)]) == 130
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    monkeypatch.undo()
+    # a run without figures removes the old figures: its files are one run's
+    assert main(["reproduce", "dummy", "--steps", "20", "--out", str(out), "--no-figure"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["dummy.json", "dummy.npz"]
+    assert json.loads((out / "dummy.json").read_text())["params"]["steps"] == 20
+
+
+def test_an_interrupted_run_leaves_no_empty_output_folder(dummy, tmp_path, monkeypatch):  # noqa: F811
+    def interrupted(name, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiments, "run", interrupted)
+    out = tmp_path / "new" / "out"
+    assert main(["reproduce", "dummy", "--out", str(out)]) == 130
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()  # a folder that was there before stays
+    assert main(["reproduce", "dummy", "--out", str(tmp_path / "kept")]) == 130
+    assert (tmp_path / "kept").is_dir()
+
+
+def test_every_output_file_has_the_same_mode(dummy, tmp_path):  # noqa: F811
+    out = tmp_path / "out"
+    assert main(["reproduce", "dummy", "--out", str(out)]) == 0
+    probe = tmp_path / "probe"
+    probe.write_text("")  # the mode a plain open() gives under this umask
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in out.iterdir()}
+    assert set(modes.values()) == {oct(probe.stat().st_mode & 0o777)}, modes
+
+
+def _conditional(radii: tuple[float, ...] = (1.0, 8.0)):
+    """Computes its 'shrinks' target only when the radii include 1 and 8."""
+    numbers = {"largest": max(radii)}
+    if {1.0, 8.0} <= set(radii):
+        numbers["shrinks"] = 1.0
+    return numbers, {}
+
+
+def test_a_setting_that_skips_a_target_is_reported_not_a_crash(fakes, tmp_path, capsys):  # noqa: F811
+    from attnlib.experiments import Target
+
+    fakes("conditional", _conditional, targets=[
+        Target("shrinks", "shrinks", "yes", 1, 1, "exact", "suggested")])
+    args = ["reproduce", "conditional", "--set", "radii=1,4", "--out", str(tmp_path)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "not computed with these settings" in text and "missed: conditional.shrinks" in text
+    assert main(args + ["--strict"]) == 1

@@ -17,6 +17,7 @@ from pathlib import Path
 import attnlib.experiments.store as store
 from attnlib._runtime import resolve_device, resolve_dtype
 from attnlib._validate import choice
+from attnlib.status import RunStatus, collect, total
 
 from .ledger import record_target
 from .registry import Experiment, format_value, get
@@ -29,7 +30,13 @@ NOT_IN_KEY = frozenset({"progress"})  # settings that do not change a result
 
 @dataclass
 class Result:
-    """What :func:`run` returns: settings, numbers, arrays, and the time it took."""
+    """What :func:`run` returns: settings, numbers, arrays, the time it took, and its status.
+
+    ``status`` (:class:`attnlib.status.RunStatus`) is the "no NaN, no stall" verdict of the
+    computation: the sum of what its training runs reported (:func:`attnlib.train`,
+    :class:`attnlib.train.LpMirrorDescent`, :func:`attnlib.realdata.fit`). A number may be NaN
+    by design (a quantity a setting does not compute); a missed target is :meth:`check`'s.
+    """
 
     name: str
     params: dict
@@ -37,22 +44,29 @@ class Result:
     arrays: dict = field(default_factory=dict)
     seconds: float = 0.0
     cached: bool = False
+    status: RunStatus = field(default_factory=RunStatus)
 
     @property
     def experiment(self) -> Experiment:
         return get(self.name)
 
     def check(self) -> list[dict]:
-        """One row per target: what, paper and book value, tolerance, ok, source, note, evidence."""
+        """One row per target: what, paper and book value, tolerance, ok, source, note, evidence.
+
+        A target these settings did not compute (``radii`` without the radius it is read at)
+        is a row with ``book`` NaN, ``ok`` False and ``computed`` False: missed, not a crash
+        after the computation.
+        """
         rows = []
         for tg in self.experiment.targets:
-            if tg.key not in self.numbers:
-                raise KeyError(f"experiment {self.name!r} did not compute target {tg.key!r}")
-            val = self.numbers[tg.key]
+            computed = tg.key in self.numbers
+            val = self.numbers[tg.key] if computed else float("nan")
             rows.append(
                 dict(experiment=self.name, key=tg.key, what=tg.what, paper=tg.paper,
-                     book=float(val), tolerance=tg.tolerance, ok=tg.ok(val),
-                     source=tg.source, note=tg.note, evidence=tg.evidence)
+                     book=float(val), tolerance=tg.tolerance, ok=computed and tg.ok(val),
+                     source=tg.source, note=tg.note if computed else
+                     "not computed with these settings", evidence=tg.evidence,
+                     computed=computed)
             )
         return rows
 
@@ -127,18 +141,19 @@ class Result:
         """A one-screen text summary: settings, numbers, targets."""
         lines = [f"{self.name}: {self.experiment.title}  [{self.experiment.paper}]",
                  "settings: " + ", ".join(f"{k}={v}" for k, v in self.params.items()),
-                 f"time: {self.seconds:.1f} s" + (" (cached)" if self.cached else "")]
+                 f"time: {self.seconds:.1f} s" + (" (cached)" if self.cached else ""),
+                 f"status: {self.status}"]
         for r in self.check():
             mark = "✓" if r["ok"] else "✗"
-            lines.append(f"  {mark} {r['what']}: book {r['book']:.6g}  paper {r['paper']}"
-                         f"  ({r['tolerance']})")
+            book = f"book {r['book']:.6g}" if r["computed"] else "not computed with these settings"
+            lines.append(f"  {mark} {r['what']}: {book}  paper {r['paper']}  ({r['tolerance']})")
         return "\n".join(lines)
 
     # -- persistence -------------------------------------------------------------------
     def _meta(self) -> dict:
         return dict(params=store.jsonable(self.params),
                     numbers={k: float(v) for k, v in self.numbers.items()},
-                    seconds=self.seconds, targets=self.check(),
+                    seconds=self.seconds, targets=self.check(), status=self.status.to_dict(),
                     attnlib_source=store.source_hash(), versions=store.versions())
 
     def save(self, folder) -> Path:
@@ -154,7 +169,8 @@ class Result:
         """Read a result written by :meth:`save`; ValueError if it is unreadable or inconsistent."""
         meta, arrays = store.read_entry(folder, name)
         return cls(name=name, params=meta["params"], numbers=meta["numbers"], arrays=arrays,
-                   seconds=meta.get("seconds", 0.0), cached=True)
+                   seconds=meta.get("seconds", 0.0), cached=True,
+                   status=RunStatus.from_dict(meta.get("status", RunStatus().to_dict())))
 
 
 def _device_dtype(name: str, params: dict) -> tuple[str, str]:
@@ -195,6 +211,7 @@ def run(name: str, *, cache: bool = True, **settings) -> Result:
     if cache:
         try:
             meta, arrays = store.read_entry(folder, name, key=key)
+            status = RunStatus.from_dict(meta.get("status"))
         except FileNotFoundError:
             pass
         except (OSError, ValueError) as err:
@@ -202,12 +219,13 @@ def run(name: str, *, cache: bool = True, **settings) -> Result:
                           store.CacheWarning, stacklevel=2)
         else:
             return Result(name=name, params=params, numbers=meta["numbers"], arrays=arrays,
-                          seconds=meta.get("seconds", 0.0), cached=True)
+                          seconds=meta.get("seconds", 0.0), cached=True, status=status)
     t0 = time.perf_counter()
-    numbers, arrays = exp.func(**params)
+    with collect() as reports:
+        numbers, arrays = exp.func(**params)
     res = Result(name=name, params=params, numbers=dict(numbers),
                  arrays={k: store.to_numpy(v) for k, v in dict(arrays).items()},
-                 seconds=time.perf_counter() - t0)
+                 seconds=time.perf_counter() - t0, status=total(reports))
     if cache:
         try:
             store.write_entry(folder, name, dict(res._meta(), key=key, device=device,

@@ -132,12 +132,19 @@ def jsonable(params: dict) -> dict:
     return {k: one(v) for k, v in params.items()}
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write(path: Path, write) -> None:
     """``write(file)`` into a temporary file beside ``path``, then rename it into place."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
+        os.chmod(tmp, 0o666 & ~_umask())  # the mode open() gives (mkstemp's is 0600)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
