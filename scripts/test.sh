@@ -35,7 +35,9 @@ step unit    python -m pytest tests -m "not browser" -n 2 --dist loadfile -p no:
                -rfEs --durations=10
 step nbval   scripts/nbval.sh
 step build   scripts/build.sh --all
-step site    python -m pytest tests -m browser -p no:cacheprovider -q -rfEs --durations=10
+# (two workers again, one test file each: a browser mostly waits on page loads and MathJax)
+step site    python -m pytest tests -m browser -n 2 --dist loadfile -p no:cacheprovider -q \
+               -rfEs --durations=10
 
 echo
 echo "================ [test] summary ================"

@@ -329,55 +329,61 @@ def test_first_explorer_run_shows_the_widget(lab, tmp_path):
     assert not errors, f"console errors on the explorer's first run: {errors[:5]}"
 
 
+@pytest.fixture(scope="module")
+def lab_browser(tmp_path_factory):
+    """One Chromium for the chapters (each opens with ``&reset``: a fresh workspace)."""
+    driver = make_driver(tmp_path_factory.mktemp("lab-profile"))
+    driver.set_window_size(1366, 900)
+    yield driver
+    driver.quit()
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_chapter_renders_myst_in_jupyterlab(lab, tmp_path, chapter):
+def test_chapter_renders_myst_in_jupyterlab(lab, lab_browser, chapter):
     url, token, _ = lab
     want = expected_blocks(chapter)
     n_cited = cited(chapter)
-    driver = make_driver(tmp_path / "profile")
-    try:
-        driver.set_window_size(1366, 900)
-        t0 = time.monotonic()
-        driver.get(f"{url}/lab/tree/{chapter}?token={token}&reset")
-        info = None
-        for _ in range(240):  # up to ~2 min: the lab loads, then renders the notebook
-            info = driver.execute_script(_FIND, KEYS)
-            if len(info["blocks"]) >= len(want) and len(info["links"]) >= n_cited \
-                    and info["typeset"]:
-                break
-            time.sleep(0.5)
-        time.sleep(1)  # the notebook-wide pass (numbers, references) after the first render
+    driver = lab_browser
+    driver.get_log("browser")  # (the messages of the chapter before)
+    t0 = time.monotonic()
+    driver.get(f"{url}/lab/tree/{chapter}?token={token}&reset")
+    info = None
+    for _ in range(240):  # up to ~2 min: the lab loads, then renders the notebook
         info = driver.execute_script(_FIND, KEYS)
-        idle = _kernel_idle(url, token, chapter)  # the kernel started and answered its info
-        time.sleep(1)
-        dirty = driver.execute_script(_DIRTY)
-        console = driver.get_log("browser")
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        driver.execute_script(
-            "const t = Array.from(document.querySelectorAll('.jp-MarkdownCell aside'))"
-            ".find(e => /^(Theorem|Definition)\\b/.test((e.textContent||'').trim()));"
-            "if (t) t.scrollIntoView({block: 'start'});")
-        time.sleep(1)
-        driver.save_screenshot(str(SCREENSHOTS / f"jupyterlab_{chapter[:-6]}.png"))
-        print(f"jupyterlab {chapter}: {info} after {time.monotonic() - t0:.1f} s")
-        assert info and info["cells"] > 0, f"no rendered Markdown cell in JupyterLab: {info}"
-        assert info["typeset"] > 0, f"no math typeset in the Markdown cells: {info}"
-        assert info["raw"] == 0, f"{info['raw']} Markdown cell(s) show raw MyST: {info}"
-        if any(b.startswith("Theorem") for b in want):
-            assert info["theorem"], f"no rendered theorem (is jupyterlab-myst enabled?): {info}"
-        # numbered as on the website: the first theorem of chapter 5 is "Theorem 5.1"
-        assert info["blocks"] == want, \
-            f"block numbers differ from the website's:\n lab:  {info['blocks']}\n site: {want}"
-        # citations read "Tarzanagh et al., 2023", not tarzanagh2023maxmargin
-        assert not info["keys"], f"raw citation keys shown: {info['keys']}"
-        assert not info["unresolved"], f"unresolved citations: {info['unresolved']}"
-        assert len(info["links"]) == n_cited, (info["links"], n_cited)
-        bad = [t for t in info["links"]
-               if not re.fullmatch(r"[A-Z][^()]+(, \d{4}| \(\d{4}\))", t)]
-        assert not bad, f"citations not in author-year form: {bad}"
-        errors = console_problems(console)
-        assert not errors, f"{len(errors)} console error(s) in JupyterLab: {errors[:5]}"
-        assert idle, "the chapter's kernel did not start"
-        assert not dirty, f"{chapter} is marked modified as soon as it opens: {dirty}"
-    finally:
-        driver.quit()
+        if len(info["blocks"]) >= len(want) and len(info["links"]) >= n_cited \
+                and info["typeset"]:
+            break
+        time.sleep(0.5)
+    time.sleep(1)  # the notebook-wide pass (numbers, references) after the first render
+    info = driver.execute_script(_FIND, KEYS)
+    idle = _kernel_idle(url, token, chapter)  # the kernel started and answered its info
+    time.sleep(1)
+    dirty = driver.execute_script(_DIRTY)
+    console = driver.get_log("browser")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.execute_script(
+        "const t = Array.from(document.querySelectorAll('.jp-MarkdownCell aside'))"
+        ".find(e => /^(Theorem|Definition)\\b/.test((e.textContent||'').trim()));"
+        "if (t) t.scrollIntoView({block: 'start'});")
+    time.sleep(1)
+    driver.save_screenshot(str(SCREENSHOTS / f"jupyterlab_{chapter[:-6]}.png"))
+    print(f"jupyterlab {chapter}: {info} after {time.monotonic() - t0:.1f} s")
+    assert info and info["cells"] > 0, f"no rendered Markdown cell in JupyterLab: {info}"
+    assert info["typeset"] > 0, f"no math typeset in the Markdown cells: {info}"
+    assert info["raw"] == 0, f"{info['raw']} Markdown cell(s) show raw MyST: {info}"
+    if any(b.startswith("Theorem") for b in want):
+        assert info["theorem"], f"no rendered theorem (is jupyterlab-myst enabled?): {info}"
+    # numbered as on the website: the first theorem of chapter 5 is "Theorem 5.1"
+    assert info["blocks"] == want, \
+        f"block numbers differ from the website's:\n lab:  {info['blocks']}\n site: {want}"
+    # citations read "Tarzanagh et al., 2023", not tarzanagh2023maxmargin
+    assert not info["keys"], f"raw citation keys shown: {info['keys']}"
+    assert not info["unresolved"], f"unresolved citations: {info['unresolved']}"
+    assert len(info["links"]) == n_cited, (info["links"], n_cited)
+    bad = [t for t in info["links"]
+           if not re.fullmatch(r"[A-Z][^()]+(, \d{4}| \(\d{4}\))", t)]
+    assert not bad, f"citations not in author-year form: {bad}"
+    errors = console_problems(console)
+    assert not errors, f"{len(errors)} console error(s) in JupyterLab: {errors[:5]}"
+    assert idle, "the chapter's kernel did not start"
+    assert not dirty, f"{chapter} is marked modified as soon as it opens: {dirty}"

@@ -203,9 +203,9 @@ def test_page(page, browser, served_site):  # noqa: F811 (fixtures imported abov
     if redirect:  # index.html only redirects to the root page
         assert (SITE / page).parent.joinpath(redirect.group(1)).is_file(), redirect.group(1)
         return
-    entries = open_page(browser, f"{served_site}/{page}")
-    info = browser.execute_script(_INSPECT)
-    problems = [f"console error: {m}" for m in console_errors(entries)]
+    seen = _info(browser, served_site, page, "1366x768")
+    info = seen["inspect"]
+    problems = [f"console error: {m}" for m in seen["console"]]
 
     # math: MathJax 3 typeset every formula; no TeX left raw, no TeX error
     if info["math"]:
@@ -241,7 +241,7 @@ def test_page(page, browser, served_site):  # noqa: F811 (fixtures imported abov
         if src.exists() and opens.search(src.read_text(encoding="utf-8")) \
                 and not any(css.split(".")[1] in b["cls"].split() for b in info["blocks"]):
             problems.append(f"the source has {{{directive}...}} blocks but no {css} was rendered")
-    problems += _check_dropdowns(browser)
+    problems += seen["dropdowns"]
 
     # saved ipywidgets render offline through the local RequireJS + embed-amd.js
     if info["widget_views"] and not info["widgets_rendered"]:
@@ -269,7 +269,6 @@ def test_page(page, browser, served_site):  # noqa: F811 (fixtures imported abov
         if not (SITE / "plain" / nb_path).is_file():
             problems.append(f"the site has no plain export plain/{nb_path}")
 
-    screenshot(browser, page)
     assert not problems, f"{page}:\n  " + "\n  ".join(problems)
 
 
@@ -349,13 +348,7 @@ def test_code_cells_fit(page, browser, served_site, request):  # noqa: F811
         request.applymarker(pytest.mark.xfail(
             strict=False, reason="chapter owners are shortening code lines to <= 80 characters "
                                  "(requests in the stop-19 notes)"))
-    size = browser.get_window_size()
-    browser.set_window_size(1366, 768)
-    try:
-        open_page(browser, f"{served_site}/{page}")
-        info = browser.execute_script(_OVERFLOW)
-    finally:
-        browser.set_window_size(size["width"], size["height"])
+    info = _info(browser, served_site, page, "1366x768")["overflow"]
     wide = [f"cell {w['cell']}: a line of {w['chars']} characters: {w['line']!r}"
             for w in info["wide"]]
     assert not wide, f"{page}: code cells wider than their box:\n  " + "\n  ".join(wide)
@@ -367,19 +360,9 @@ def test_code_cells_fit(page, browser, served_site, request):  # noqa: F811
 def test_phone(page, browser, served_site):  # noqa: F811
     """On a 390 x 844 phone screen the page does not scroll sideways, the sidebar is folded
     away, images and tables fit, and there is one search button; a screenshot is saved."""
-    size = browser.get_window_size()
-    browser.set_window_size(390, 844)
-    try:
-        entries = open_page(browser, f"{served_site}/{page}")
-        info = browser.execute_script(_OVERFLOW)
-        inspect = browser.execute_script(_INSPECT)
-        shot = SCREENSHOTS / f"phone_{Path(page).stem}.png"
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        browser.save_screenshot(str(shot))
-        search = browser.execute_async_script(_SEARCH)
-    finally:
-        browser.set_window_size(size["width"], size["height"])
-    problems = [f"console error: {m}" for m in console_errors(entries)]
+    seen = _info(browser, served_site, page, "390x844")
+    info, inspect, search = seen["overflow"], seen["inspect"], seen["search"]
+    problems = [f"console error: {m}" for m in seen["console"]]
     if info["page_width"] > info["vw"] + 1:
         problems.append(f"the page is {info['page_width']} px wide on a {info['vw']} px screen")
     problems += [f"sticks out of the screen: {e}" for e in info["sticking"]]
@@ -448,14 +431,35 @@ return {math, code, titles};
 _SIZES = {"1366x768": (1366, 768), "390x844": (390, 844)}
 
 
-def _fit(browser, url, size):  # noqa: F811
-    old = browser.get_window_size()
-    browser.set_window_size(*size)
-    try:
-        open_page(browser, url)
-        return browser.execute_script(_FIT)
-    finally:
-        browser.set_window_size(old["width"], old["height"])
+_INFO: dict[tuple[str, str], dict] = {}
+
+
+def _info(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
+    """Everything the tests of this module read from ``page`` at ``size``, collected in one
+    visit (each page is opened once per size): its console errors and the results of
+    ``_INSPECT``, ``_OVERFLOW`` and ``_FIT``; then, on the open page, the clicks that change
+    it: every folded block opened (1366 x 768, and a full-page screenshot) or the search button
+    pressed (390 x 844, and a screenshot of the phone's screen)."""
+    key = (page, size)
+    if key not in _INFO:
+        old = browser.get_window_size()
+        browser.set_window_size(*_SIZES[size])
+        try:
+            entries = open_page(browser, f"{served_site}/{page}")
+            info = {"console": console_errors(entries),
+                    **{name: browser.execute_script(js) for name, js in
+                       (("inspect", _INSPECT), ("overflow", _OVERFLOW), ("fit", _FIT))}}
+            if size == "390x844":
+                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                browser.save_screenshot(str(SCREENSHOTS / f"phone_{Path(page).stem}.png"))
+                info["search"] = browser.execute_async_script(_SEARCH)
+            else:
+                info["dropdowns"] = _check_dropdowns(browser)
+                screenshot(browser, page)
+        finally:
+            browser.set_window_size(old["width"], old["height"])
+        _INFO[key] = info
+    return _INFO[key]
 
 
 def title_problems(titles: list[str]) -> list[str]:
@@ -486,7 +490,7 @@ def test_math_code_and_titles_fit(page, size, browser, served_site):  # noqa: F8
     """At 1366 x 768 and on a 390 x 844 phone every display equation and every inline code
     fits its column (no sideways scrolling, nothing clipped), and no theorem/exercise title has
     doubled brackets or a double space."""
-    info = _fit(browser, f"{served_site}/{page}", _SIZES[size])
+    info = _info(browser, served_site, page, size)["fit"]
     # (display math on the phone: test_display_math_fits_phone)
     problems = ([f"display math wider than its column: {m}" for m in info["math"]]
                 if size == "1366x768" else [])
@@ -501,6 +505,6 @@ def test_display_math_fits_phone(page, browser, served_site):  # noqa: F811
     """On a 390 x 844 phone every display equation fits its column (long equations are broken
     into aligned lines in the notebooks; the sideways scroll of book-site.css is a last resort
     that this test still fails)."""
-    info = _fit(browser, f"{served_site}/{page}", _SIZES["390x844"])
+    info = _info(browser, served_site, page, "390x844")["fit"]
     assert not info["math"], (f"{page} at 390x844: display math wider than its column:\n  "
                               + "\n  ".join(info["math"]))
