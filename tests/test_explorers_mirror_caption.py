@@ -53,7 +53,7 @@ def test_note_numbers_and_verdict_follow_the_data(lp):
         d_lp = float(ddir(np.asarray(a["svm_lp"]), H[k], lp))
         d_2 = float(ddir(np.asarray(a["svm_2"]), H[k], lp))
         note = M.mirror_note(lp, it)
-        shown = [float(x) for x in re.findall(r"divergence (\d\.\d+) from .*?, (\d\.\d+) from",
+        shown = [float(x) for x in re.findall(r"divergence ([\d.e+-]+) from .*?, ([\d.e+-]+) from",
                                               note)[0]]
         assert shown == pytest.approx([d_lp, d_2], abs=6e-4), note
         if d_lp < M.MD_CLOSE:

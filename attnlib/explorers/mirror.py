@@ -76,6 +76,11 @@ def mirror_data(lp: float, seed: int, normalized: bool, eps: float = 0.0) -> dic
                 D_2=a["D_2"], alpha=a["alpha"].astype(int), grad=a["grad"])
 
 
+def _num(x: float) -> str:
+    """A divergence as the note prints it: three decimals, or two digits below 1e-3."""
+    return f"{x:.3f}" if abs(x) >= 1e-3 else f"{x:.1e}"
+
+
 def mirror_note(lp, iterations, seed=1, normalized=True, eps=0.0) -> str:
     """The line under :func:`mirror_descent`'s figure, from the data: the directional Bregman
     divergences to both SVMs at this setting, and what the direction does. It has reached
@@ -87,8 +92,8 @@ def mirror_note(lp, iterations, seed=1, normalized=True, eps=0.0) -> str:
     k = int(iterations) // _RECORD
     dl, d2 = float(d["D_lp"][k]), float(d["D_2"][k])
     name = f"ℓ{float(lp):g}-AttSVM"
-    text = (f"p = {float(lp):g}, after {int(iterations)} steps: divergence {dl:.3f} from "
-            f"the {name}, {d2:.3f} from the ℓ2-AttSVM")
+    text = (f"p = {float(lp):g}, after {int(iterations)} steps: divergence {_num(dl)} from "
+            f"the {name}, {_num(d2)} from the ℓ2-AttSVM")
     if abs(float(lp) - 2.0) < 1e-9:
         text += " (at p = 2 they are the same SVM)"
     else:
