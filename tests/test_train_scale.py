@@ -6,6 +6,8 @@ the gradient: the oracle for "the run did not stall" is the length of each step.
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import attnlib as al
 from attnlib.sequences import random_sequences, train_sequence
@@ -101,3 +103,18 @@ def test_a_zero_one_mask_equals_a_boolean_one():
 def test_seed_is_a_torch_seed(seed):
     with pytest.raises(ValueError, match="^seed: expected an int >= 0"):
         TrainConfig(seed=seed)
+
+
+@settings(max_examples=25, deadline=None)
+@given(log10_scale=st.floats(-2, 60), seed=st.integers(0, 2**16),
+       param=st.sampled_from(["W", "p"]))
+def test_every_normalised_step_has_length_lr_at_any_token_scale(log10_scale, seed, param):
+    """Metamorphic: scaling the tokens changes the trajectory but never the length of a
+    normalised step (float64: the gradient stays finite up to tokens of norm 1e60 here)."""
+    data = _scaled(10.0 ** log10_scale, torch.float64, seed=seed)
+    r = al.train(data, param=param, steps=4, lr=0.25, record_every=1)
+    P = r.history[param]
+    steps = (P[1:] - P[:-1]).flatten(1).norm(dim=1)
+    vanished = r.history["grad_norm"][:-1] == 0  # a step of an exactly zero gradient is zero
+    assert torch.allclose(steps[~vanished], torch.full_like(steps[~vanished], 0.25), rtol=1e-9)
+    assert r.status.ok
