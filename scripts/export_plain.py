@@ -45,6 +45,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from book_toc import toc_files  # scripts/ is on sys.path: this script's own folder
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: prf directive name -> heading word
@@ -121,21 +123,8 @@ def install_cell_source(url: str, ref: str) -> str:
 
 
 def toc_docs() -> list[str]:
-    import yaml
-
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    docs = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                docs.append(e["file"])
-            walk(e.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return docs
+    """Every page of _toc.yml, root first, as paths without suffix."""
+    return toc_files(ROOT)
 
 
 def _doc_path(doc: str) -> Path:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 import yaml
+from book_toc import toc_files  # scripts/ is on sys.path: this script's own folder
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
@@ -31,19 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def toc_notebooks() -> list[Path]:
     """The .ipynb files listed in _toc.yml (MyST-markdown notebooks run in the build)."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                files.append(e["file"])
-            walk(e.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return [ROOT / f"{f}.ipynb" for f in files if (ROOT / f"{f}.ipynb").is_file()]
+    return [ROOT / f"{f}.ipynb" for f in toc_files(ROOT) if (ROOT / f"{f}.ipynb").is_file()]
 
 
 def _as_the_build_reads(path: str):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import importlib.util
 import os
 import re
 import shutil
@@ -57,21 +58,10 @@ ASSET_DIRS = {"_static", "_sources", "_images", "mathjax", "require", "widgets",
 
 def toc_files() -> list[str]:
     """Every page listed in _toc.yml (root first), as paths without suffix."""
-    import yaml
-
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                files.append(e["file"])
-            walk(e.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return files
+    spec = importlib.util.spec_from_file_location("book_toc", ROOT / "scripts" / "book_toc.py")
+    book_toc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(book_toc)
+    return book_toc.toc_files(ROOT)
 
 
 def site_built() -> bool:
