@@ -74,8 +74,7 @@ def ray_losses(example, directions, radii, loss: str = "logistic"):
     R = torch.as_tensor(radii, dtype=d.dtype, device=d.device)
     P = R[None, :, None] * U[:, None, :]  # (k, m, d)
     s = _models.softmax(_models.logits_prompt(d.X, example.init["W"], P))  # (k, m, n, T)
-    risk = _models.loss_value(d.Y * _models.output(d.X, s, d.v), loss).mean(-1)
-    return risk, s
+    return _models.risk(d.X, d.Y, s, d.v, loss=loss), s
 
 
 @experiment(
