@@ -37,7 +37,7 @@ def test_a_tiny_run_separates_and_selects_the_planted_word():
 
 def test_numbers_match_a_recomputation(res):
     a, num = res.arrays, res.numbers
-    data = text.sentiment_sentences(n=SMALL["n"], seed=0)
+    data = text.sentiment_sentences(n=SMALL["n"], seed=0, query="cls")  # the default query
     Xte, _, zte = data.part("test")
     rel = data.relevant[data.index["test"]]
     for k in ("md", "gd", "md3", "adam"):
@@ -54,7 +54,8 @@ def test_numbers_match_a_recomputation(res):
     assert num["mass_diff"] == pytest.approx(float(a["md_mass"].mean() - a["gd_mass"].mean()))
     tr = [float(a[f"{k}_train_acc"].min()) for k in ("md", "gd", "md3", "adam")]
     assert num["separated"] == pytest.approx(min(tr))
-    assert [data.vocab[w] for w in a["words"][0]] == data.sentence(int(data.index["test"][0]))
+    words = ["[CLS]" if w < 0 else data.vocab[w] for w in a["words"][0]]
+    assert words == data.sentence(int(data.index["test"][0]))
 
 
 def test_targets_are_declared_and_read(res):

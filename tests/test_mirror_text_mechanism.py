@@ -153,7 +153,7 @@ def test_prose_and_closing_table_are_built_from_the_results(svm_res):
     assert ("above" if dig.numbers["acc_diff"] > 0 else "below") in dsum
     table = mirror_text.closing_table(res, two, dig, svm_res, not_run_targets("2410.14581"))
     assert _tables_well_formed(table) == 1
-    assert table.count("not run:") >= 4
+    assert table.count("not run:") >= 2  # the exact IMDb replica and the ViT
     for row in table.splitlines()[2:]:  # every row says its evidence
         evidence = row.rstrip(" |").split("|")[-1].strip()
         assert evidence.startswith(("✓ live", "✗ live", "live", "not run: ")), row
