@@ -36,7 +36,7 @@ LEAVE_SESSION = ("import ctypes, os, time\nlibc = ctypes.CDLL(None)\n"
                  "libc.fork()  # two processes from here on (a fork the audit hook cannot see)\n"
                  "try:\n    os.setsid()\nexcept Exception:\n    libc.setsid()\n"
                  "print('looping', flush=True)\n")
-WALL = 10  # seconds: the submission starts its loop within ~2 s
+WALL = 20  # seconds: the submission starts its loop within ~2 s (more on a busy machine)
 LOOPS = {"sleep": "while True:\n    time.sleep(0.1)\n", "busy": "while True:\n    pass\n"}
 
 
@@ -161,7 +161,7 @@ def test_without_namespaces_the_grader_refuses_unless_unsafe(tmp_path, monkeypat
             grader.grade_batch([sub], tmp_path / "out", book=book, lim=lim, sandbox=sandbox)
     assert not (tmp_path / "out" / "grades.csv").exists()
     rows, ok = grader.grade_batch([sub], tmp_path / "out", book=book, lim=lim, unsafe=True)
-    assert ok and [r.status for r in rows] == ["passed", "missing"]
+    assert ok and [r.status for r in rows] == ["passed", "missing"], rows
 
 
 def test_a_notebook_cannot_choose_another_chapter(tmp_path):
@@ -189,7 +189,8 @@ def test_a_notebook_cannot_choose_another_chapter(tmp_path):
 
 def test_hidden_and_visible_paths():
     hide = grader.hidden_paths([ROOT / "book"])
-    assert str(ROOT) in hide and str(Path.home().resolve()) in hide
+    assert str(ROOT) in hide
+    assert str(Path.home().resolve()) in hide or not Path.home().is_dir()
     assert str(Path(tempfile.gettempdir()).resolve()) in hide or "/tmp" in hide
     shown = grader.visible_paths()
     assert str(Path(sys.prefix).resolve()) in shown
