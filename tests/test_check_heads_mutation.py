@@ -84,11 +84,13 @@ def test_each_mistake_gets_its_message(ex):
     for shift, sign in ((1, "+"), (-1, "−")):
         wrong = _u(X, (alpha + shift) % T) @ Zi
         _fails(check(wrong, data, alpha),
-               f"in input(s) [0, 1, 2] your W gives margin 1 to token α_i {sign} 1 instead of "
+               f"in input(s) [0, 1, 2] (counted from 0, as in X[i]) your W gives margin 1 to "
+               f"token α_i {sign} 1 instead of "
                "α_i: alpha is 0-based, the selected token of input i is X[i, alpha[i]].")
     one = _u(X, np.array([alpha[0], alpha[1], 0])) @ Zi  # input 2 only: alpha + 1 mod T
     _fails(check(one, data, alpha),
-           "in input(s) [2] your W gives margin 1 to token α_i + 1 instead of α_i: alpha is "
+           "in input(s) [2] (counted from 0, as in X[i]) your W gives margin 1 to token "
+           "α_i + 1 instead of α_i: alpha is "
            "0-based, the selected token of input i is X[i, alpha[i]].")
     _fails(check(W.T, data, alpha),
            "your W is transposed: the margin is (x_iα − x_it)ᵀ W z_i, so the queries enter on "
@@ -134,8 +136,9 @@ def test_a_feasible_point_and_the_generic_message(ex):
         i, t = np.unravel_index(far.argmax(), far.shape)
         rows = sorted(set(np.nonzero(off.any(1))[0].tolist()))
         fb = check(wrong, data, alpha)
-        _fails(fb, f"{int(off.sum())} of 9 margins differ from 1, in input(s) {rows}; the "
-                   f"farthest is input {i}, token {t} (yours {M[i, t]:.4g}). Check W z_i for that "
+        _fails(fb, f"{int(off.sum())} of 9 margins differ from 1, in input(s) {rows} (counted "
+                   f"from 0); the farthest is X[{i}, {t}] (yours {M[i, t]:.4g}). Check W z_i "
+                   "for that "
                    "input: its differences x_iα − x_it must all give 1, with α_i counted from 0.")
         assert fb.details == {"off": int(off.sum())}
 
@@ -202,7 +205,8 @@ def test_finite_part_messages():
     i, t, tau = where[int(res.argmax())]
     fb = fcheck(wrong, data, s)
     _ffails(fb, f"{bad} of 4 in-set equations fail; the farthest is input {i}, tokens ({t}, "
-                f"{tau}). Check that your sets are O_i = {{t : s_it > 10⁻³}} and that each "
+                f"{tau}), all counted from 0 as in X[i, t]. Check that your sets are "
+                "O_i = {t : s_it > 10⁻³} and that each "
                 "equation uses the tokens of one input with its own query. If you used "
                 "torch.linalg.lstsq: its default CPU driver (gelsy) can misjudge the rank of a "
                 "wide C and return a non-solution; use torch.linalg.pinv.")
@@ -354,7 +358,7 @@ def test_finite_part_generic_count_and_the_norm_outside():
         wrong = W + np.linalg.pinv(C) @ np.array([e0, 0.3, 0.5, 0.2])
         fb = fcheck(wrong.reshape(4, 4), data, s)
         _ffails(fb, f"{bad} of 4 in-set equations fail; the farthest is input 2, tokens (0, "
-                    "3)." + tail)
+                    "3), all counted from 0 as in X[i, t]." + tail)
         assert fb.details == {"failed": bad}
     # a part outside S_fin of 1.02e-6 of the norm (|W| < 1: relative to |W|, not to 1)
     assert np.linalg.norm(W) < 0.98

@@ -109,7 +109,8 @@ def check_unit_margins(W, data, alpha) -> Feedback:
         Mb, ob = margins_oracle(X, z, A, b), np.arange(T)[None, :] != b[:, None]
         shifted = [i for i in wrong if _unit(Mb[i], ob[i], scale)]
         if shifted:
-            return fail(title, f"in input(s) {shifted} your W gives margin 1 to token "
+            return fail(title, f"in input(s) {shifted} (counted from 0, as in X[i]) your W "
+                               "gives margin 1 to token "
                                f"α_i {'−' if shift < 0 else '+'} 1 instead of α_i: alpha is "
                                "0-based, the selected token of input i is X[i, alpha[i]].")
     if _unit(margins_oracle(X, z, A.T, a), others, scale):
@@ -147,8 +148,8 @@ def check_unit_margins(W, data, alpha) -> Feedback:
     off = others & (np.abs(M - 1) > _RTOL * scale)
     i, t = np.argwhere(off)[np.abs(M - 1)[off].argmax()]
     rows = sorted({int(k) for k in np.nonzero(off.any(1))[0]})
-    return fail(title, f"{int(off.sum())} of {m} margins differ from 1, in input(s) {rows}; "
-                       f"the farthest is input {int(i)}, token {int(t)} (yours "
+    return fail(title, f"{int(off.sum())} of {m} margins differ from 1, in input(s) {rows} "
+                       f"(counted from 0); the farthest is X[{int(i)}, {int(t)}] (yours "
                        f"{M[i, t]:.4g}). Check W z_i for that input: its differences "
                        "x_iα − x_it must all give 1, with α_i counted from 0.",
                 off=int(off.sum()))
@@ -265,7 +266,8 @@ def check_finite_part(W_fin, data, s, threshold=1e-3) -> Feedback:
         bad = np.abs(C @ w - logr) > tol * (1 + np.abs(logr))
         i, t, tau = where[int(np.argmax(np.abs(C @ w - logr)))]
         return fail(title, f"{int(bad.sum())} of {len(logr)} in-set equations fail; the "
-                           f"farthest is input {i}, tokens ({t}, {tau}). Check that your sets "
+                           f"farthest is input {i}, tokens ({t}, {tau}), all counted from 0 "
+                           "as in X[i, t]. Check that your sets "
                            "are O_i = {t : s_it > 10⁻³} and that each equation uses the "
                            "tokens of one input with its own query. If you used "
                            "torch.linalg.lstsq: its default CPU driver (gelsy) can misjudge "

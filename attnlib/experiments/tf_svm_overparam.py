@@ -231,6 +231,24 @@ def equal_scores(data: AttentionData, gap: float = 0.5) -> AttentionData:
     return AttentionData(Xe, Y, data.z, v)
 
 
+def equal_scores_trap(device=None) -> tuple[AttentionData, torch.Tensor]:
+    r"""An instance with equal non-optimal scores at the threshold :math:`d = \max(T-1, n) = 2`
+    (n = 2, T = 3; trial 60 of ``equal_scores(random_data(2, 3, 2, trials=64, seed=1))``) on
+    which gradient descent can converge to a non-global direction. Returns ``(data, alpha)``
+    with the selection :math:`\alpha = (1, 2)`: token 1 is optimal for input 1, token 2 is
+    not optimal for input 2, yet :math:`\alpha` is locally optimal, because input 2 has no
+    support token (its two margins under :math:`W^{mm}_\alpha` are 1.29 and 1.04). The two
+    queries are nearly parallel, so the direction input 1 needs also ranks input 2's tokens.
+    Equal non-optimal scores exclude a non-optimal locally optimal selection only where every
+    input has a support token. See chapter 6, *Global convergence from any start*.
+    """
+    data = equal_scores(random_data(2, 3, 2, trials=64, seed=1, device="cpu"), 0.5)
+    one = AttentionData(data.X[60], data.Y[60], data.z[60], data.v[60])
+    if device is not None:
+        one = AttentionData(*(t.to(device) for t in (one.X, one.Y, one.z, one.v)))
+    return one, torch.tensor([1, 2], device=one.X.device)
+
+
 @experiment(
     "tf_global_equal_scores", paper=f"{PAPER} §global convergence of GD (W)",
     chapter="06_overparameterization",
