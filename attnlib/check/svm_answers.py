@@ -179,17 +179,15 @@ def _direction(ans, sym, shape, data, alpha, norm, margins, solve, exact, min_co
         details.update(norm=nx, optimal_norm=nref)
         if nx > nref * (1 + atol) + atol:
             details.pop("optimal_norm")
-            if float(m.min()) > 1 + atol:  # a smaller multiple is still feasible
-                return fail(title, f"your {sym} satisfies all {total} margin constraints but "
-                                    f"is not the smallest: every margin is above 1, so its "
-                                    f"{name} norm {nx:.6g} can be lowered (scale it down until "
-                                    "a margin is exactly 1).", **details)
-            return fail(title, f"your {sym} satisfies all {total} margin constraints, its "
-                                "smallest margin is exactly 1, and yet it is not the "
-                                f"{name} minimiser: another {sym} meets the constraints with a "
-                                f"smaller {name} norm. Scaling will not help; solve the SVM "
-                                f"with the {name} norm (the minimiser of another norm is a "
-                                "different point).", **details)
+            why = (f"is not the smallest: every margin is above 1, so its {name} norm "
+                   f"{nx:.6g} can be lowered (scale it down until a margin is exactly 1)."
+                   if float(m.min()) > 1 + atol else  # scaling down would break a margin
+                   f"its smallest margin is exactly 1, and yet it is not the {name} "
+                   f"minimiser: another {sym} meets the constraints with a smaller {name} "
+                   f"norm. Scaling will not help; solve the SVM with the {name} norm (the "
+                   "minimiser of another norm is a different point).")
+            return fail(title, f"your {sym} satisfies all {total} margin constraints"
+                               + (" but " if why.startswith("is") else ", ") + why, **details)
         return Feedback(True, title, f"all {total} margin constraints hold (smallest margin "
                                      f"{float(m.min()):.4g}) and the {name} norm {nx:.6g} is "
                                      "the minimum.", details)
@@ -248,17 +246,14 @@ def check_selection(alpha, data, W=None, *, p=None) -> Feedback:
     wrong = mine < best - tie
     if wrong.any():
         i = int(torch.nonzero(wrong)[0, 0])
-        hints = []
-        shifted = a - 1
+        shifted, hint = a - 1, ""
         smallest = bool((mine <= value.min(dim=1).values + tie)[wrong].all())
         if smallest:  # argmin where argmax is asked (or the sign of the label lost)
-            hints.append("You picked the smallest, not the largest: use argmax (not argmin), "
-                         "and check the sign (the label Y_i).")
+            hint = (" You picked the smallest, not the largest: use argmax (not argmin), and "
+                    "check the sign (the label Y_i).")
         if (shifted >= 0).all() and (value[torch.arange(n), shifted] >= best - tie).all():
-            hints.append("(If you counted from 1 instead: tokens are numbered from 0 in "
-                         "Python.)" if smallest else "Your indices look 1-based: tokens are "
-                         "numbered from 0.")
-        hint = "".join(" " + h for h in hints)
+            hint += (" (If you counted from 1 instead: tokens are numbered from 0 in Python.)"
+                     if smallest else " Your indices look 1-based: tokens are numbered from 0.")
         return fail(title, f"{int(wrong.sum())} of {n} samples wrong; e.g. sample {i + 1} "
                             f"(Python index {i}): you chose token index {int(a[i])} ({what} "
                             f"{float(mine[i]):.4g}), but another token of that sample has a "
