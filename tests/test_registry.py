@@ -118,6 +118,7 @@ def test_parse_bound_reads_what_bound_writes():
                    (-math.inf, math.inf), (1e-12, 3.5e7)]:
         assert parse_bound(Target("k", "w", "1", lo=lo, hi=hi).bound()) == (lo, hi)
     assert parse_bound("≥ 0.9") == (0.9, math.inf) and parse_bound("≤ 2") == (-math.inf, 2)
+    assert parse_bound("≥ −1") == (-1, math.inf) and parse_bound("≥ +1.5") == (1.5, math.inf)
     with pytest.raises(ValueError, match="expected '>= x'"):
         parse_bound("about 0.9")
 

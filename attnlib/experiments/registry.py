@@ -61,14 +61,15 @@ def parse_bound(text: str) -> tuple[float, float]:
     """The interval ``(lo, hi)`` of a bound written as :meth:`Target.bound` writes it.
 
     ``">= 0.99"`` (or ``"≥ 0.99"``), ``"<= 1e-06"``, ``"== 1"``, ``"in [0, 0.9]"``,
-    ``"any value"``; a strict ``>``/``<`` reads as its closed form.
+    ``"any value"``; a strict ``>``/``<`` reads as its closed form, and a typeset minus
+    ``−`` as ``-``.
 
     Raises
     ------
     ValueError
         Text in none of these forms.
     """
-    t = str(text).strip()
+    t = str(text).strip().replace("−", "-")  # a typeset minus sign reads as "-"
     for pattern, interval in _BOUND_FORMS:
         m = pattern.fullmatch(t)
         if m:
