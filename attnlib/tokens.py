@@ -25,6 +25,7 @@ __all__ = [
     "token_inputs",
     "as_selection",
     "as_mask",
+    "bool_mask",
     "scores",
     "optimal_tokens",
     "attention_logits",
@@ -118,6 +119,25 @@ def as_selection(alpha, X, name="alpha"):
     return a
 
 
+def bool_mask(mask, device=None) -> torch.Tensor:
+    """A mask's values as a bool tensor: booleans, or numbers that are exactly 0 or 1.
+
+    The value check of every mask (:func:`as_mask`, :func:`attnlib.train`); shapes are checked
+    by the caller, which knows the data.
+
+    Raises
+    ------
+    ValueError
+        Any other value (0.5 is not "visible").
+    """
+    m = torch.as_tensor(mask, device=device)
+    if m.dtype != torch.bool:
+        if not bool(((m == 0) | (m == 1)).all()):
+            raise ValueError("mask: expected booleans (True = visible token)")
+        m = m.bool()
+    return m
+
+
 def as_mask(mask, X):
     """A visibility mask as a bool tensor (n,T) or (B,n,T); ``None`` stays ``None`` (every
     token visible).
@@ -134,11 +154,7 @@ def as_mask(mask, X):
     """
     if mask is None:
         return None
-    m = torch.as_tensor(mask, device=X.device)
-    if m.dtype != torch.bool:
-        if not bool(((m == 0) | (m == 1)).all()):
-            raise ValueError("mask: expected booleans (True = visible token)")
-        m = m.bool()
+    m = bool_mask(mask, X.device)
     n, T = X.shape[-3], X.shape[-2]
     if m.shape[-2:] != (n, T) or m.ndim > X.ndim - 1:
         raise ValueError(f"mask: expected shape (n,T)=({n},{T}) or (B,n,T), "

@@ -283,9 +283,10 @@ def test_tolerances_reach_every_path():
     tb = _tolerance_data([1e-11, 1.0], infeasible_second=True)
     assert optimality.is_locally_optimal(tb, alpha).tolist() == [False, False]
     assert optimality.is_locally_optimal(tb, alpha, score_tol=0.0).tolist() == [True, False]
-    with pytest.raises(ValueError, match=r"^score_tol: expected a number >= 0, got -1e-09$"):
+    with pytest.raises(ValueError,
+                       match=r"^score_tol: expected a finite number >= 0, got -1e-09$"):
         optimality.is_locally_optimal(d, alpha, score_tol=-1e-9)
-    with pytest.raises(ValueError, match=r"^tol: expected a number >= 0, got nan$"):
+    with pytest.raises(ValueError, match=r"^tol: expected a finite number >= 0, got nan$"):
         optimality.enumerate_selections(d, tol=float("nan"))
     assert optimality.is_locally_optimal(d, alpha, tol=0.0, score_tol=0.0) is True  # 0 allowed
 

@@ -81,14 +81,17 @@ def test_a_keyword_that_agrees_with_the_config_is_fine():
     assert torch.equal(a.W, b.W)
 
 
-@pytest.mark.parametrize("mask", [0.5, [[0.5, 1.0]] * 3, torch.full((3, 2), 2.0)])
+@pytest.mark.parametrize("mask", [[[0.5, 1.0]] * 3, torch.full((3, 2), 2.0),
+                                  torch.tensor([[1, -1]] * 3)])
 def test_a_mask_is_checked_as_tokens_checks_it(mask):
+    """Values other than booleans or 0/1 are refused by train as by tokens.as_mask (0.5 was
+    read as visible)."""
     data = al.random_data(3, 2, 2, seed=0)
     with pytest.raises(ValueError) as ours:
         al.train(data, steps=1, mask=mask)
     with pytest.raises(ValueError) as theirs:
         as_mask(mask, data.X)
-    assert str(ours.value) == str(theirs.value)
+    assert str(ours.value) == str(theirs.value) == "mask: expected booleans (True = visible token)"
 
 
 def test_a_zero_one_mask_equals_a_boolean_one():

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 import torch
 
 from attnlib._runtime import few_threads
-from attnlib.data import AttentionData
 from attnlib.status import RunStatus, report
-from attnlib.tokens import as_mask
+from attnlib.tokens import bool_mask
 
 from .config import TrainConfig
 from .mirror import inverse_mirror_map, lq_norm, mirror_map, normalized_step
@@ -145,9 +144,9 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
         error (a ``ValueError`` naming it), never silently ignored.
     mask : bool or 0/1 tensor (n, T) or (B, n, T), optional
         Visible tokens of each input (hidden ones get logit :math:`-\\infty`); how sequences
-        train (chapter 8, :func:`attnlib.sequences.train_sequence`). Checked as
-        :func:`attnlib.tokens.as_mask` checks it (no other values, no input without a visible
-        token).
+        train (chapter 8, :func:`attnlib.sequences.train_sequence`). Its values are checked by
+        :func:`attnlib.tokens.bool_mask`, as :func:`attnlib.tokens.as_mask` checks them (0.5
+        is an error, not "visible").
 
     Returns
     -------
@@ -166,8 +165,8 @@ def train(data, param="W", method="gd", lr=0.1, steps=1000, normalized=True, lp=
         raise ValueError(f"config: expected a TrainConfig, got {type(config).__name__}")
     else:
         _no_conflict(config, given)
-    if mask is not None and isinstance(data, AttentionData):
-        mask = as_mask(mask, data.X)  # the one check of a mask (tokens.as_mask)
+    if mask is not None:
+        mask = bool_mask(mask)  # the values as tokens.as_mask checks them; shapes: prepare
     with torch.no_grad():
         prob = prepare(data, config.param, init, config.head, config.seed, device, dtype, mask)
     return run(prob, config)
