@@ -78,3 +78,20 @@ def test_verified_raises_on_a_missed_target_and_on_nothing(dummy):  # noqa: F811
 def test_the_block_escapes_text():
     al.verify(True, "a < b & c", value=1)
     assert "a &lt; b &amp; c" in al.verified()._repr_html_()
+
+
+def test_the_block_counts_guards_apart_and_shows_revised_bounds(fakes):  # noqa: F811
+    from experiment_fakes import fake_dummy
+
+    from attnlib.experiments import Target
+
+    why = "in [9.5, 10.5] -> in [9, 11]: the paper's tolerance"
+    fakes("guarded", fake_dummy, targets=[
+        Target("mean", "mean equals steps", "10", lo=9, hi=11, revisions=(why,)),
+        Target("seed", "seed is zero", "0", lo=0, hi=0, evidence="regression guard")])
+    block = al.verified(experiments.run("guarded"))
+    assert repr(block).endswith("(1 reproduction targets, 1 regression guards or "
+                                "identities, 0 claims)")
+    page = block._repr_html_()
+    assert "bound revised 1×" in page and "in [9.5, 10.5] -&gt; in [9, 11]" in page
+    assert "regression guard" in page

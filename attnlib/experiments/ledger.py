@@ -29,6 +29,7 @@ class Check:
     evidence: str = "live"
     experiment: str = ""
     key: str = ""
+    revisions: tuple[str, ...] = ()
 
 
 _LEDGER: list[Check] = []
@@ -53,7 +54,8 @@ def record_target(experiment: str, key: str, value, ok: bool) -> Check:
     """Record one checked reproduction target (called by :meth:`Result.require`)."""
     tg = next(t for t in get(experiment).targets if t.key == key)
     check = Check(what=tg.what, ok=bool(ok), value=format_value(value), bound=tg.bound(),
-                  evidence=tg.evidence, experiment=experiment, key=key)
+                  evidence=tg.evidence, experiment=experiment, key=key,
+                  revisions=tuple(tg.revisions))
     _LEDGER[:] = [c for c in _LEDGER if (c.experiment, c.key) != (experiment, key)]
     _LEDGER.append(check)
     return check
@@ -109,28 +111,38 @@ class Verified:
     def __len__(self) -> int:
         return len(self.checks)
 
-    def __repr__(self) -> str:
+    def _counts(self) -> str:
+        """``"n reproduction targets[, k regression guards or identities], m claims"``: a
+        target counts as a reproduction only when its evidence is live."""
         n_t = sum(bool(c.experiment) for c in self.checks)
+        n_r = sum(bool(c.experiment) and c.evidence == "live" for c in self.checks)
+        apart = f", {n_t - n_r} regression guards or identities" if n_t > n_r else ""
+        return f"{n_r} reproduction targets{apart}, {len(self.checks) - n_t} claims"
+
+    def __repr__(self) -> str:
         return (f"What this chapter verified: {len(self.checks)} checks, all passed "
-                f"({n_t} reproduction targets, {len(self.checks) - n_t} claims)")
+                f"({self._counts()})")
 
     def _repr_html_(self) -> str:
-        n_t = sum(bool(c.experiment) for c in self.checks)
         rows = []
         for c in self.checks:
             what = html.escape(c.what)
             if c.experiment:
                 href = f"{self.report}#{report_anchor(c.experiment, c.key)}"
                 what = f'<a href="{href}">{what}</a>'
-                detail = f"{html.escape(c.value)} (target {html.escape(c.bound)})"
+                detail = f"{html.escape(c.value)} (target {html.escape(c.bound)}"
+                if c.revisions:  # the bound changed after results were seen: say so
+                    detail += (f'; <span title="{html.escape("; ".join(c.revisions))}">'
+                               f"bound revised {len(c.revisions)}×</span>")
+                detail += ")"
             else:
                 detail = html.escape(c.value)
             rows.append(f"<tr><td>✓</td><td>{what}</td><td>{detail}</td>"
                         f"<td>{html.escape(c.evidence)}</td></tr>")
         return (
             '<details class="attn-verified"><summary>What this chapter verified: '
-            f"{len(self.checks)} checks, all passed ({n_t} reproduction targets, "
-            f"{len(self.checks) - n_t} claims of the text)</summary>\n"
+            f"{len(self.checks)} checks, all passed ({html.escape(self._counts())} of the "
+            "text)</summary>\n"
             "<p>Each check ran when this page was built; a failing one stops the build. "
             f'Target rows link to the <a href="{self.report}">reproduction report</a>.</p>\n'
             '<div class="attn-scroll"><table><thead><tr><th></th><th>checked</th>'
