@@ -82,14 +82,12 @@ def test_slider_moves_redraw_from_the_cached_result(monkeypatch):
 
 
 def test_static_renders_one_frame_per_lp():
-    official = next(iter(M.MD_EPS_NAMES))
     st = M.mirror_descent(lp=2.0, mode="static", static={"lp": (1.5, 2.0), "seed": (1,),
                                                          "normalized": (True,),
                                                          "iterations": (1500,),
-                                                         "eps": (official,)})
+                                                         "eps": ("0",)})  # the default
     assert len(st.frames) == 2 and st.values[0] == (1.5, 2.0) and st.start == (1, 0, 0, 0, 0)
-    assert st.notes == [M.mirror_note(1.5, 1500, eps=official),
-                        M.mirror_note(2.0, 1500, eps=official)]
+    assert st.notes == [M.mirror_note(1.5, 1500), M.mirror_note(2.0, 1500)]
 
 
 def test_static_renders_both_eps_and_notes_follow_eps():
@@ -97,8 +95,9 @@ def test_static_renders_both_eps_and_notes_follow_eps():
                                                          "normalized": (True,),
                                                          "iterations": (1500,)})
     assert len(st.frames) == 2 and st.values[-1] == tuple(M.MD_EPS_NAMES)
-    assert sorted(st.notes) == sorted([M.mirror_note(1.5, 1500),
+    assert sorted(st.notes) == sorted([M.mirror_note(1.5, 1500, eps=2.0 ** -52),
                                        M.mirror_note(1.5, 1500, eps=0.0)])
+    assert M.mirror_note(1.5, 1500) == M.mirror_note(1.5, 1500, eps=0.0)  # the default
     assert M.mirror_note(1.5, 1500, eps="0") == M.mirror_note(1.5, 1500, eps=0.0)
 
 
