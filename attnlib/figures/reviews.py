@@ -25,8 +25,9 @@ _STYLE = {"ℓ1.1-MD": "-", "GD (ℓ2)": "-", "ℓ3-MD": "--", "Adam": ":"}
 
 def plot_reviews(res):
     """Top: test accuracy along the epochs (median of the seeds, band over seeds). Below:
-    the magnitudes of the Q, K and V weights above the threshold, ℓ1.1-MD against GD (the
-    first seed's model, all blocks pooled), the largest marked by a dot. See chapter 10."""
+    the magnitudes of the Q, K and V weights, ℓ1.1-MD against GD (the first seed's model,
+    all blocks pooled), the threshold of the counts dotted, the largest marked by a dot.
+    See chapter 10."""
     a, n = res.arrays, res.numbers
     fig, axes = _plots.new_figure(4, 1, figsize=(7.0, 12.5))
     _plots.curves(np.asarray(a["epoch"]),
@@ -37,9 +38,9 @@ def plot_reviews(res):
     for ax, name in zip(axes[1:], "QKV"):
         vals = {REVIEW_NAMES[k]: np.asarray(a[f"abs_{name}_{k}"]) for k in ("md", "gd")}
         hi = max(float(v.max()) for v in vals.values())
-        step_histogram(ax, {k: v[v > thr] for k, v in vals.items()},
-                       xlabel=f"$|{name}_{{jk}}|$ above {thr:.2f}", bins=40,
-                       range=(thr, hi * 1.02), logy=True)
+        step_histogram(ax, vals, xlabel=f"$|{name}_{{jk}}|$", bins=40,
+                       range=(0.0, max(hi * 1.02, 1.2 * thr)), logy=True)
+        ax.axvline(thr, color="#7f7f7f", lw=1, ls=":")  # the threshold of the counts
         for j, v in enumerate(vals.values()):
             ax.plot([v.max()], [1], "o", color=_plots.COLORS[j], ms=7, clip_on=False)
         ax.legend(fontsize=FONT_SIZE, loc="upper right")
