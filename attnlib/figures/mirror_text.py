@@ -260,8 +260,13 @@ def text_summary(res) -> str:
         + f". {TEXT_NAMES['md']} attends {more} than gradient "
         f"descent in {int(n['mass_seeds'])} of {S} seeds, and its top-1 hit rate is "
         f"{abs(100 * n['hit_diff']):.1f} points {'higher' if n['hit_diff'] >= 0 else 'lower'}"
-        f". It leaves {_pct(n['md_sparsity'])} of the entries of $W$ below $10^{{-3}}$ of the "
-        f"largest, {n['sparsity_ratio']:.0f} times as many as gradient descent. Test accuracy: "
+        f". It leaves {_pct(n['md_sparsity'])} of the entries of "
+        + ("the [CLS] column of $W$ (the trained ones)" if res.params.get("query") == "cls"
+           else "$W$")
+        + " below $10^{-3}$ of the "
+        + (f"largest, {n['sparsity_ratio']:.0f} times as many as gradient descent. "
+           if n["gd_sparsity"] > 0 else "largest, where gradient descent leaves none. ")
+        + f"Test accuracy: "
         f"{acc}.\n\n"
         + (_why_cls(n) if res.params.get("query", "mean") == "cls" else _why_mean(n)))
 
