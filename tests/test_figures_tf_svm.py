@@ -123,3 +123,31 @@ def test_visualization_colours_carry_the_parameterisation_not_the_query():
         assert len(dotted) == 2 and {to_hex(ln.get_color()) for ln in dotted} == {want}
         named = {t.get_text(): to_hex(t.get_color()) for t in ax.texts}
         assert named.get("$z_{1}$") == want and named.get("$z_{2}$") == want
+
+
+def _mean_markers(ax):
+    return [ln for ln in ax.lines if ln.get_marker() == "o" and ln.get_linestyle() == "None"]
+
+
+def test_local_and_multi_overlay_the_mean_over_runs():
+    """The official E2 and E4 figures plot means: the book's median curves carry the mean over
+    the runs as open circles, whose values are the arrays' means at the marked steps."""
+    rng = np.random.default_rng(1)
+    S = np.arange(0, 60, 10)
+    curves = {k: rng.uniform(0.5, 1, size=(4, 6)) for k in
+              ("corr_W_fro", "corr_KQ_nuc", "corr_W_nuc", "corr_KQ_fro", "prob_W", "prob_KQ")}
+    fig = F.plot_local(_res(steps=S, norm_W=rng.uniform(size=(4, 6)), **curves))
+    for ax, keys in ((fig.axes[0], ("prob_W", "prob_KQ")),
+                     (fig.axes[1], ("corr_W_fro", "corr_KQ_nuc"))):
+        marks = _mean_markers(ax)
+        assert len(marks) == 2
+        for ln, key in zip(marks, keys):
+            at = np.searchsorted(S, ln.get_xdata())
+            np.testing.assert_allclose(ln.get_ydata(), curves[key].mean(0)[at])
+    M = dict(ds=np.array([4]), run_d=np.array([4, 4, 4]), steps=S,
+             corr_eq=rng.uniform(0.9, 1, size=(3, 6)), corr_dir=rng.uniform(0.9, 1, size=(3, 6)),
+             corr_one=rng.uniform(0.8, 1, size=(3, 6)), max_masked=np.zeros(3))
+    marks = _mean_markers(F.plot_multi(_res(**M)).axes[0])
+    assert len(marks) == 3
+    at = np.searchsorted(S, marks[1].get_xdata())
+    np.testing.assert_allclose(marks[1].get_ydata(), (1 - M["corr_dir"]).mean(0)[at])

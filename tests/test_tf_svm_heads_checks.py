@@ -195,3 +195,14 @@ def test_causal_local_optimality_can_fail():
         assert ok.shape == (2,) and bool(ok.all()) == want
     t = _targets("tf_causal")["local_share_causal"]
     assert (t.lo, t.evidence) == (0.95, "live")
+
+
+def test_mean_z_is_the_two_sample_statistic():
+    e = np.random.default_rng(3).lognormal(-4, 1.5, size=500)
+    z = H.mean_z(torch.tensor(e), 0.015)
+    se = e.std(ddof=1) / np.sqrt(len(e))  # numpy oracle, the sample standard deviation
+    assert z == pytest.approx((e.mean() - 0.015) / (np.sqrt(2) * se), rel=1e-12)
+    assert math.isnan(H.mean_z(torch.tensor(e), None)) and math.isnan(H.mean_z(e[:1], 0.1))
+    t = _targets("tf_multi_token")["mean_z_max"]
+    assert (t.lo, t.hi, t.evidence) == (0.0, 2.87, "live")
+    assert _targets("tf_causal")["corr_full_min"].evidence == "regression guard"
