@@ -69,7 +69,8 @@ class RunStatus:
 
     def __str__(self) -> str:
         if self.ok:
-            return f"ok: {self.runs} run(s), all finite, none stalled"
+            return (f"ok: {self.runs} run(s), all finite, none stalled" if self.runs else
+                    "ok: no run reported a non-finite value or a stall")
         parts = []
         if self.nonfinite:
             parts.append(f"{self.nonfinite} of {self.runs} turned non-finite")
