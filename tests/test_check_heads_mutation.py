@@ -336,10 +336,10 @@ def test_diagnoses_at_their_tolerances_and_the_generic_count(ex):
     assert i == 2 and np.abs(M[1][others[1]] + 1).max() > np.abs(M[2][others[2]] + 1).max()
     fb = check(W, data, alpha)  # input 2's margins tie at -0.2: any of its tokens
     assert (fb.ok, fb.title, fb.details) == (False, TITLE, {"off": 6})
-    assert re.fullmatch(r"6 of 9 margins differ from 1, in input\(s\) \[1, 2\]; the farthest "
-                        r"is input 2, token [0-3] \(yours -0\.2\)\. Check W z_i for that "
-                        r"input: its differences x_iα − x_it must all give 1, with α_i counted "
-                        r"from 0\.", fb.message), fb.message
+    assert re.fullmatch(r"6 of 9 margins differ from 1, in input\(s\) \[1, 2\] \(counted from "
+                        r"0\); the farthest is X\[2, [0-3]\] \(yours -0\.2\)\. Check W z_i for "
+                        r"that input: its differences x_iα − x_it must all give 1, with α_i "
+                        r"counted from 0\.", fb.message), fb.message
     assert (i, round(M[i, t], 6)) == (2, -0.2)
 
 
