@@ -141,8 +141,13 @@ def test_palette_is_used_by_the_figures():
     fig = F.plot_local(_res(steps=steps, norm_W=np.ones((3, 4)), **{
         k: np.full((3, 4), 0.5) for k in ("prob_W", "prob_KQ", "corr_W_fro", "corr_KQ_nuc",
                                            "corr_W_nuc", "corr_KQ_fro")}))
-    first = {ln.get_label().split(" (")[0]: to_hex(ln.get_color()) for ln in fig.axes[0].lines}
+    curves = [ln for ln in fig.axes[0].lines if ln.get_marker() != "o"]
+    first = {ln.get_label().split(" (")[0]: to_hex(ln.get_color()) for ln in curves}
     assert first == {"W": pal["W"], "(K,Q)": pal["KQ"]}
+    # the means over runs (open circles) in the colours of their curves
+    means = [to_hex(ln.get_markeredgecolor()) for ln in fig.axes[0].lines
+             if ln.get_marker() == "o"]
+    assert means == [pal["W"], pal["KQ"]]
     fig = F.plot_global(_res(ds=np.array([2]), **{"global": np.array([0.5]),
                                                    "local_only": np.array([0.3]),
                                                    "other": np.array([0.2])}))

@@ -323,8 +323,7 @@ def plot_regimes(res):
     """
     a = res.arrays
     fig, (ax1, ax2) = _plots.new_figure(1, 2, figsize=(10.0, 4.2))
-    colors = dict(zip(MD_REGIME_LABELS.values(), ("#1f77b4", "#2ca02c", "#9467bd",
-                                                  "#d62728")))
+    colors = dict(zip(MD_REGIME_LABELS.values(), map(_plots.color_of, (1, 2, 4, 0))))
     lp = float(a["lp"])
     _plots.curves(a["steps"], {lab: a[f"{t}_ddir"] for t, lab in MD_REGIME_LABELS.items()},
                   ax=ax1, logy=True, colors=colors, legend="lower left",
@@ -333,7 +332,7 @@ def plot_regimes(res):
     _plots.curves(a["steps"], {lab: a[f"{t}_grad"] for t, lab in MD_REGIME_LABELS.items()},
                   ax=ax2, logy=True, colors=colors, legend=None,
                   ylabel=r"$\|\nabla\mathcal{L}(W_k)\|_F$", title="(b) gradient")
-    ax2.axhline(float(a["eps"]), color="0.3", ls=":", lw=1.2)
+    ax2.axhline(float(a["eps"]), color=_plots.color_of("ink"), ls=":", lw=1.2)
     ax2.annotate(r"$\varepsilon = 2^{-52}$", (float(a["steps"][-1]), float(a["eps"])),
                  xytext=(-4, 4), textcoords="offset points", ha="right", fontsize=9)
     return readable(fig)

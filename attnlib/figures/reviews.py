@@ -40,7 +40,7 @@ def plot_reviews(res):
         hi = max(float(v.max()) for v in vals.values())
         step_histogram(ax, vals, xlabel=f"$|{name}_{{jk}}|$", bins=40,
                        range=(0.0, max(hi * 1.02, 1.2 * thr)), logy=True)
-        ax.axvline(thr, color="#7f7f7f", lw=1, ls=":")  # the threshold of the counts
+        ax.axvline(thr, color=_plots.color_of("ink"), lw=1, ls=":")  # the threshold of the counts
         for j, v in enumerate(vals.values()):
             ax.plot([v.max()], [1], "o", color=_plots.COLORS[j], ms=7, clip_on=False)
         ax.legend(fontsize=FONT_SIZE, loc="upper right")
@@ -54,7 +54,7 @@ def plot_probe_attention(res):
     md = np.asarray(a["probe_md"]).mean(0)
     gd = np.asarray(a["probe_gd"]).mean(0)
     fig, ax = _plots.new_figure(1, 1, figsize=(5.0, 4.6))
-    ax.plot([0, 1], [0, 1], color="#7f7f7f", lw=1, ls=":")
+    ax.plot([0, 1], [0, 1], color=_plots.color_of("ink"), lw=1, ls=":")
     ax.scatter(gd, md, s=28, color=_plots.COLORS[0])
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)

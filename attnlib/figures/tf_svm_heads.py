@@ -40,7 +40,7 @@ def mean_markers(ax, steps, values, colors, points: int = 5):
     at = np.linspace(0, len(steps) - 1, points + 1).round().astype(int)[1:]
     for c, (y, color) in enumerate(zip(values, colors)):
         mean = np.nanmean(np.atleast_2d(np.asarray(y, dtype=float)), 0)
-        ax.plot(steps[at], mean[at], "o", ms=6, mfc="white", mec=color, mew=1.5,
+        ax.plot(steps[at], mean[at], "o", ms=6, color=color, mfc="white", mec=color, mew=1.5,
                 label="mean over runs" if c == 0 else None)
 
 
