@@ -288,9 +288,11 @@ def test_normalized_md_saturation(lp):
 
 
 @pytest.mark.slow
-def test_gd_1e5_steps_no_nan_and_direction_improves():
+def test_long_run_to_norm_1e4_no_nan_and_direction_improves():
+    # 20,000 steps of 0.5 carry ||W|| to about 1e4 (logits of order 1e4: softmax saturates
+    # completely), as 100,000 steps of 0.1 do, at a fifth of the cost
     data = al.random_data(3, 4, 6, seed=1, device="cpu")
-    r = al.train(data, lr=0.1, steps=100_000, record_every=10_000,
+    r = al.train(data, lr=0.5, steps=20_000, record_every=2_000,
                  init={"W": torch.zeros(6, 6, dtype=F64)})
     assert torch.isfinite(r.history["W"]).all() and r.stopped.item() == -1
     W_mm = al.att_svm(data, alpha=al.selected_tokens(data, r.W), norm="fro")
