@@ -141,7 +141,7 @@ class Target:
         Raises
         ------
         ValueError
-            A revision whose bounds are not in the form of :func:`parse_bound`.
+            A revision whose bounds are not in the form of ``parse_bound``.
         """
         out = []
         for line in self.revisions:

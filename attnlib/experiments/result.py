@@ -187,7 +187,7 @@ def run(name: str, *, cache: bool = True, **settings) -> Result:
     The settings are converted to their declared types and checked first (numpy and torch
     scalars are accepted). The result is cached on disk under ``store.cache_dir``, keyed by
     the name, the exact settings, attnlib's source, the versions of Python and of the packages
-    a result depends on (:func:`store.versions`), and the device and dtype; settings that do not
+    a result depends on (``store.versions``), and the device and dtype; settings that do not
     change the result (``progress``) are not part of the key. Every read is verified (one
     digest over settings, numbers and arrays): an unreadable, edited or misplaced entry is a
     miss, recomputed with a :class:`store.CacheWarning`; a result that cannot be written to the

@@ -5,7 +5,7 @@ minimiser and the max-margin direction. ``plot_gd_theorem``: plain GD with the j
 the cosine to :math:`p^{mm}`, :math:`\|p\|` against :math:`\log k`, the sign of
 :math:`\langle\nabla\mathcal L, p^{mm}\rangle` and the support tokens' share of the deficit.
 ``plot_regimes``: normalised GD under the numerical regimes of
-:mod:`attnlib.experiments.official_numerics`. Drawn from ``result.arrays`` only.
+``attnlib.experiments.official_numerics``. Drawn from ``result.arrays`` only.
 """
 
 from __future__ import annotations
