@@ -2,17 +2,15 @@
 gives the same bytes, so an instructor can rebuild a zip and compare it with the one handed
 out. What used to differ: the student edition's banner cell got a random id per build."""
 
-import importlib.util
 import zipfile
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from attnlib.course import editions, kit
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("assignments", ROOT / "scripts/assignments.py")
-asg = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(asg)
 
 
 def _book(tmp_path):
@@ -44,8 +42,8 @@ def _files(out: Path) -> dict:
 
 def test_two_builds_give_the_same_bytes(tmp_path):
     book = _book(tmp_path)
-    asg.build(book, tmp_path / "a")
-    asg.build(book, tmp_path / "b")
+    kit.build(book, tmp_path / "a")
+    kit.build(book, tmp_path / "b")
     a, b = _files(tmp_path / "a"), _files(tmp_path / "b")
     assert sorted(a) == sorted(b) and {"01_test.zip", "02_more.zip", "instructor.zip",
                                        "student/01_test.ipynb"} <= set(a)
@@ -65,7 +63,7 @@ def test_two_builds_give_the_same_bytes(tmp_path):
 def test_the_banner_id_is_fixed_and_unique():
     nb = nbformat.reads(nbformat.writes(new_notebook(cells=[
         new_code_cell("x = 1", id="student-banner"), new_markdown_cell("text")])), 4)
-    ids = [c.get("id") for c in asg.student_edition(nb).cells]
+    ids = [c.get("id") for c in editions.student_edition(nb).cells]
     assert len(set(ids)) == len(ids) and "student-banner1" in ids
-    st = asg.student_edition(new_notebook(cells=[new_markdown_cell("text")]))
+    st = editions.student_edition(new_notebook(cells=[new_markdown_cell("text")]))
     assert [c.get("id") for c in st.cells][0] == "student-banner"

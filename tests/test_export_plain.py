@@ -1,4 +1,4 @@
-"""The plain export of the chapters (scripts/export_plain.py): no MyST left, references resolved.
+"""The plain export (attnlib.course.plain): no MyST left, references resolved.
 
 Colab, downloads and classic Jupyter cannot render MyST; the site's Colab and download buttons
 open this export.  Every chapter of _toc.yml is exported into a temporary folder and read back:
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from attnlib.course import bib, cli, myst, plain, repo
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import export_plain  # noqa: E402
 
 REF = "v0.0-test"
 LEFT = re.compile(r"(?:`{3,}|:{3,})\{[^}]+\}"  # a directive fence
@@ -44,8 +44,8 @@ def _strip_code(md: str) -> str:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> dict[str, dict]:
     out = tmp_path_factory.mktemp("plain")
-    assert export_plain.main(["--out", str(out), "--ref", REF]) == 0
-    docs = [d for d in export_plain.toc_docs() if (ROOT / f"{d}.ipynb").is_file()]
+    assert cli.export_main(["--out", str(out), "--ref", REF]) == 0
+    docs = [d for d in repo.toc_files() if (ROOT / f"{d}.ipynb").is_file()]
     return {d: json.loads((out / f"{d}.ipynb").read_text()) for d in docs}
 
 
@@ -64,11 +64,11 @@ def test_every_chapter_is_exported_without_myst(exported):
 
 
 def test_install_cell_is_one_and_pinned(exported):
-    url = export_plain.repo_url()
+    url = repo.repo_url()
     for doc, nb in exported.items():
         code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
         installs = [c for c in code if "pip install" in c]
-        assert installs == [export_plain.install_cell_source(url, REF)], doc
+        assert installs == [plain.install_cell_source(url, REF)], doc
         assert code[0] == installs[0], f"{doc}: the install cell is not the first code cell"
         assert f'"attnlib @ git+{url}@{REF}"' in installs[0]
         assert nb["metadata"]["attnlib_export"]["release"] == REF
@@ -77,11 +77,11 @@ def test_install_cell_is_one_and_pinned(exported):
 def test_links_land_on_anchors(exported):
     """In-notebook links land on an anchor; links to another page are absolute links to the
     published site whose page is a page of the book and whose anchor is a label there."""
-    site = export_plain.site_url()
+    site = repo.site_url()
     assert re.fullmatch(r"https://[\w.-]+(/[\w.-]+)*", site), site
     anchors = {doc: set(re.findall(r'<a id="([^"]+)"></a>', _md(nb)))
                for doc, nb in exported.items()}
-    index = export_plain.Index(export_plain.toc_docs(), ROOT / "references.bib")
+    index = myst.Index(repo.toc_files(), ROOT / "references.bib")
     problems, absolute = [], 0
     for doc, nb in exported.items():
         for target in re.findall(r"\]\(([^)\s]+)\)", _md(nb)):
@@ -124,7 +124,7 @@ def test_references_are_formatted(exported):
             assert entry.match(line), f"{doc}: reference not formatted: {line[:160]}"
             assert " and " not in line.split("(")[0] and "\\" not in line, line
     assert seen >= 10
-    assert export_plain.format_authors(
+    assert bib.format_authors(
         "Vaswani, Ashish and Kaiser, {\\L}ukasz".replace("{", "").replace("}", "")) \
         == "Vaswani, A., & Kaiser, Ł."
 
@@ -134,7 +134,7 @@ def test_self_study_edition_keeps_the_answers_folded(exported, tmp_path):
     code hidden under a title (Colab's form view, JupyterLab's source_hidden), and no stub
     raises NotImplementedError; the assignment edition (the second button) has the stubs."""
     student = tmp_path / "student"
-    assert export_plain.main(["--student", "--out", str(student), "--ref", REF,
+    assert cli.export_main(["--student", "--out", str(student), "--ref", REF,
                               str(ROOT / "book" / "02_att_svm.ipynb")]) == 0
     for doc, nb in exported.items():
         book = json.loads((ROOT / f"{doc}.ipynb").read_text())
@@ -175,7 +175,7 @@ def test_exercises_numbered_per_chapter_with_folded_solutions(exported):
         n_ex = len(re.findall(r"^`{3,}\{exercise-start\}", src, re.M))
         n_sol = len(re.findall(r"^`{3,}\{solution-start\}", src, re.M))
         md = _md(nb)
-        chap = export_plain._chapter(doc)
+        chap = myst.chapter_of(doc)
         numbers = re.findall(r"\*\*Exercise (\d+)\.(\d+)\*\*", md)
         assert numbers == [(chap, str(k)) for k in range(1, n_ex + 1)], doc
         assert md.count("<details>") == md.count("</details>") == n_sol, doc
@@ -183,8 +183,8 @@ def test_exercises_numbered_per_chapter_with_folded_solutions(exported):
 
 
 def test_unknown_directive_or_role_is_an_error():
-    index = export_plain.Index(export_plain.toc_docs(), ROOT / "references.bib")
-    conv = export_plain.Converter(index, "book/05_w_vs_kq")
+    index = myst.Index(repo.toc_files(), ROOT / "references.bib")
+    conv = myst.Converter(index, "book/05_w_vs_kq")
     with pytest.raises(ValueError, match="directive"):
         conv.convert("```{mystery}\nbody\n```")
     with pytest.raises(ValueError, match="role"):
@@ -206,7 +206,7 @@ def test_install_cell_installs_offline(exported, tmp_path):
     cell = "".join(next(c["source"] for c in exported["book/05_w_vs_kq"]["cells"]
                         if c["cell_type"] == "code"))
     spec = re.search(r'"(attnlib @ git\+[^"]+)"', cell).group(1)
-    local = spec.replace(f"git+{export_plain.repo_url()}@{REF}", f"git+file://localhost{ROOT}@{head}")
+    local = spec.replace(f"git+{repo.repo_url()}@{REF}", f"git+file://localhost{ROOT}@{head}")
     assert local != spec
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

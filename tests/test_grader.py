@@ -1,4 +1,4 @@
-"""The grader (scripts/grader.py): answers, not printed text; master checks; sandbox; gradebook.
+"""The grader (attnlib.course): answers, not printed text; master checks; sandbox; gradebook.
 
 The batch test is :func:`test_batch_of_honest_fake_and_hostile_submissions`: one synthetic
 chapter (two exercises), an honest correct and an honest wrong submission, six fakes (a
@@ -16,7 +16,6 @@ import copy
 import csv
 import hashlib
 import importlib.util
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,11 +24,10 @@ import nbformat
 import pytest
 import torch
 
+from attnlib.course import batch, checker, cli, editions, grading, jail, notebook
+from attnlib.course import sandbox as sb
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import assignments as asg  # noqa: E402
-import grader  # noqa: E402
-import grader_check  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("test_assignments_src",
                                               ROOT / "tests/test_assignments.py")
@@ -45,8 +43,8 @@ def synthetic():
 def student_with(answers: dict, nb=None, edit=None):
     """The student edition with stub ``k`` replaced by ``answers[k]``; ``edit(cells)`` may
     then change the cells further."""
-    st = asg.student_edition(nb or synthetic())
-    stubs = [i for i, c in enumerate(st.cells) if "stub" in asg.tags(c)]
+    st = editions.student_edition(nb or synthetic())
+    stubs = [i for i, c in enumerate(st.cells) if "stub" in notebook.tags(c)]
     for k, src in answers.items():
         st.cells[stubs[k]].source = src
     if edit:
@@ -54,30 +52,30 @@ def student_with(answers: dict, nb=None, edit=None):
     return st
 
 
-SOL = [c.source for c in synthetic().cells if "solution" in asg.tags(c)]
+SOL = [c.source for c in synthetic().cells if "solution" in notebook.tags(c)]
 WRONG_MD = ("def md_step(W, G, lr, p):\n    return W - lr * G  # a plain gradient step\n")
 
 
 def checks(cells):
-    return [i for i, c in enumerate(cells) if "check" in asg.tags(c)]
+    return [i for i, c in enumerate(cells) if "check" in notebook.tags(c)]
 
 
 # -- units: the plan, the encoding ----------------------------------------------------------
 def test_exercises_come_from_the_master():
     m = synthetic()
     m.cells[9].metadata["points"] = 3
-    exs = grader.exercises(m)
+    exs = grading.exercises(m)
     assert [(e.label, e.cell, e.answers, e.points) for e in exs] == [
         ("Exercise 1", 5, ["r"], 1.0), ("Exercise 2", 9, ["md_step(W, W, 0.1, 3.0)"], 3.0)]
 
 
 def test_plan_skips_the_submissions_checks_and_captures_where_they_stood():
     m = synthetic()
-    exs = grader.exercises(m)
+    exs = grading.exercises(m)
 
     def kinds(st):
         return [("capture", s["capture"]) if "capture" in s else s["cell"]
-                for s in grader.plan(st, m, exs)]
+                for s in grading.plan(st, m, exs)]
 
     st = student_with({})
     code = [c for c in st.cells if c.cell_type == "code"]
@@ -85,10 +83,10 @@ def test_plan_skips_the_submissions_checks_and_captures_where_they_stood():
     plan = kinds(st)
     assert plan == [j if j not in at else ("capture", at.index(j)) for j in range(len(code))]
     # each step says, in the book's words, where its cell stands (for the feedback on errors)
-    runs = [s for s in grader.plan(st, m, exs) if "run" in s]
+    runs = [s for s in grading.plan(st, m, exs) if "run" in s]
     first = [c.get("id") for c in st.cells].index(code[runs[0]["cell"]].get("id"))
     opened = [i for i, c in enumerate(st.cells) if c.cell_type == "markdown"
-              and asg._exercise_labels(c.source)]
+              and notebook.exercise_labels(c.source)]
     assert runs[0]["where"] == ("before the first exercise" if first < opened[0]
                                 else "under Exercise 1")
     assert runs[-1]["where"] == "under Exercise 2"
@@ -105,21 +103,21 @@ def test_plan_skips_the_submissions_checks_and_captures_where_they_stood():
     # a duplicated check cell (same id) is skipped too; the count comes from the master
     st4 = student_with({})
     st4.cells.insert(checks(st4.cells)[0], nbformat.from_dict(st4.cells[checks(st4.cells)[0]]))
-    assert sum("capture" in s for s in grader.plan(st4, m, exs)) == 2
+    assert sum("capture" in s for s in grading.plan(st4, m, exs)) == 2
     # ids made up anew (nbformat does that for cells without one): found by their source
     st5 = student_with({})
     for c in st5.cells:
         c["id"] = "x" + c["id"]
-    p5 = grader.plan(st5, m, exs)
+    p5 = grading.plan(st5, m, exs)
     assert [s["capture"] for s in p5 if "capture" in s] == [0, 1]
     assert not any("al.check" in s.get("run", "") for s in p5)
     # a check hidden from students (it computes the expected value), ids changed: same
     m6 = synthetic()
     m6.cells[5].source = "al.check.check_value(r, int((torch.linalg.svdvals(W) > 0).sum()))"
-    st6 = asg.student_edition(m6)
+    st6 = editions.student_edition(m6)
     for c in st6.cells:
         c["id"] = "x" + c["id"]
-    p6 = grader.plan(st6, m6, grader.exercises(m6))
+    p6 = grading.plan(st6, m6, grading.exercises(m6))
     code6 = [c for c in st6.cells if c.cell_type == "code"]
     hidden = next(j for j, c in enumerate(code6) if "Checked by the grader" in c.source)
     assert not any(s.get("cell") == hidden for s in p6)
@@ -133,7 +131,7 @@ def test_plan_skips_the_submissions_checks_and_captures_where_they_stood():
 def test_encode_decode_round_trip(value):
     import json
 
-    back = grader_check.decode(json.loads(json.dumps(grader.encode(value))))
+    back = checker.decode(json.loads(json.dumps(jail.encode(value))))
     if isinstance(value, torch.Tensor):
         assert back.dtype == value.dtype and back.shape == value.shape
         assert torch.equal(back, value)
@@ -145,32 +143,32 @@ def test_encode_refuses_objects_and_decode_refuses_unknown_data():
     import numpy as np
 
     with pytest.raises(TypeError, match="cannot be graded"):
-        grader.encode(object())
+        jail.encode(object())
     with pytest.raises(TypeError, match="string keys"):
-        grader.encode({1: 2})
+        jail.encode({1: 2})
     with pytest.raises(TypeError, match="at most"):
-        grader.encode(torch.zeros(grader.MAX_ELEMENTS + 1))
-    assert grader_check.decode(grader.encode(np.array([[1.5]]))).tolist() == [[1.5]]
+        jail.encode(torch.zeros(jail.MAX_ELEMENTS + 1))
+    assert checker.decode(jail.encode(np.array([[1.5]]))).tolist() == [[1.5]]
     with pytest.raises(ValueError, match="not graded"):
-        grader_check.decode({"__tensor__": [1], "dtype": "object", "shape": [1]})
+        checker.decode({"__tensor__": [1], "dtype": "object", "shape": [1]})
     with pytest.raises(ValueError, match="unknown"):
-        grader_check.decode({"__pickle__": "gASV"})
+        checker.decode({"__pickle__": "gASV"})
 
 
 def test_read_answers_refuses_links_and_huge_files(tmp_path):
     (tmp_path / "secret").write_text('{"answers": {}}')
     (tmp_path / "answers.json").symlink_to(tmp_path / "secret")
     with pytest.raises(OSError):
-        grader.read_answers(tmp_path / "answers.json")
+        sb.read_answers(tmp_path / "answers.json")
     big = tmp_path / "big.json"
     with open(big, "wb") as f:
-        f.truncate(grader.MAX_ANSWER_BYTES + 1)
+        f.truncate(sb.MAX_ANSWER_BYTES + 1)
     with pytest.raises(ValueError, match="at most"):
-        grader.read_answers(big)
+        sb.read_answers(big)
 
 
 def test_instrumented_check_records_each_call():
-    code, n = grader_check.instrumented("x = 1\nal.check.check_value(a + 1, 2)\n"
+    code, n = checker.instrumented("x = 1\nal.check.check_value(a + 1, 2)\n"
                                   "al.check.check_rank(r, W)")
     got = {}
     env = {"al": type("al", (), {"check": type("c", (), {
@@ -298,7 +296,7 @@ def _submissions(tmp: Path) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["auto", "none"])
 def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox, monkeypatch):
-    if sandbox == "auto" and not grader.namespace_works():
+    if sandbox == "auto" and not sb.namespace_works():
         pytest.skip("no unprivileged user namespaces here: the 'none' run covers the rest")
     book = tmp_path / "book"
     book.mkdir()
@@ -311,7 +309,7 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox, monkeyp
         d.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(sandboxes))  # this test's processes, by name
     expected = _submissions(tmp_path)
-    if sandbox == "none" and grader.namespace_works():  # the auto run had them all
+    if sandbox == "none" and sb.namespace_works():  # the auto run had them all
         expected = {k: v for k, v in expected.items() if k in (
             "honest_correct", "fake_monkeypatch", "deletes_files", "kills_parent",
             "imports_oracle", "kill_zero", "08_other_swap")}
@@ -321,9 +319,9 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox, monkeyp
         nbformat.write(nb, subs_dir / f"{name}.ipynb")
         paths.append(subs_dir / f"{name}.ipynb")
     before = _snapshot(tmp_path)
-    lim = grader.Limits(wall=30, cpu=10, memory_mb=6144, output=10_000)
+    lim = sb.Limits(wall=30, cpu=10, memory_mb=6144, output=10_000)
     t0 = time.perf_counter()
-    rows, ok = grader.grade_batch(paths, tmp_path / "out", book=book, lim=lim, jobs=2,
+    rows, ok = batch.grade_batch(paths, tmp_path / "out", book=book, lim=lim, jobs=2,
                                   sandbox=sandbox, unsafe=sandbox == "none")
     took = time.perf_counter() - t0
     left = survivors(str(sandboxes))
@@ -377,7 +375,7 @@ def test_unreadable_submission_is_recorded_and_the_exit_status_says_so(tmp_path)
     alice = student_with({0: SOL[0]}, nb=master)
     alice.cells[-1].source = "Two singular values are nonzero."
     nbformat.write(alice, good)
-    rc = asg.main(["grade", str(tmp_path / "01_test_broken.ipynb"), str(good), "--book",
+    rc = cli.main(["grade", str(tmp_path / "01_test_broken.ipynb"), str(good), "--book",
                    str(book), "--out", str(tmp_path / "out"), "--timeout", "60",
                    "--unsafe"])  # the sandbox where it runs, else the audit hook only
     assert rc == 1
@@ -402,11 +400,11 @@ def test_grade_one_reads_only_data_and_survives_hostile_data(monkeypatch):
     import attnlib as al
     from attnlib.check import Feedback
 
-    code, n = grader_check.instrumented("al.check.check_value(x, 1.0, name='x')")
+    code, n = checker.instrumented("al.check.check_value(x, 1.0, name='x')")
     ns = {"al": al}
 
     def status(answers, k=0):
-        return grader_check._grade_one(code, n, ns, answers, k, Feedback)["status"]
+        return checker.grade_one(code, n, ns, answers, k, Feedback)["status"]
 
     def one(v):
         return {"answers": {"0": [{"value": v}]}}
@@ -420,9 +418,9 @@ def test_grade_one_reads_only_data_and_survives_hostile_data(monkeypatch):
     assert status(one("a string")) == "failed"  # a wrong type is the check's business
     assert status({"error": "the grader failed"}) == "error"
     # a check that runs too long on an answer is stopped
-    slow, n1 = grader_check.instrumented("import time\ntime.sleep(5)\nal.check.check_value(x, 1.0)")
-    monkeypatch.setattr(grader_check, "CHECK_SECONDS", 1)
-    r = grader_check._grade_one(slow, n1, ns, one(1.0), 0, Feedback)
+    slow, n1 = checker.instrumented("import time\ntime.sleep(5)\nal.check.check_value(x, 1.0)")
+    monkeypatch.setattr(checker, "CHECK_SECONDS", 1)
+    r = checker.grade_one(slow, n1, ns, one(1.0), 0, Feedback)
     assert r["status"] == "failed" and "ran past 1 s" in r["message"]
 
 
@@ -433,15 +431,15 @@ def test_written_answers_are_listed_for_manual_grading():
     place = new_markdown_cell("*Your answer here.*", metadata={"tags": ["written"],
                                                               "points": 2})
     m.cells.insert(7, place)  # after ex-rank's solution block, before ex-md
-    assert [(w.label, w.points) for w in grader.written(m)] == [("Exercise 1 (written)", 2.0)]
-    st = asg.student_edition(m)
-    assert any(c.get("id") == place.get("id") and "written" in asg.tags(c) for c in st.cells)
-    rows = grader.written_rows("s", st, m)
+    assert [(w.label, w.points) for w in grading.written(m)] == [("Exercise 1 (written)", 2.0)]
+    st = editions.student_edition(m)
+    assert any(c.get("id") == place.get("id") and "written" in notebook.tags(c) for c in st.cells)
+    rows = grading.written_rows("s", st, m)
     assert [(r.status, r.points, r.max_points) for r, _ in rows] == [("missing", 0.0, 2.0)]
     assert "still empty" in rows[0][0].message
     next(c for c in st.cells if c.get("id") == place.get("id")).source = "Rank two: W has two\n" \
         "nonzero singular values."
-    (row, text), = grader.written_rows("s", st, m)
+    (row, text), = grading.written_rows("s", st, m)
     assert row.status == "manual" and "8 words" in row.message and text.startswith("Rank two")
     st.cells = [c for c in st.cells if c.get("id") != place.get("id")]
-    assert "deleted" in grader.written_rows("s", st, m)[0][0].message
+    assert "deleted" in grading.written_rows("s", st, m)[0][0].message

@@ -1,4 +1,4 @@
-"""The grader's sandbox (scripts/grader_sandbox.py) against hostile submissions.
+"""The grader's sandbox (attnlib.course.sandbox, attnlib.course.jail) against hostile submissions.
 
 Each submission here runs the synthetic chapter of tests/test_grader.py with short limits. A
 submission that leaves its session (``setsid``, also through the C library) and loops must die
@@ -20,15 +20,16 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from attnlib.course import batch, grading
+from attnlib.course import sandbox as sb
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import grader  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("test_grader_src", ROOT / "tests/test_grader.py")
 tg = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tg)
 
-NEEDS_NS = pytest.mark.skipif(not grader.namespace_works(), reason=(
+NEEDS_NS = pytest.mark.skipif(not sb.namespace_works(), reason=(
     "unprivileged user namespaces are unavailable here (unshare --user --map-root-user "
     "--mount --pid fails), so the namespace sandbox cannot run"))
 
@@ -56,12 +57,12 @@ def own_tmp(tmp_path, monkeypatch):
 
 def _collect(nb, lim, sandbox, **kw):
     m = tg.synthetic()
-    return grader.collect(nb, m, grader.exercises(m), lim, sandbox=sandbox, **kw)
+    return batch.collect(nb, m, grading.exercises(m), lim, sandbox=sandbox, **kw)
 
 
 @pytest.mark.parametrize("mode", [pytest.param("namespace", marks=NEEDS_NS), "none"])
 def test_a_submission_that_leaves_its_session_dies_at_the_limit(own_tmp, mode):
-    lim = grader.Limits(wall=WALL, cpu=60, output=10_000)
+    lim = sb.Limits(wall=WALL, cpu=60, output=10_000)
     subs = {k: tg.student_with({0: LEAVE_SESSION + loop}, edit=only_the_answer)
             for k, loop in LOOPS.items()}
     t0 = time.monotonic()
@@ -135,7 +136,7 @@ def test_a_submission_cannot_read_the_course_nor_write_nor_kill_outside(own_tmp,
     cells = [_attempts(targets), kill, "r = 0"]
     nb = tg.student_with({}, edit=lambda cs: cs.__setitem__(
         slice(None), [nbformat.v4.new_code_cell(c) for c in cells]))
-    lim = grader.Limits(wall=60, cpu=30, output=10_000)
+    lim = sb.Limits(wall=60, cpu=30, output=10_000)
     run = _collect(nb, lim, "namespace")
     assert run.status == "ok", (run.status, run.message, run.output_tail)
     line = next(x for x in run.output_tail.splitlines() if x.startswith("ATTEMPTS "))
@@ -154,13 +155,13 @@ def test_without_namespaces_the_grader_refuses_unless_unsafe(tmp_path, monkeypat
     nbformat.write(tg.synthetic(), book / "01_test.ipynb")
     sub = tmp_path / "01_test_bob.ipynb"
     nbformat.write(tg.student_with({0: tg.SOL[0]}), sub)
-    monkeypatch.setattr(grader, "namespace_works", lambda: False)
-    lim = grader.Limits(wall=60, cpu=30, output=10_000)
+    monkeypatch.setattr(sb, "namespace_works", lambda: False)
+    lim = sb.Limits(wall=60, cpu=30, output=10_000)
     for sandbox in ("auto", "namespace", "none"):
-        with pytest.raises(grader.SandboxUnavailable, match="--unsafe"):
-            grader.grade_batch([sub], tmp_path / "out", book=book, lim=lim, sandbox=sandbox)
+        with pytest.raises(sb.SandboxUnavailable, match="--unsafe"):
+            batch.grade_batch([sub], tmp_path / "out", book=book, lim=lim, sandbox=sandbox)
     assert not (tmp_path / "out" / "grades.csv").exists()
-    rows, ok = grader.grade_batch([sub], tmp_path / "out", book=book, lim=lim, unsafe=True)
+    rows, ok = batch.grade_batch([sub], tmp_path / "out", book=book, lim=lim, unsafe=True)
     assert ok and [r.status for r in rows] == ["passed", "missing"], rows
 
 
@@ -174,24 +175,24 @@ def test_a_notebook_cannot_choose_another_chapter(tmp_path):
     files = {"08_other_mallory.ipynb": swap, "08_mallory.ipynb": swap}
     for name, nb in files.items():
         nbformat.write(nb, tmp_path / name)
-    rows, ok = grader.grade_batch([tmp_path / n for n in files], tmp_path / "out", book=book,
-                                  lim=grader.Limits(wall=60, cpu=30), unsafe=True)
+    rows, ok = batch.grade_batch([tmp_path / n for n in files], tmp_path / "out", book=book,
+                                  lim=sb.Limits(wall=60, cpu=30), unsafe=True)
     assert not ok
     for name in files:
         mine = [r for r in rows if r.submission.endswith(name)]
         assert mine and all(r.status == "error" and r.points == 0 for r in mine), mine
         assert all("01_test" in r.message and "08_other" in r.message for r in mine)
     # an explicit master that the notebook contradicts is refused too
-    rows, ok = grader.grade_batch([tmp_path / "08_mallory.ipynb"], tmp_path / "out2",
+    rows, ok = batch.grade_batch([tmp_path / "08_mallory.ipynb"], tmp_path / "out2",
                                   master=book / "08_other.ipynb", book=book, unsafe=True)
     assert not ok and {r.status for r in rows} == {"error"}
 
 
 def test_hidden_and_visible_paths():
-    hide = grader.hidden_paths([ROOT / "book"])
+    hide = sb.hidden_paths([ROOT / "book"])
     assert str(ROOT) in hide
     assert str(Path.home().resolve()) in hide or not Path.home().is_dir()
     assert str(Path(tempfile.gettempdir()).resolve()) in hide or "/tmp" in hide
-    shown = grader.visible_paths()
+    shown = sb.visible_paths()
     assert str(Path(sys.prefix).resolve()) in shown
     assert str(ROOT / "book") not in shown and str(ROOT / "scripts") not in shown

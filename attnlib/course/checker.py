@@ -1,11 +1,11 @@
 """The grader's *check* step: the master's checks judge the answers, in a clean process.
 
-``python scripts/grader_check.py JOB`` (started by :func:`grader.grade_batch`) runs the master
-notebook from top to bottom in an IPython shell that no student code touched. At each check
-cell it evaluates the master's own check once per submission, with the submission's answer
-(read from JSON by :func:`decode`, never unpickled) in place of the first argument, and
-records the :class:`attnlib.check.Feedback` it returns. The master's own answers must pass
-their checks too (else the master is reported broken).
+``python -m attnlib.course.checker JOB`` (started by :func:`attnlib.course.batch.grade_batch`)
+runs the master notebook from top to bottom in an IPython shell that no student code touched.
+At each check cell it evaluates the master's own check once per submission, with the
+submission's answer (read from JSON by :func:`decode`, never unpickled) in place of the first
+argument, and records the :class:`attnlib.check.Feedback` it returns. The master's own answers
+must pass their checks too (else the master is reported broken).
 """
 
 from __future__ import annotations
@@ -17,17 +17,13 @@ import signal
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-import assignments as asg  # noqa: E402  (the check calls of a cell)
-from grader import exercises  # noqa: E402  (the master's checks)
+from attnlib.course.grading import exercises
+from attnlib.course.notebook import CHECK_CALL, parse_cell
 
 CHECK_SECONDS = 120  # one check on one answer, in the checker
 
 
-# -- answers as data (JSON; never pickle; encode is the collector's) ------------------------
+# -- answers as data (JSON; never pickle; encode is the collector's) --
 _DTYPES = {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
            "uint8", "bool"}
 
@@ -58,7 +54,6 @@ def decode(v):
     raise ValueError("unknown answer encoding")
 
 
-# -- the checker: the master's checks, in a clean process -------------------------------------
 class _Instrument(ast.NodeTransformer):
     def __init__(self, calls):
         self.k = {id(c): k for k, c in enumerate(calls)}
@@ -75,9 +70,9 @@ class _Instrument(ast.NodeTransformer):
 def instrumented(source: str):
     """The check cell with each check call's answer replaced by ``__answer_k__`` and its
     result passed to ``__record__(k, feedback)``."""
-    tree = asg._tree(source)
+    tree = parse_cell(source)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
-             and asg.CHECK_CALL.match(ast.unparse(n))]
+             and CHECK_CALL.match(ast.unparse(n))]
     tree = ast.fix_missing_locations(_Instrument(calls).visit(tree))
     return compile(tree, "<check>", "exec"), len(calls)
 
@@ -158,7 +153,7 @@ def _check_main(job_path: str) -> int:
                 master_errors.append(f"{exs[k].label}: the master's own answer fails its check "
                                      f"({msg.splitlines()[0] if msg else ''})")
             for name, data in subs.items():
-                results[name][str(k)] = _grade_one(code, n, ns, data, k, Feedback)
+                results[name][str(k)] = grade_one(code, n, ns, data, k, Feedback)
         res = shell.run_cell(cell.source, store_history=False)
         err = res.error_in_exec or res.error_before_exec
         if err is not None and i not in by_cell:  # e.g. a widget without a front end
@@ -169,7 +164,7 @@ def _check_main(job_path: str) -> int:
     return 0
 
 
-def _grade_one(code, n, ns, data, k, feedback_cls) -> dict:
+def grade_one(code, n, ns, data, k, feedback_cls) -> dict:
     if "error" in data:
         return {"status": "error", "message": data["error"]}
     got = data.get("answers", {}).get(str(k))
@@ -196,8 +191,8 @@ def _grade_one(code, n, ns, data, k, feedback_cls) -> dict:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) != 1:
-        raise SystemExit("internal entry point of the grader: grader_check.py JOB; grade with: "
-                         "python scripts/assignments.py grade ...")
+        raise SystemExit("internal entry point of the grader: python -m attnlib.course.checker "
+                         "JOB; grade with: python scripts/assignments.py grade ...")
     return _check_main(argv[0])
 
 

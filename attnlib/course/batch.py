@@ -1,34 +1,27 @@
-"""Grading submissions by their answers, against the master notebook (course kit).
+"""Grading a batch of submissions against their master notebooks (:func:`grade_batch`).
 
-``python scripts/assignments.py grade SUB.ipynb... --out DIR`` calls :func:`grade_batch`. Each
-submission is graded against one master: the chapter its metadata and its file name name (a
-notebook that names two chapters, or another chapter than ``--master``, is refused). Then:
+Each submission is graded against one master: the chapter its metadata and its file name name
+(a notebook that names two chapters, or another chapter than ``master``, is refused). Then:
 
-1. **Collect** (the student's code, sandboxed: scripts/grader_sandbox.py). The submission's
-   code cells run in an IPython shell in a separate process, with its own temporary working
-   folder (also its ``HOME`` and ``TMPDIR``), limits on wall time, CPU time, address space
-   and file size, and its printed output cut after a fixed size; in user, network, mount and
-   PID namespaces where the OS allows them (the repository, the master, the other submissions
-   and the grader's home hidden), else only with ``unsafe`` (see the instructor guide for what
-   each protects against). The check cells of the submission are **not** run: where the
-   master's check cell stood (found by cell id or source), the process evaluates the master's
+1. **Collect** (the student's code, sandboxed: :mod:`attnlib.course.sandbox`). The
+   submission's code cells run in a separate process with its own working folder, limits on
+   wall time, CPU time, address space and file size, and its printed output cut after a
+   fixed size. Where the master's check cell stood, the process evaluates the master's
    *answer expressions* (the first argument of each ``al.check.*`` call) and writes their
-   values to ``answers.json``: numbers, strings, lists, tuples, sets, dicts, tensors and
-   arrays only (never pickle).
+   values as plain data.
 2. **Check** (the instructor's code, in a clean process that no student code touched:
-   scripts/grader_check.py). The master notebook runs from top to bottom; at each check cell,
-   the master's own check is evaluated once per submission with the student's answer in
-   place of the first argument, and the :class:`attnlib.check.Feedback` it returns is the
-   verdict. The checks, their number, their points (cell metadata ``points`` of the check
-   cell, default 1) and the reference data all come from the master; nothing printed by the
-   student is read.
+   :mod:`attnlib.course.checker`). The master notebook runs from top to bottom; at each check
+   cell the master's own check is evaluated with the student's answer in place of the first
+   argument, and the :class:`attnlib.check.Feedback` it returns is the verdict. Nothing
+   printed by the student is read.
 
-This module does not import attnlib (the checker's master notebook does).
+The result is ``out/grades.csv`` (one row per exercise, in the book's order) and a feedback
+file per submission, ``out/feedback/*.md``. This module does not import attnlib's checks (the
+checker's master notebook does).
 """
 
 from __future__ import annotations
 
-import ast
 import csv
 import json
 import os
@@ -37,167 +30,20 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-import assignments as asg  # noqa: E402  (the notebook helpers: tags, check calls, labels)
-import grader_sandbox  # noqa: E402  (the collect step: the sandboxed run)
-from grader_sandbox import (  # noqa: E402,F401  (part of this module's interface)
-    MAX_ANSWER_BYTES,
-    MAX_ELEMENTS,
-    Limits,
-    Run,
-    SandboxUnavailable,
-    encode,
-    hidden_paths,
-    namespace_works,
-    read_answers,
-    visible_paths,
-)
+from attnlib.course.grading import Exercise, Row, exercises, plan, written_rows
+from attnlib.course.notebook import chapters
+from attnlib.course.repo import ROOT
+from attnlib.course.sandbox import Limits, Run, SandboxUnavailable
 
 
-@dataclass
-class Exercise:
-    """One graded check: a ``check`` cell of the master."""
-
-    label: str
-    cell: int  # index of the check cell in the master
-    cell_id: str | None
-    source: str
-    answers: list[str]  # the answer expressions (first argument of each check call)
-    points: float = 1.0
-
-
-@dataclass
-class Row:
-    submission: str
-    exercise: str  # the book's name: "Exercise 2.2" (a written answer: "Exercise 2.1 (written)")
-    points: float
-    max_points: float
-    status: str  # passed | failed | missing | error | manual
-    message: str
-    chapter: str = ""  # the master's file name without .ipynb: "02_att_svm"
-    order: int = 0  # the answer's cell in the master: rows are listed in the book's order
-
-    @property
-    def graded(self) -> str:
-        """``auto`` (a check decides) or ``hand`` (a written answer the instructor grades)."""
-        return "hand" if self.exercise.endswith("(written)") else "auto"
-
-
-# -- the master: which checks, worth how much -----------------------------------------------
-def exercises(master) -> list[Exercise]:
-    """The graded checks of a master notebook, in order, named as the book names them."""
-    out, seen = [], {}
-    under = asg.exercise_names(master)
-    for i, cell in enumerate(master.cells):
-        if cell.cell_type == "markdown" or "check" not in asg.tags(cell):
-            continue
-        calls = asg._check_calls(cell.source)
-        name = under[i] or f"check-{len(out) + 1}"
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] > 1:
-            name = f"{name}#{seen[name]}"
-        points = cell.get("metadata", {}).get("points", 1)
-        out.append(Exercise(name, i, cell.get("id"), cell.source,
-                            [ast.unparse(c.args[0]) if c.args else "None" for c in calls],
-                            float(points)))
-    return out
-
-
-@dataclass
-class Written:
-    """A written answer: a markdown cell tagged ``written`` in the master (graded by hand)."""
-
-    label: str
-    cell: int
-    cell_id: str | None
-    placeholder: str
-    points: float = 1.0
-
-
-def written(master) -> list[Written]:
-    """The master's answer places for written exercises, in order."""
-    out = []
-    under = asg.exercise_names(master)
-    for i, cell in enumerate(master.cells):
-        if cell.cell_type == "markdown" and "written" in asg.tags(cell):
-            out.append(Written(f"{under[i] or f'written-{len(out) + 1}'} (written)", i,
-                               cell.get("id"), cell.source.strip(),
-                               float(cell.get("metadata", {}).get("points", 1))))
-    return out
-
-
-def written_rows(name: str, submission, master) -> list[tuple[Row, str]]:
-    """One row (status ``manual`` or ``missing``) and the student's text per written answer."""
-    cells = {c.get("id"): c for c in (submission.cells if submission is not None else [])
-             if c.cell_type == "markdown" and c.get("id")}
-    out = []
-    for w in written(master):
-        cell = cells.get(w.cell_id)
-        text = cell.source.strip() if cell is not None else ""
-        if not text or text == w.placeholder:
-            why = "the answer cell was deleted" if cell is None else "the answer is still empty"
-            out.append((Row(name, w.label, 0.0, w.points, "missing", f"no answer: {why}",
-                            order=w.cell), ""))
-        else:
-            out.append((Row(name, w.label, 0.0, w.points, "manual",
-                            f"grade by hand: {len(text.split())} words (in the feedback file)",
-                            order=w.cell), text))
-    return out
-
-
-def plan(submission, master, exs: list[Exercise]) -> list[dict]:
-    """The steps the collector runs: the submission's code cells, except the master's check
-    cells, and a ``capture`` of exercise ``k``'s answers where its check cell stands.
-
-    A check cell is found by its id, or by its exact source (a cell without an id, or whose
-    id changed: nbformat makes up ids for cells that have none). When the
-    submission deleted it, the answers are captured before the first cell that comes after it
-    in the master, else at the end. Nothing the submission tags or prints changes the plan.
-    """
-    order = {c.get("id"): i for i, c in enumerate(master.cells) if c.get("id")}
-    by_id = {e.cell_id: k for k, e in enumerate(exs) if e.cell_id}
-    by_src = {}  # the check as the master has it, and as the student edition shows it
-    for k, e in reversed(list(enumerate(exs))):
-        by_src[e.source.strip()] = k
-        by_src[asg.GRADER_ONLY.format(names=", ".join(e.answers)).strip()] = k
-    under = asg.exercise_names(submission)  # where a cell stands, in the book's words
-    code = [i for i, c in enumerate(submission.cells) if c.cell_type == "code"]
-    cells = [submission.cells[i] for i in code]
-    where = [f"under {under[i]}" if under[i] else "before the first exercise" for i in code]
-
-    def which(c):
-        if c.get("id") in by_id:
-            return by_id[c.get("id")]
-        return by_src.get(c.source.strip())
-
-    anchor = {}
-    for k, e in enumerate(exs):
-        pos = next((j for j, c in enumerate(cells) if which(c) == k), None)
-        if pos is None:
-            pos = next((j for j, c in enumerate(cells)
-                        if order.get(c.get("id"), -1) > e.cell), len(cells))
-        anchor[k] = pos
-    steps = []
-    for j in range(len(cells) + 1):
-        steps += [{"capture": k} for k in range(len(exs)) if anchor[k] == j]
-        if j < len(cells) and which(cells[j]) is None:
-            steps.append({"run": cells[j].source, "cell": j, "where": where[j]})
-    return steps
-
-
-# -- the batch ---------------------------------------------------------------------------------
 def use_namespace(sandbox: str = "auto", unsafe: bool = False) -> bool:
     """Whether submissions run in the namespace sandbox. Fails closed: where it cannot run
     (or ``sandbox`` is ``none``), :class:`SandboxUnavailable` unless ``unsafe``."""
     if sandbox not in ("auto", "namespace", "none"):
         raise ValueError(f"sandbox: expected auto, namespace or none, got {sandbox!r}")
-    if sandbox != "none" and namespace_works():
+    if sandbox != "none" and sandbox.namespace_works():
         return True
     if unsafe and sandbox != "namespace":
         return False
@@ -216,14 +62,14 @@ def collect(submission, master, exs, lim: Limits, sandbox: str = "auto", unsafe:
     """Run a submission's cells in the sandbox and return the answers it computed; ``hide``:
     more folders the submission must not read (the book, the submissions, the output)."""
     job = {"steps": plan(submission, master, exs), "answers": [e.answers for e in exs]}
-    return grader_sandbox.run(job, lim, use_namespace(sandbox, unsafe), hide=hide)
+    return sandbox.run(job, lim, use_namespace(sandbox, unsafe), hide=hide)
 
 
 def chapter_claims(sub_nb, sub_path: Path, book: Path) -> dict[str, str]:
     """The chapters a submission names, by where: ``metadata`` (``course_kit.chapter``, which
     the student edition records) and ``file name`` (a chapter's stem in it, else its leading
     number ``NN_``)."""
-    stems = [p.stem for p in asg.chapters(book)]
+    stems = [p.stem for p in chapters(book)]
     meta = sub_nb.metadata.get("course_kit", {}) if sub_nb is not None else {}
     chap = meta.get("chapter") if isinstance(meta, dict) else None
     out = {"metadata": chap} if isinstance(chap, str) and chap in stems else {}
@@ -247,7 +93,7 @@ def find_master(sub_nb, sub_path: Path, book: Path, master: Path | None = None):
         why = "; ".join(f"its {k} says {v}" for k, v in other.items())
         return Path(master), (f"refused: graded against {Path(master).stem} (--master), but "
                               f"{why}" if other else None)
-    found = {p.stem: p for p in asg.chapters(book)}
+    found = {p.stem: p for p in chapters(book)}
     if len(set(claims.values())) > 1:
         return found[claims["file name"]], (
             f"refused: its metadata says chapter {claims['metadata']} but its file name says "
@@ -269,7 +115,7 @@ def grade_batch(subs: list[Path], out: Path, master: Path | None = None, book: P
 
     mode = "namespace" if use_namespace(sandbox, unsafe) else "none"
     lim = lim or Limits()
-    book = Path(book or HERE.parent / "book")
+    book = Path(book or ROOT / "book")
     out = Path(out)
     (out / "feedback").mkdir(parents=True, exist_ok=True)
     names = _names(subs)
@@ -354,7 +200,7 @@ def _check(master: Path, runs: dict, timeout: float):
         (d / "job.json").write_text(json.dumps(job))
         env = {**os.environ, "ATTNLIB_CHECK_STRICT": "0", "MPLBACKEND": "Agg"}
         try:
-            r = subprocess.run([sys.executable, str(HERE / "grader_check.py"),
+            r = subprocess.run([sys.executable, "-m", "attnlib.course.checker",
                                 str(d / "job.json")], capture_output=True, text=True,
                                timeout=timeout, env=env, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
