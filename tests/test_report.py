@@ -187,11 +187,11 @@ def test_report_html_rows_anchors_counts_and_filters(fakes):  # noqa: F811
         assert status["target-not-run-dash-not-run"] == "not-run"
         assert status[report_anchor("dash_broken", "no-target")] == "missed"
         assert set(status.values()) <= {"met", "missed", "guard", "identity", "not-run"}
-        # every row: its chapter as data attribute, a link back to the chapter page, 7 cells
+        # every row: its chapter as data attribute, a link back to the chapter page, 8 cells
         for r in p.rows:
             assert re.fullmatch(r"\d\d_\w+", r["data-chapter"])
             assert f"{r['data-chapter']}.html" in r["links"]
-            assert r["cells"] == 7
+            assert r["cells"] == 8
             assert r["data-evidence"] in ("live", "by construction", "regression guard",
                                           "not run")
         # one card per paper; its counts add up to its rows, and the cards to the table
@@ -281,3 +281,67 @@ def test_the_report_shows_revised_bounds(fakes):  # noqa: F811
     assert 'revised 1×, was &gt;= 9.5</span>' in page
     assert "<dt>Bound revised</dt><dd>&gt;= 9.5 -&gt; in [9, 11]" in page
     assert "No bound was revised" in experiments.report.report_revisions({})
+
+
+def test_numerics_label_names_the_regime():
+    from attnlib.experiments.report import numerics_label
+
+    assert numerics_label({"x": 1}) == ""
+    assert numerics_label({"numerics_eps": 0.0, "numerics_autograd": 0.0,
+                           "numerics_float32": 0.0}) == "exact, ε 0"
+    assert numerics_label({"numerics_eps": 1e-9, "numerics_autograd": 1.0,
+                           "numerics_float32": 1.0}) == "autograd, ε 1e-09, f32"
+
+
+def _numerics_fake(steps: int = 10, radii: tuple[float, ...] = (1.0, 8.0)):
+    out = {"mean": float(steps), "numerics_eps": 1e-12, "numerics_autograd": 1.0,
+           "numerics_float32": 0.0}
+    if 8.0 in radii:
+        out["at8"] = 1.0
+    return out, {}
+
+
+def test_report_shows_numerics_citation_and_not_computed_rows(fakes):  # noqa: F811
+    cited = Target("mean", "mean equals steps", "10", lo=9.5, hi=10.5, source="paper",
+                   citation="2306.13596 Table 9")
+    cond = Target("at8", "read at R = 8", "1", lo=1, hi=1, when=lambda s: 8.0 in s["radii"],
+                  condition="radii include 8")
+    fakes("num_fake", _numerics_fake, targets=[cited, cond], paper="2306.13596 Fig. 1",
+          chapter="02_att_svm")
+    res = experiments.run_all(["num_fake"], progress=False, cache=False)
+    html = report_html(res)
+    assert "<th>Numerics</th>" in html and '<td class="attn-numerics">autograd, ε 1e-12</td>' \
+        in html
+    assert "2306.13596 Table 9" in html
+    md = experiments.report_markdown(res)
+    assert "paper (2306.13596 Table 9)" in md
+    # a setting without R = 8: the conditional row is "not computed", neither met nor missed
+    one = experiments.run("num_fake", cache=False, radii=(1.0,))
+    html = report_html({"num_fake": one})
+    p = _Page(html)
+    status = {r["id"]: r["data-status"] for r in p.rows}
+    assert status[report_anchor("num_fake", "at8")] == "not-computed"
+    assert status[report_anchor("num_fake", "mean")] == "met"
+    assert one.missed() == [] and one.passed
+    md = experiments.report_markdown({"num_fake": one})
+    assert "| not computed |" in md and "1 / 1" in md
+
+
+def test_a_conditional_target_needs_its_condition_in_words():
+    import pytest
+
+    with pytest.raises(ValueError, match="condition"):
+        Target("k", "w", "1", when=lambda s: True)
+    with pytest.raises(ValueError, match="condition"):
+        Target("k", "w", "1", condition="radii include 8")
+    with pytest.raises(ValueError, match="tracker"):
+        Target("k", "w", "1", citation="issue 25")
+
+
+def test_defaults_must_compute_every_conditional_target(fakes):  # noqa: F811
+    import pytest
+
+    never = Target("at8", "read at R = 8", "1", when=lambda s: 3.0 in s["radii"],
+                   condition="radii include 3")
+    with pytest.raises(TypeError, match="defaults do not compute"):
+        fakes("num_bad", _numerics_fake, targets=[never])

@@ -162,10 +162,12 @@ def _angle(u) -> float:
                "≤ 0.5°", "suggested", "not monotone in R: two support tokens of different "
                "inputs compete, the minimiser overshoots near R = 32-64 and comes back"),
         Target("e2_err_shrinks", "E2: the angle at R = 256 is below the angle at R = 8, which "
-               "is below the angle at R = 1", "shrinking", 1, 1, "shape", "suggested"),
+               "is below the angle at R = 1", "shrinking", 1, 1, "shape", "suggested",
+               when=lambda s: {1, 8} <= set(s["radii"]), condition="radii include 1 and 8"),
         Target("e2_err_R1", "E2: at R = 1 the minimiser is still far from p^mm (degrees)",
                "not yet aligned", 5.0, 180.0, "≥ 5°", "suggested",
-               "small R: every token still carries attention, the margin does not decide"),
+               "small R: every token still carries attention, the margin does not decide",
+               when=lambda s: 1 in s["radii"], condition="radii include 1"),
     ],
 )
 def circle(radii: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256), n_angles: int = 7200,

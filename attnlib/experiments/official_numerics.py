@@ -231,6 +231,9 @@ PROMPT_REGIMES = {"exact_eps": ("exact", True, "float64"), "exact_0": ("exact", 
                   "auto_eps_f32": ("autograd", True, "float32")}
 
 
+_E1_EPS0 = "2306.13596 Fig. 1 (E1): the official notebook's loop, re-run in float64 with ε = 0"
+
+
 @experiment(
     "mm_official_numerics", seconds=20, chapter="02_att_svm",
     paper="2306.13596 Fig. 1-2 (E1, E2), the official loop's numerics",
@@ -249,15 +252,15 @@ PROMPT_REGIMES = {"exact_eps": ("exact", True, "float64"), "exact_0": ("exact", 
         Target("e1_auto_0_cos1000_hi", "E1, the official loop in float64 with ε = 0: largest "
                "cos(p(1000), p^mm)", "0.52–0.53", 0.50, 0.55, "±0.02", "re-simulation",
                "autograd without ε loses the direction: the optimal token's term of the "
-               "gradient cancels once its weight rounds to 1"),
+               "gradient cancels once its weight rounds to 1", citation=_E1_EPS0),
         Target("e1_auto_0_norm1000", "E1, official loop, float64, ε = 0: mean ‖p(1000)‖",
-               "≈ 78", 75.0, 81.0, "±3", "re-simulation"),
+               "≈ 78", 75.0, 81.0, "±3", "re-simulation", citation=_E1_EPS0),
         Target("e1_auto_0_last_step", "E1, official loop, float64, ε = 0: smallest cosine of "
                "the last step with −k2 = (−1, 0) (the cancellation's signature: only x2's "
-               "term is left)", "1", 0.9999, 1.0, "≥ 0.9999", "suggested"),
+               "term is left)", "1", 0.9999, 1.0, "≥ 0.9999", "suggested", citation="book"),
         Target("e1_exact_0_cos1000_lo", "E1, attnlib's exact gradient with ε = 0: smallest "
                "cos(p(1000), p^mm)", "→ 1 (the theorem)", 0.998, 1.0, "≥ 0.998", "suggested",
-               "above the stalled runs' largest cosine, 0.998"),
+               "above the stalled runs' largest cosine, 0.998", citation="book"),
         Target("e1_auto_eps_stalls", "E1, float64 official loop with ε = 1e-9: every run "
                "stalls (‖p(1000)‖ < 25 and cos < 0.998)", "stalls", 1, 1, "exact",
                "re-simulation"),

@@ -33,6 +33,7 @@ PAPERS = {
                   "Selection",
 }
 _ARXIV = re.compile(r"\d{4}\.\d{4,5}")
+_TRACKER = re.compile(r"\bissues?\b|#\d+|\bPR\b|pull request", re.I)
 
 
 def format_value(v) -> str:
@@ -110,6 +111,18 @@ class Target:
         Every change of ``lo``/``hi`` after results were seen, one line each in the form
         ``"old bound -> new bound: why"``. The report shows them beside the target; a bound
         changes only with its reason recorded here.
+    when : callable, optional
+        A conditional target: ``when(settings) -> bool`` over the experiment's checked
+        settings (a dict) says whether these settings compute it (``None``: every allowed
+        setting does). Where it is false the result says "not computed at these settings"
+        instead of checking the target.
+    condition : str
+        ``when`` in words ("radii include 1 and 8"), shown where the target is not computed;
+        required with ``when``.
+    citation : str
+        Where the reference value comes from: the paper and its table or figure
+        (``"2306.13596 Fig. 1 (E1)"``), or ``"book"`` for a control the book sets itself.
+        Empty: the experiment's ``paper`` field. Never a tracker reference.
     """
 
     key: str
@@ -122,6 +135,9 @@ class Target:
     note: str = ""
     evidence: str = "live"
     revisions: tuple[str, ...] = ()
+    when: Callable[[dict], bool] | None = field(default=None, compare=False)
+    condition: str = ""
+    citation: str = ""
 
     def __post_init__(self):
         if self.source not in SOURCES:
@@ -134,6 +150,20 @@ class Target:
                 isinstance(r, str) and "->" in r and ":" in r for r in self.revisions):
             raise ValueError(f"target {self.key!r}: revisions must be a tuple of lines "
                              f"'old bound -> new bound: why', got {self.revisions!r}")
+        if self.when is not None and not callable(self.when):
+            raise ValueError(f"target {self.key!r}: when must be a predicate over the "
+                             f"settings, got {self.when!r}")
+        if (self.when is None) != (not str(self.condition).strip()):
+            raise ValueError(f"target {self.key!r}: a conditional target gives both when= "
+                             "(a predicate over the settings) and condition= (it in words)")
+        if _TRACKER.search(str(self.citation)):
+            raise ValueError(f"target {self.key!r}: citation names the paper and its table "
+                             f"or figure, or 'book', not a tracker entry; got "
+                             f"{self.citation!r}")
+
+    def applies(self, settings: dict) -> bool:
+        """Whether ``settings`` (an experiment's checked settings) compute this target."""
+        return self.when is None or bool(self.when(settings))
 
     def history(self) -> list[tuple[tuple[float, float], tuple[float, float], str]]:
         """The recorded revisions as ``((old_lo, old_hi), (new_lo, new_hi), why)``, oldest first.
@@ -229,6 +259,11 @@ class Experiment:
         return {k: p.default for k, p in sig.parameters.items()
                 if p.default is not inspect.Parameter.empty}
 
+    def cites(self, target: Target) -> str:
+        """Where ``target``'s reference value comes from: its ``citation``, else this
+        experiment's ``paper`` field."""
+        return target.citation or self.paper
+
     @property
     def scale(self) -> str:
         d = self.defaults
@@ -266,17 +301,24 @@ def experiment(name: str, *, paper: str, chapter: str, title: str,
     ------
     TypeError
         A setting without a default, with an unsupported annotation, or whose default does not
-        pass its own check.
+        pass its own check; a conditional target (``Target.when``) that the defaults do not
+        compute.
     """
+
+    targets = tuple(targets)
 
     def deco(func):
         if name in _REGISTRY and _REGISTRY[name].func.__qualname__ != func.__qualname__:
             raise ValueError(f"experiment {name!r} registered twice")
         settings = settings_of(func, bounds, experiment=name)
         try:
-            check_settings(name, settings, {})
+            params = check_settings(name, settings, {})
         except ValueError as err:
             raise TypeError(f"a default does not pass its check: {err}") from None
+        off = [t.key for t in targets if not t.applies(params)]
+        if off:  # the report runs the defaults: they compute every target
+            raise TypeError(f"experiment {name!r}: its defaults do not compute the "
+                            f"conditional target(s) {off}")
         _REGISTRY[name] = Experiment(name=name, func=func, paper=paper, chapter=chapter,
                                      title=title, targets=tuple(targets), plot=plot,
                                      seconds=seconds, settings=settings)

@@ -17,6 +17,7 @@ from .registry import PAPERS, arxiv_id, get, names, not_run_targets, paper_of
 from .result import Result, run
 
 __all__ = ["run_all", "report_rows", "report_markdown", "report_notes", "report_html",
+           "numerics_label",
            "report_notes_html", "report_revisions", "report_revisions_html"]
 
 _ARXIV_ID = re.compile(r"\d{4}\.\d{4,5}")
@@ -66,6 +67,19 @@ def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
 _registered = names  # the argument of run_all is called ``names``
 
 
+def numerics_label(numbers: dict) -> str:
+    """The numerical regime an experiment reports (its ``numerics_eps``,
+    ``numerics_autograd``, ``numerics_float32``) in a few words: ``"exact, ε 0"``,
+    ``"autograd, ε 1e-09, f32"``; ``""`` where it reports none.
+    """
+    if "numerics_eps" not in numbers:
+        return ""
+    grad = "autograd" if float(numbers.get("numerics_autograd", 0)) else "exact"
+    eps = float(numbers["numerics_eps"])
+    text = f"{grad}, ε {0 if eps == 0 else f'{eps:.3g}'}"
+    return text + (", f32" if float(numbers.get("numerics_float32", 0)) else "")
+
+
 def _fmt(v) -> str:
     v = float(v)
     if math.isnan(v):
@@ -86,12 +100,16 @@ def _e(text) -> str:
 def report_rows(results: dict, *, not_run: bool | str = False) -> list[dict]:
     """One row per target of every result (an exception gives one failed row).
 
-    Each row's ``evidence`` is ``"live"`` (computed in this build), ``"by construction"`` (an
-    identity, not a reproduction), ``"regression guard"`` (a bound from the book's own value,
-    not a reproduction) or ``"not run"``; ``revisions`` lists the target's recorded changes of
-    bound (``"old bound -> new bound: why"``). ``not_run=True`` adds a row for every
-    declared not-run target (``registry.not_run``) of the papers;
-    a chapter stem (``"10_real_data"``) adds only that chapter's.
+    Each row's ``ok`` is True (met), False (missed) or None (not run, or a conditional
+    target these settings do not compute); its ``numerics`` is the regime of the
+    computation (:func:`numerics_label`, ``""`` where the experiment reports none) and its
+    ``citation`` where the reference value comes from (``Target.citation``, else the
+    experiment's paper figure). Each row's ``evidence`` is ``"live"`` (computed in this
+    build), ``"by construction"`` (an identity, not a reproduction), ``"regression guard"``
+    (a bound from the book's own value, not a reproduction) or ``"not run"``; ``revisions``
+    lists the target's recorded changes of bound (``"old bound -> new bound: why"``).
+    ``not_run=True`` adds a row for every declared not-run target (``registry.not_run``) of
+    the papers; a chapter stem (``"10_real_data"``) adds only that chapter's.
     """
     rows = []
     for name, res in results.items():
@@ -102,10 +120,13 @@ def report_rows(results: dict, *, not_run: bool | str = False) -> list[dict]:
                              book="", tolerance="", ok=False, source="", note="", seconds=None,
                              evidence="live"))
             continue
+        regime = numerics_label(res.numbers)
         for r, t in zip(res.check(), exp.targets):
-            rows.append({**r, "paper_figure": exp.paper, "book": _fmt(r["book"]),
+            rows.append({**r, "paper_figure": exp.paper,
+                         "book": _fmt(r["book"]) if r["applies"] else "not computed",
                          "seconds": res.seconds, "bound": t.bound(),
-                         "revisions": list(t.revisions), "chapter": exp.chapter})
+                         "revisions": list(t.revisions), "chapter": exp.chapter,
+                         "numerics": regime})
         if not exp.targets:
             rows.append(dict(experiment=name, paper_figure=exp.paper, key="", what="(no "
                              "reproduction target declared)", paper="", book="", tolerance="",
@@ -131,7 +152,17 @@ _KIND = {"live": "", "by construction": " (identity)", "regression guard": " (gu
 def _mark(row) -> str:
     if row["evidence"] == "not run":
         return "not run"
+    if row["ok"] is None:
+        return "not computed"
     return ("✓" if row["ok"] else "✗") + _KIND.get(row["evidence"], "")
+
+
+def _source(row) -> str:
+    """The row's source with its citation where the target gives its own (the experiment's
+    paper figure is shown beside the experiment already)."""
+    cite = row.get("citation") or ""
+    cite = "" if cite == row.get("paper_figure") else cite
+    return f"{row['source']} ({cite})" if row["source"] and cite else (row["source"] or cite)
 
 
 def _with_revisions(row) -> str:
@@ -168,9 +199,10 @@ def report_markdown(results: dict, *, not_run: bool | str = False) -> str:
     for pid, rs in by_paper.items():
         exps = list(dict.fromkeys(r["experiment"] for r in rs if r["experiment"]))
         secs = sum(results[e].seconds for e in exps if isinstance(results[e], Result))
-        live = [r for r in rs if r["evidence"] == "live"]
-        ident = [r for r in rs if r["evidence"] == "by construction"]
-        guard = [r for r in rs if r["evidence"] == "regression guard"]
+        counted = [r for r in rs if r["ok"] is not None]  # not run / not computed apart
+        live = [r for r in counted if r["evidence"] == "live"]
+        ident = [r for r in counted if r["evidence"] == "by construction"]
+        guard = [r for r in counted if r["evidence"] == "regression guard"]
         out.append(f"| {_cell(PAPERS.get(pid, pid))} ({pid}) | {len(exps)} | "
                    f"{sum(bool(r['ok']) for r in live)} / {len(live)} | "
                    f"{sum(bool(r['ok']) for r in guard)} / {len(guard)} | "
@@ -194,7 +226,7 @@ def report_markdown(results: dict, *, not_run: bool | str = False) -> str:
                 exp = f"`{r['experiment']}` ({_cell(r['paper_figure'])}{t})"
             out.append("| " + " | ".join([exp, _cell(r["what"]), _cell(r["paper"]),
                                           _cell(r["book"]), _cell(r["tolerance"]),
-                                          _mark(r), r["evidence"], _cell(r["source"]),
+                                          _mark(r), r["evidence"], _cell(_source(r)),
                                           _cell(_with_revisions(r))]) + " |")
     return "\n".join(out)
 
@@ -250,6 +282,7 @@ _STATUS = {  # data-status -> (filter label, mark shown in the row)
     "guard": ("✓ regression guard", "✓ <small>guard</small>"),
     "identity": ("✓ identity", "✓ <small>identity</small>"),
     "not-run": ("not run", "not&nbsp;run"),
+    "not-computed": ("not computed", "–"),
 }
 
 
@@ -258,6 +291,8 @@ def _status(row) -> str:
     one included: counted, never hidden), ``guard``, ``identity`` or ``not-run``."""
     if row["evidence"] == "not run":
         return "not-run"
+    if row["ok"] is None:
+        return "not-computed"
     if not row["ok"]:
         return "missed"
     return {"live": "met", "regression guard": "guard"}.get(row["evidence"], "identity")
@@ -316,7 +351,8 @@ def _css(uid: str, chapters: list[str]) -> str:
 {r} th:first-child, {r} td:first-child {{ position: sticky; left: 0; z-index: 1;
   background: var(--pst-color-background, #fff); min-width: 11rem; max-width: 18rem;
   box-shadow: 1px 0 0 var(--attn-line); }}
-{r} td:nth-child(4) {{ min-width: 4rem; max-width: 12rem; }}
+{r} td.attn-paper {{ min-width: 4rem; max-width: 12rem; }}
+{r} td.attn-numerics {{ min-width: 4.5rem; max-width: 6.5rem; font-size: .75rem; }}
 {r} td.attn-num {{ white-space: nowrap; font-variant-numeric: tabular-nums; }}
 {r} td:nth-child(2) {{ min-width: 2.2rem; }}
 {r} td details {{ min-width: 5rem; max-width: 22rem; }}
@@ -388,6 +424,8 @@ def report_html(results: dict, *, not_run: bool | str = False, uid: str = "attn-
             f"<dt>✓ identities (not counted)</dt><dd data-count=\"identity\">"
             f"{counts['identity']}</dd>"
             f"<dt>not run</dt><dd data-count=\"not-run\">{counts['not-run']}</dd>"
+            + (f"<dt>not computed at these settings</dt><dd data-count=\"not-computed\">"
+               f"{counts['not-computed']}</dd>" if counts["not-computed"] else "") +
             f"<dt>targets in all</dt><dd data-count=\"rows\">{len(rs)}</dd>"
             f"<dt>bounds revised</dt><dd data-count=\"revised\">{revised}</dd>"
             f"<dt>experiments</dt><dd>{len(exps)}</dd>"
@@ -409,6 +447,8 @@ def report_html(results: dict, *, not_run: bool | str = False, uid: str = "attn-
             info = [("Experiment", f"<code>{_e(exp)}</code> ({_e(r['paper_figure'])}{t})"
                                    + (f", target <code>{_e(r['key'])}</code>" if r["key"] else "")),
                     ("Evidence", _e(r["evidence"])), ("Source", _e(r["source"] or "—"))]
+            if r.get("citation"):
+                info.append(("Reference", _e(r["citation"])))
             if r["note"]:
                 info.append(("Note" if status != "not-run" else "Why not run", _e(r["note"])))
             revs = r.get("revisions") or []
@@ -429,19 +469,22 @@ def report_html(results: dict, *, not_run: bool | str = False, uid: str = "attn-
                 f"<td>{_e(r['what'])}</td>"
                 f"<td>{_STATUS[status][1]}</td>"
                 f'<td class="attn-num">{_e(r["book"])}</td>'
-                f"<td>{_e(r['paper'])}</td><td>{tol}</td><td>{chap}</td>"
+                f'<td class="attn-numerics">{_e(r.get("numerics") or "—")}</td>'
+                f'<td class="attn-paper">{_e(r["paper"])}</td><td>{tol}</td><td>{chap}</td>'
                 f"<td>{folded}</td></tr>")
         tables.append(
             f'<section id="{sec_id}" data-paper="{_e(pid)}"><h3>{_e(title)}{arxiv}</h3>'
             '<div class="attn-report-scroll" tabindex="0"><table><thead><tr>'
-            "<th>Target</th><th>✓/✗</th><th>Book</th><th>Paper</th><th>Tolerance</th>"
+            "<th>Target</th><th>✓/✗</th><th>Book</th><th>Numerics</th><th>Paper</th>"
+            "<th>Tolerance</th>"
             "<th>Chapter</th><th>Source, note</th></tr></thead><tbody>\n"
             + "\n".join(body) + "\n</tbody></table></div>"
             f'<p class="attn-report-shown">{len(rs)}</p></section>')
 
     status_boxes = "".join(
         f'<label><input type="checkbox" id="{uid}-st-{s}" checked> {_e(lab)}</label>'
-        for s, (lab, _) in _STATUS.items())
+        for s, (lab, _) in _STATUS.items()
+        if s != "not-computed" or any(_status(r) == s for r in rows))
     chapter_radios = (f'<label><input type="radio" name="{uid}-ch" id="{uid}-ch-all" checked>'
                       " all</label>" + "".join(
                           f'<label><input type="radio" name="{uid}-ch" id="{uid}-ch-{_e(c)}">'

@@ -53,22 +53,35 @@ class Result:
     def check(self) -> list[dict]:
         """One row per target: what, paper and book value, tolerance, ok, source, note, evidence.
 
-        A target these settings did not compute (``radii`` without the radius it is read at)
-        is a row with ``book`` NaN, ``ok`` False and ``computed`` False: missed, not a crash
-        after the computation.
+        ``ok`` is True (met), False (missed) or None: a conditional target (``Target.when``)
+        that these settings do not compute (``radii`` without the radius it is read at) is a
+        row with ``book`` NaN, ``ok`` None, ``computed`` False and a note "not computed at
+        these settings", neither met nor missed. A target that these settings should compute
+        but that the experiment did not return is a miss (``ok`` False), not a crash.
         """
         rows = []
-        for tg in self.experiment.targets:
-            computed = tg.key in self.numbers
+        exp = self.experiment
+        for tg in exp.targets:
+            applies = tg.applies(self.params)
+            computed = applies and tg.key in self.numbers
             val = self.numbers[tg.key] if computed else float("nan")
+            if computed:
+                ok, note = tg.ok(val), tg.note
+            elif not applies:
+                ok, note = None, f"not computed at these settings (only when {tg.condition})"
+            else:
+                ok, note = False, "not computed with these settings"
             rows.append(
                 dict(experiment=self.name, key=tg.key, what=tg.what, paper=tg.paper,
-                     book=float(val), tolerance=tg.tolerance, ok=computed and tg.ok(val),
-                     source=tg.source, note=tg.note if computed else
-                     "not computed with these settings", evidence=tg.evidence,
-                     computed=computed)
+                     book=float(val), tolerance=tg.tolerance, ok=ok, source=tg.source,
+                     note=note, evidence=tg.evidence, computed=computed, applies=applies,
+                     citation=exp.cites(tg))
             )
         return rows
+
+    def missed(self) -> list[str]:
+        """The keys of the targets these settings compute and miss (``ok`` False)."""
+        return [r["key"] for r in self.check() if r["ok"] is False]
 
     def require(self, *keys, verbose: bool = False):
         """Check the declared targets ``keys``, record them, and return their values.
@@ -90,6 +103,9 @@ class Result:
         ------
         KeyError
             A key that is not a declared target (the message lists the declared ones).
+        ValueError
+            A conditional target that these settings do not compute (the message gives its
+            condition).
         AssertionError
             A target that is not met, naming the target, its value and its bound (all lines
             are printed first).
@@ -103,6 +119,10 @@ class Result:
             if key not in declared:
                 raise KeyError(f"experiment {self.name!r} declares no target {key!r}; "
                                f"declared: {', '.join(declared) or '(none)'}")
+        for tg in exp.targets:
+            if tg.key in keys and not tg.applies(self.params):
+                raise ValueError(f"experiment {self.name!r}: target {tg.key!r} is computed "
+                                 f"only when {tg.condition}; not at these settings")
         failed, values = [], []
         for key in keys:
             if key not in self.numbers:
@@ -128,7 +148,7 @@ class Result:
 
     @property
     def passed(self) -> bool:
-        return all(r["ok"] for r in self.check())
+        return not self.missed()
 
     def figure(self):
         """The experiment's figure (matplotlib), drawn from the stored arrays."""
@@ -144,8 +164,8 @@ class Result:
                  f"time: {self.seconds:.1f} s" + (" (cached)" if self.cached else ""),
                  f"status: {self.status}"]
         for r in self.check():
-            mark = "✓" if r["ok"] else "✗"
-            book = f"book {r['book']:.6g}" if r["computed"] else "not computed with these settings"
+            mark = {True: "✓", False: "✗", None: "–"}[r["ok"]]
+            book = f"book {r['book']:.6g}" if r["computed"] else r["note"]
             lines.append(f"  {mark} {r['what']}: {book}  paper {r['paper']}  ({r['tolerance']})")
         return "\n".join(lines)
 

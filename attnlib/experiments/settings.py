@@ -14,10 +14,16 @@ checked against the bounds, element by element for tuples:
 - declared ``bounds={"name": (lo, hi)}`` (``None``: unbounded); ``lo <= x <= hi``, except that a
   lower bound of a learning rate (a name starting with ``lr``) or of an ℓp exponent (``lp``,
   ``lps``, ``*_lp``) is strict;
+- otherwise the bounds of :data:`DECLARED` (``{experiment: {setting: (lo, hi, lo_open)}}``),
+  for settings whose range only the experiment knows (a score, a fraction, a scale);
 - otherwise the default policy: seeds (``seed``, ``*_seed``) are integers ``>= 0``, every other
   integer is a count ``>= 1``; learning rates (``lr*``) are ``> 0``; ℓp exponents are ``> 1``;
-  tolerances (``eps``, ``tol``, ``rtol``, ``atol``) and radii (``radii``, ``radius``) are
-  ``>= 0``; every float is finite.
+  tolerances (``eps``, ``eps_*``, ``tol``, ``rtol``, ``atol``) and radii (``radii``,
+  ``radius``, ``r0``, ``r1``) are ``>= 0``; scales (``*_scale``) are ``> 0``;
+  every float is finite.
+
+Every numeric setting of a registered experiment has a bound (:func:`unbounded` lists those
+that have none; the tests keep it empty).
 
 A bad value raises :class:`SettingError` (a ``ValueError``) with one line naming the
 experiment, the setting, what was expected and what was given. See the chapter "Reproduction
@@ -35,11 +41,31 @@ from dataclasses import dataclass
 
 from attnlib._validate import scalar
 
-__all__ = ["Setting", "SettingError", "settings_of", "check_settings", "parse_setting"]
+__all__ = ["Setting", "SettingError", "settings_of", "check_settings", "parse_setting",
+           "DECLARED", "unbounded"]
 
 _ANY = object()  # an unannotated parameter: passed through unchecked
 _TOLERANCES = frozenset({"eps", "tol", "rtol", "atol"})
-_RADII = frozenset({"radii", "radius"})
+_RADII = frozenset({"radii", "radius", "r0", "r1"})
+
+# Bounds that only the experiment knows: {experiment: {setting: (lo, hi, lo_open)}}.
+# ``bounds=`` given to ``@experiment`` wins over these.
+DECLARED: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
+    "mm_e1_basins": {"sweep_range": (-10.0, 10.0, False)},  # offsets c of p(0) = (0, c)
+    "mm_e4_loss": {"C": (0.0, 1e4, True)},  # the scale of the data, > 0
+    "mm_gd_theorem": {"step_factor": (0.0, 1.0, True)},  # eta = c / L_bound, 0 < c <= 1
+    "mm_selection": {"score": (-1.0, 1.0, False)},  # gamma_3 beside the scores 1 and 0.9
+    "mm_local_cone": {"mus": (0.0, 1.0, True)},  # cones 1 - cos <= mu
+    "mm_local_regpath": {"mu": (0.0, 1.0, True)},
+    "mm_e4_selection": {"offset": (-10.0, 10.0, False)},  # p(0) = (0, +-offset)
+    "mm_joint_regpath": {"ratio": (0.0, 1e3, True)},  # r = ratio * R
+    "tf_lambda_head": {"lam": (0.0, 10.0, True)},  # f = v^T h - lam ||h||^2, lam > 0
+    "tf_nonlinear_path": {"tilt": (0.0, 1.0, False), "scale": (0.0, 100.0, True)},
+    "tf_global_equal_scores": {"gap": (0.0, 10.0, True)},  # a score gap > 0
+    "md_reviews": {"dropout": (0.0, 0.9, False), "margin": (0.0, 10.0, False),
+                   "stop_acc": (0.0, 1.0, True)},
+    "md_dual": {"demo_step": (0.0, 1.0, True), "demo_theta0": (0.0, 1.0, True)},
+}
 
 
 class SettingError(ValueError):
@@ -89,8 +115,12 @@ def _is_exponent(name: str) -> bool:
     return name in ("lp", "lps") or name.endswith(("_lp", "_lps"))
 
 
+def _is_scale(name: str) -> bool:
+    return name.endswith("_scale")
+
+
 def _open_below(name: str) -> bool:
-    return name.startswith("lr") or _is_exponent(name)
+    return name.startswith("lr") or _is_exponent(name) or _is_scale(name)
 
 
 def _default_bounds(name: str, kind) -> tuple[float | None, float | None]:
@@ -101,7 +131,9 @@ def _default_bounds(name: str, kind) -> tuple[float | None, float | None]:
             return (0, None)
         if _is_exponent(name):
             return (1, None)
-        if name in _TOLERANCES or name in _RADII:
+        if name in _TOLERANCES or name.startswith("eps_") or name in _RADII:
+            return (0, None)
+        if _is_scale(name):
             return (0, None)
     return (None, None)
 
@@ -136,12 +168,16 @@ def settings_of(func, bounds=None, experiment: str = "?") -> dict[str, Setting]:
         tp = hints.get(name, _ANY)
         if tp is not _ANY:
             _check_supported(tp, experiment, name)
+        declared = DECLARED.get(experiment, {})
         if name in bounds:
             lo, hi = bounds.pop(name)
+            lo_open = lo is not None and _open_below(name)
+        elif name in declared:
+            lo, hi, lo_open = declared[name]
         else:
             lo, hi = _default_bounds(name, _base_kind(tp) if tp is not _ANY else None)
-        out[name] = Setting(name, tp, p.default, lo=lo, hi=hi,
-                            lo_open=lo is not None and _open_below(name))
+            lo_open = lo is not None and _open_below(name)
+        out[name] = Setting(name, tp, p.default, lo=lo, hi=hi, lo_open=lo_open)
     if bounds:
         raise TypeError(f"experiment {experiment!r}: bounds name unknown setting(s) "
                         f"{sorted(bounds)}; its settings are {sorted(out)}")
@@ -318,3 +354,10 @@ def _accepts(tp, kind) -> bool:
     if origin in (typing.Union, types.UnionType):
         return any(_accepts(a, kind) for a in typing.get_args(tp))
     return False
+
+
+def unbounded(settings: dict[str, Setting]) -> list[str]:
+    """The numeric settings (``int``, ``float`` or tuples of them) without any bound."""
+    return [s.name for s in settings.values()
+            if s.annotated and _base_kind(s.type) in (int, float)
+            and s.lo is None and s.hi is None]
