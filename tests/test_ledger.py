@@ -95,3 +95,24 @@ def test_the_block_counts_guards_apart_and_shows_revised_bounds(fakes):  # noqa:
     page = block._repr_html_()
     assert "bound revised 1×" in page and "in [9.5, 10.5] -&gt; in [9, 11]" in page
     assert "regression guard" in page
+
+
+def _radii_fake(steps: int = 10, radii: tuple[float, ...] = (1.0, 8.0)):
+    return ({"mean": float(steps), **({"at8": 1.0} if 8.0 in radii else {})}, {})
+
+
+def test_verified_leaves_out_a_conditional_target_its_settings_skip(fakes):  # noqa: F811
+    mean = experiments.Target("mean", "mean equals steps", "10", lo=9.5, hi=10.5)
+    at8 = experiments.Target("at8", "read at R = 8", "1", lo=1, hi=1,
+                             when=lambda s: 8.0 in s["radii"], condition="radii include 8")
+    fakes("ledger_radii", _radii_fake, targets=[mean, at8])
+    res = experiments.run("ledger_radii", cache=False, radii=(1.0,))
+    block = ledger.verified(res)  # no KeyError for the target these radii do not compute
+    assert [c.key for c in block.checks] == ["mean"]
+    with pytest.raises(ValueError, match="computed only when radii include 8"):
+        res.require("at8")
+    # a non-conditional target that the experiment forgot to return is a miss, not a crash
+    lost = experiments.Target("lost", "never returned", "1", lo=1, hi=1)
+    fakes("ledger_lost", _radii_fake, targets=[mean, lost])
+    with pytest.raises(AssertionError, match="ledger_lost.lost"):
+        ledger.verified(experiments.run("ledger_lost", cache=False))
