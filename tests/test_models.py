@@ -1,4 +1,5 @@
-"""Tests of attnlib.models: analytic gradients against autograd, saturation accuracy, heads."""
+"""Tests of attnlib.models (attnlib.attention, attnlib.gradient): analytic gradients against
+autograd, saturation accuracy, heads."""
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ from hypothesis import strategies as st
 
 import attnlib.data as D
 import attnlib.examples as E
+import attnlib.gradient as G
 import attnlib.models as M
 
 LOSSES = ["logistic", "exp", "correlation"]
@@ -16,7 +18,7 @@ LOSSES = ["logistic", "exp", "correlation"]
 @pytest.fixture(autouse=True)
 def fresh_mask_cache(monkeypatch):
     """Each test builds the (T, T) diagonal mask itself (no cache carried between tests)."""
-    monkeypatch.setattr(M, "_OFF_DIAG", {})
+    monkeypatch.setattr(G, "_OFF_DIAG", {})
 
 
 def _heads(d):
