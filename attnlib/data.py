@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import torch
 
 from attnlib._runtime import default_device, resolve_device, resolve_dtype
-from attnlib._validate import as_tensor, choice, labels, number, shape
+from attnlib._validate import SEED_MAX, as_tensor, choice, labels, number, shape
 
 __all__ = [
+    "TokenData",
     "AttentionData",
     "default_device",
     "resolve_device",
@@ -35,9 +36,52 @@ __all__ = [
 ]
 
 
+# ----------------------------------------------------------------------------- sizes and trials
+class TokenData:
+    """Sizes and trials of a data set of tokens ``X`` (n,T,d) or (B,n,T,d), whose other tensor
+    fields carry the same leading trials dimension: shared by :class:`AttentionData` and
+    :class:`attnlib.sequences.SequenceData`."""
+
+    #: the tensor fields, in the constructor's order
+    FIELDS: tuple[str, ...] = ("X",)
+
+    @property
+    def B(self) -> int | None:
+        """Number of trials, ``None`` without a trials dimension."""
+        return self.X.shape[0] if self.X.ndim == 4 else None
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[-3]
+
+    @property
+    def T(self) -> int:
+        return self.X.shape[-2]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[-1]
+
+    @property
+    def device(self) -> torch.device:
+        return self.X.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.X.dtype
+
+    def trial(self, b: int):
+        """The unbatched data of trial ``b``."""
+        if self.B is None:
+            raise ValueError("b: expected data with a trials dimension, got unbatched data")
+        b = number("b", b, lo=-self.B, hi=self.B - 1, integer=True)
+        return type(self)(*(None if (t := getattr(self, f)) is None else t[b]
+                            for f in self.FIELDS))
+
+
 # ----------------------------------------------------------------------------- the data class
 @dataclass(frozen=True, eq=False)
-class AttentionData:
+class AttentionData(TokenData):
     """Attention data :math:`(X_i, Y_i, z_i)_{i\\le n}` with a linear head :math:`v`.
 
     Validated on construction. ``X`` fixes dtype and device (numpy input becomes float64 on
@@ -64,6 +108,7 @@ class AttentionData:
     Y: torch.Tensor
     z: torch.Tensor | None = None
     v: torch.Tensor | None = None
+    FIELDS = ("X", "Y", "z", "v")
 
     def __post_init__(self):
         X = shape("X", as_tensor(self.X, "X"), "(n,T,d) or (B,n,T,d)", ndim=(3, 4))
@@ -99,32 +144,6 @@ class AttentionData:
         object.__setattr__(self, "z", z)
         object.__setattr__(self, "v", v)
 
-    # ------------------------------------------------------------------ sizes
-    @property
-    def B(self) -> int | None:
-        """Number of trials, ``None`` without a trials dimension."""
-        return self.X.shape[0] if self.X.ndim == 4 else None
-
-    @property
-    def n(self) -> int:
-        return self.X.shape[-3]
-
-    @property
-    def T(self) -> int:
-        return self.X.shape[-2]
-
-    @property
-    def d(self) -> int:
-        return self.X.shape[-1]
-
-    @property
-    def device(self) -> torch.device:
-        return self.X.device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.X.dtype
-
     # ------------------------------------------------------------------ views
     def to(self, device=None, dtype=None) -> AttentionData:
         """Copy to another device and/or floating dtype (``None`` keeps the current one)."""
@@ -149,17 +168,6 @@ class AttentionData:
             return None if t is None else t.unsqueeze(0).expand(B, *t.shape)
 
         return AttentionData(ex(self.X), ex(self.Y), ex(self.z), ex(self.v))
-
-    def trial(self, b: int) -> AttentionData:
-        """The unbatched data of trial ``b``."""
-        if self.B is None:
-            raise ValueError("b: expected data with a trials dimension, got unbatched data")
-        b = number("b", b, lo=-self.B, hi=self.B - 1, integer=True)
-
-        def tk(t):
-            return None if t is None else t[b]
-
-        return AttentionData(tk(self.X), tk(self.Y), tk(self.z), tk(self.v))
 
     def with_(self, **fields) -> AttentionData:
         """A copy with some of ``X, Y, z, v`` replaced (validated again)."""
@@ -233,7 +241,8 @@ def random_data(n: int, T: int, d: int, trials: int | None = None, seed: int = 0
     n, T, d = (number(k, x, lo=1, integer=True) for k, x in (("n", n), ("T", T), ("d", d)))
     if trials is not None:
         trials = number("trials", trials, lo=1, integer=True)
-    seed = number("seed", seed, integer=True)
+    # every trial's seed (seed + b) is a torch.Generator seed
+    seed = number("seed", seed, lo=0, hi=SEED_MAX - ((trials or 1) - 1), integer=True)
     choice("attention", attention, ("cross", "self"))
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     seeds = [int(seed)] if trials is None else [int(seed) + b for b in range(trials)]

@@ -24,14 +24,14 @@ the token selected by query ``k`` of sequence ``i``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from . import models as M
 from ._runtime import resolve_device, resolve_dtype
-from ._validate import as_tensor, labels, number
-from .data import AttentionData
+from ._validate import SEED_MAX, as_tensor, labels, number
+from .data import AttentionData, TokenData
 from .status import RunStatus
 from .train import TrainConfig, train
 
@@ -53,7 +53,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class SequenceData:
+class SequenceData(TokenData):
     """Validated data for sequence self-attention (chapter 8).
 
     Parameters
@@ -64,12 +64,14 @@ class SequenceData:
         One label in {-1, +1} per position.
     v : tensor (d,) or (B, d)
         Fixed linear head; token scores are :math:`\\gamma_{ikt} = Y_{ik} v^\\top x_{it}`.
+
+    Sizes (``B``, ``n``, ``T``, ``d``) and :meth:`trial` as for :class:`attnlib.data.AttentionData`.
     """
 
     X: torch.Tensor
     Y: torch.Tensor
     v: torch.Tensor
-    B: int | None = field(init=False)
+    FIELDS = ("X", "Y", "v")
 
     def __post_init__(self):
         X, Y, v = self.X, self.Y, self.v
@@ -90,7 +92,6 @@ class SequenceData:
         for name, t in (("X", X), ("v", v)):
             if not bool(torch.isfinite(t).all()):
                 raise ValueError(f"{name}: contains NaN or Inf")
-        object.__setattr__(self, "B", int(batch[0]) if batch else None)
 
     @classmethod
     def of(cls, X, Y, v, device=None, dtype=None) -> SequenceData:
@@ -98,24 +99,6 @@ class SequenceData:
         device, dtype = resolve_device(device), resolve_dtype(dtype)
         return cls(*(as_tensor(t, name, dtype=dtype, device=device)
                      for t, name in ((X, "X"), (Y, "Y"), (v, "v"))))
-
-    @property
-    def n(self) -> int:
-        return self.X.shape[-3]
-
-    @property
-    def T(self) -> int:
-        return self.X.shape[-2]
-
-    @property
-    def d(self) -> int:
-        return self.X.shape[-1]
-
-    def trial(self, b: int) -> SequenceData:
-        """Trial ``b`` of a batched data set, without the trials dimension."""
-        if self.B is None:
-            raise ValueError("b: trial(b) needs data with a trials dimension")
-        return SequenceData(self.X[b], self.Y[b], self.v[b])
 
     def pairs(self, causal: bool = True):
         """The sequence problem as attention data over its :math:`nT` (sequence, query) pairs.
@@ -142,8 +125,9 @@ def random_sequences(n: int, T: int, d: int, trials: int | None = None, seed: in
                (("n", n), ("T", T), ("d", d)))
     if trials is not None:
         trials = number("trials", trials, lo=1, integer=True)
+    seed = number("seed", seed, lo=0, hi=SEED_MAX, integer=True)  # one generator, all trials
     device, dtype = resolve_device(device), resolve_dtype(dtype)
-    g = torch.Generator().manual_seed(int(seed))
+    g = torch.Generator().manual_seed(seed)
     batch = () if trials is None else (int(trials),)
     v = torch.randn(*batch, d, generator=g, dtype=torch.float64)
     v = v / v.norm(dim=-1, keepdim=True)

@@ -103,7 +103,7 @@ def test_bad_data_raises(kwargs, word):
         (dict(n=0, T=3, d=2), "n"),
         (dict(n=2, T=3, d=2.5), r"^d: expected an int >= 1, got 2.5"),
         (dict(n=True, T=3, d=2), r"^n: expected an int >= 1, got True"),
-        (dict(n=2, T=3, d=2, seed=1.5), r"^seed: expected an int, got 1.5"),
+        (dict(n=2, T=3, d=2, seed=1.5), r"^seed: expected an int >= 0 and <= \d+, got 1.5"),
         (dict(n=2, T=3, d=2, trials=0), "trials"),
         (dict(n=2, T=3, d=2, attention="both"), r"^attention: expected one of \('cross', 'self'\)"),
         (dict(n=2, T=3, d=2, dtype=torch.int64), "dtype"),
@@ -171,3 +171,12 @@ def test_device_policy_reexported():
     assert D.default_device is R.default_device and D.resolve_device is R.resolve_device
     assert D.resolve_dtype is R.resolve_dtype and D.as_tensor is V.as_tensor
     assert D.random_data(2, 2, 2).device == R.default_device()  # the one default
+
+
+@pytest.mark.parametrize("seed, trials", [(2**70, None), (-1, None), (2**64 - 2, 3)])
+def test_seed_is_a_generator_seed(seed, trials):
+    """Every trial's seed must fit a torch.Generator (0 .. 2**64 - 1): a clear ValueError, not
+    an overflow from inside torch."""
+    with pytest.raises(ValueError, match=r"^seed: expected an int >= 0 and <= \d+, got -?\d+$"):
+        D.random_data(2, 3, 4, trials=trials, seed=seed, device="cpu")
+    assert D.random_data(2, 3, 4, trials=2, seed=2**64 - 2, device="cpu").B == 2

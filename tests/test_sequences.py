@@ -179,3 +179,22 @@ def test_causal_mask_needs_a_positive_length(T):
     with pytest.raises(ValueError, match="^causal: expected True or False"):
         S.causal_mask(3, causal="yes")
     assert S.causal_mask(3.0).tolist() == S.causal_mask(3).tolist()
+
+
+def test_sequence_data_shares_the_sizes_and_trials_of_attention_data(data):
+    """SequenceData and AttentionData read n, T, d, B and trials from one home."""
+    from attnlib.data import AttentionData, TokenData
+
+    assert isinstance(data, TokenData) and issubclass(AttentionData, TokenData)
+    assert (data.B, data.n, data.T, data.d) == (2, 3, 5, 4)
+    assert (data.dtype, data.device.type) == (torch.float64, "cpu")
+    one = data.trial(-1)
+    assert type(one) is S.SequenceData and one.B is None
+    assert torch.equal(one.X, data.X[1]) and torch.equal(one.Y, data.Y[1])
+    assert torch.equal(one.v, data.v[1])
+    with pytest.raises(ValueError, match=r"^b: expected an int >= -2 and <= 1, got 2"):
+        data.trial(2)
+    with pytest.raises(ValueError, match=r"^b: expected data with a trials dimension"):
+        one.trial(0)
+    with pytest.raises(ValueError, match=r"^seed: expected an int >= 0"):
+        S.random_sequences(2, 3, 4, seed=2**70)
