@@ -125,6 +125,7 @@ def test_a_submission_cannot_read_the_course_nor_write_nor_kill_outside(own_tmp,
         "other_submission": f"open({str(other)!r}).read(10)",
         "oracle": "from attnlib.check.implement import risk_oracle, _fd_grad",
         "al_check": "import attnlib as al\nal.check.check_rank",
+        "grader": "from attnlib.course import batch",  # the grader itself (the master's path)
         "torch_save": f"torch.save(torch.zeros(3), {str(outside / 'w.pt')!r})",
         "sqlite": f"sqlite3.connect({str(outside / 'db.sqlite')!r}).execute("
                   "'create table t (x)')",

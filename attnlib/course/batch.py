@@ -32,6 +32,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from attnlib.course import sandbox as box
 from attnlib.course.grading import Exercise, Row, exercises, plan, written_rows
 from attnlib.course.notebook import chapters
 from attnlib.course.repo import ROOT
@@ -43,7 +44,7 @@ def use_namespace(sandbox: str = "auto", unsafe: bool = False) -> bool:
     (or ``sandbox`` is ``none``), :class:`SandboxUnavailable` unless ``unsafe``."""
     if sandbox not in ("auto", "namespace", "none"):
         raise ValueError(f"sandbox: expected auto, namespace or none, got {sandbox!r}")
-    if sandbox != "none" and sandbox.namespace_works():
+    if sandbox != "none" and box.namespace_works():
         return True
     if unsafe and sandbox != "namespace":
         return False
@@ -62,7 +63,7 @@ def collect(submission, master, exs, lim: Limits, sandbox: str = "auto", unsafe:
     """Run a submission's cells in the sandbox and return the answers it computed; ``hide``:
     more folders the submission must not read (the book, the submissions, the output)."""
     job = {"steps": plan(submission, master, exs), "answers": [e.answers for e in exs]}
-    return sandbox.run(job, lim, use_namespace(sandbox, unsafe), hide=hide)
+    return box.run(job, lim, use_namespace(sandbox, unsafe), hide=hide)
 
 
 def chapter_claims(sub_nb, sub_path: Path, book: Path) -> dict[str, str]:
