@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 import torch
 
-__all__ = ["as_tensor", "number", "choice", "labels", "shape", "to_numpy", "scalar",
+__all__ = ["as_tensor", "number", "choice", "labels", "shape", "to_numpy", "scalar", "seed",
            "SEED_MAX"]
 
 SEED_MAX = 2**64 - 1
@@ -89,6 +89,21 @@ def number(name: str, x, lo=None, lo_open: bool = False, hi=None, integer: bool 
         bound = (" " + " and ".join(bounds)) if bounds else ""
         raise ValueError(f"{name}: expected {kind}{bound}, got {x!r}")
     return int(v) if integer else float(v)
+
+
+def seed(x, name: str = "seed", count: int = 1) -> int:
+    """Check a random seed: an int with ``0 <= x`` and ``x + count - 1 <= SEED_MAX``.
+
+    ``count`` seeds ``x, x+1, ..., x+count-1`` are drawn from it (one per trial), each a
+    ``torch.Generator`` seed; all of them must fit in 64 bits.
+
+    Raises
+    ------
+    ValueError
+        ``"seed: expected an int >= 0 and <= 18446744073709551615, got -1"``.
+    """
+    count = number("trials", count, lo=1, integer=True)
+    return number(name, x, lo=0, hi=SEED_MAX - (count - 1), integer=True)
 
 
 def choice(name: str, x, options):

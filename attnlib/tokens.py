@@ -73,6 +73,9 @@ def token_inputs(data_or_X, z=None, *, need_z=True, dtype=None):
         X = as_tensor(data_or_X, "X", dtype=dtype)
     if X.ndim not in (3, 4):
         raise ValueError(f"X: expected shape (n,T,d) or (B,n,T,d), got {tuple(X.shape)}")
+    if X.numel() == 0:
+        raise ValueError(f"X: expected at least one input, token and dimension (n,T,d >= 1), "
+                         f"got shape {tuple(X.shape)}")
     if z is None:
         if need_z:
             raise ValueError("z: the query tokens are needed (pass z=, or data with data.z; "

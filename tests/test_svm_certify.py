@@ -206,3 +206,40 @@ def test_certify_rejects_an_infeasible_answer_that_passes_every_other_check():
     cert = certify(r, w, w.copy(), np.zeros(0), "fro", 1e-6)
     assert cert.gap < 1e-12 and cert.dual < 1e-12  # everything else holds ...
     assert cert.margin == pytest.approx(0.1) and not cert.ok  # ... but the margin
+
+
+def test_bad_settings_are_value_errors_naming_the_argument():
+    """An infinite lp, a solver that is not installed or does not exist, an empty X and a
+    tolerance that is not a positive number: each a ValueError naming its argument, before any
+    solve (they were cvxpy's text, an UncertifiedError, a numpy reshape error, a silent p = 0)."""
+    data = random_data(4, 3, 6, seed=0, device="cpu")
+    for norm in (float("inf"), np.inf, float("nan"), 1.0, -2.0):
+        with pytest.raises(ValueError, match=r"^norm: an entrywise lp norm needs a finite lp "
+                                             r"> 1, got "):
+            svm.att_svm(data, norm=norm)
+    for name, why in (("GUROBI", "is not installed"), ("MOSEK", "is not installed"),
+                      ("NO_SUCH_SOLVER", "is not a cvxpy solver")):
+        with pytest.raises(ValueError, match=rf"^solver: '{name}' {why}; installed solvers: "
+                                             r".*CLARABEL"):
+            svm.att_svm(data, solver=name)
+        with pytest.raises(ValueError, match=rf"^solvers: '{name}' {why}"):
+            SolveConfig(solvers=("CLARABEL", name))
+    alpha0 = torch.zeros(4, dtype=torch.long)
+    for X, z in ((torch.zeros(0, 3, 6), torch.zeros(0, 6)), (torch.zeros(4, 3, 0),
+                 torch.zeros(4, 0)), (torch.zeros(0, 4, 3, 6), torch.zeros(0, 4, 6))):
+        with pytest.raises(ValueError, match=r"^X: expected at least one input, token and "
+                                             r"dimension"):
+            svm.att_svm(X, z=z, alpha=alpha0[:X.shape[-3]])
+    for tol in (-1, 0, float("nan"), float("inf"), "1e-6", True):
+        with pytest.raises(ValueError, match=r"^tol: expected a finite number > 0, got "):
+            svm.relaxed_prompt_svm(data, tol=tol)
+
+
+def test_relaxed_tol_below_the_certification_tolerance_gives_the_same_answer():
+    """v_mm solved here is accurate to the solve's tolerance: a smaller tol (which would miss
+    every support vector whose margin reads 1 + 1e-9, and return p = 0) gives the default's
+    answer."""
+    data = random_data(4, 3, 6, seed=0, device="cpu")
+    p = svm.relaxed_prompt_svm(data)
+    assert float(p.abs().max()) > 0.1
+    torch.testing.assert_close(svm.relaxed_prompt_svm(data, tol=1e-12), p, atol=1e-7, rtol=0)

@@ -18,6 +18,7 @@ infeasibility, :class:`UncertifiedError` when no attempt could be certified.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -25,7 +26,8 @@ import numpy as np
 
 from attnlib._validate import scalar
 
-__all__ = ["SolveConfig", "InfeasibleError", "UncertifiedError", "norm_key", "FIRST_ORDER"]
+__all__ = ["SolveConfig", "InfeasibleError", "UncertifiedError", "norm_key", "check_solver",
+           "FIRST_ORDER"]
 
 FIRST_ORDER = ("SCS", "OSQP")  # first-order solvers: about 1e-4 accurate
 
@@ -90,7 +92,7 @@ class SolveConfig:
         if isinstance(s, str) or not isinstance(s, tuple) or not s \
                 or not all(isinstance(x, str) and x for x in s):
             raise ValueError(f"solvers: expected a non-empty tuple of solver names, got {s!r}")
-        object.__setattr__(self, "solvers", tuple(x.upper() for x in s))
+        object.__setattr__(self, "solvers", tuple(check_solver(x, "solvers") for x in s))
         for name in ("tol", "first_order_tol", "farkas_ratio"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) \
@@ -122,7 +124,28 @@ class SolveConfig:
             return cls()
         if not isinstance(solver, str):
             raise ValueError(f"solver: expected a cvxpy solver name, got {solver!r}")
-        return cls(solvers=(solver,))
+        return cls(solvers=(check_solver(solver),))
+
+
+@functools.lru_cache(maxsize=1)
+def _solvers() -> tuple:
+    """cvxpy's solver names and the installed ones."""
+    import cvxpy as cp
+
+    return tuple(cp.settings.SOLVERS), tuple(cp.installed_solvers())
+
+
+def check_solver(name, arg: str = "solver") -> str:
+    """A cvxpy solver name, upper-cased, of an installed solver; ValueError (naming ``arg``)
+    for an unknown or a missing one."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{arg}: expected a cvxpy solver name, got {name!r}")
+    s = name.upper()
+    known, installed = _solvers()
+    if s not in installed:
+        why = "is not installed" if s in known else "is not a cvxpy solver"
+        raise ValueError(f"{arg}: {name!r} {why}; installed solvers: {', '.join(installed)}")
+    return s
 
 
 def norm_key(norm, matrix=True):
@@ -136,6 +159,6 @@ def norm_key(norm, matrix=True):
     if p is None:
         raise ValueError(f"norm: expected 'fro', 'nuc' or a float lp > 1, got {norm!r}")
     p = float(p)
-    if not p > 1 or math.isnan(p):
-        raise ValueError(f"norm: an entrywise lp norm needs lp > 1, got {norm!r}")
+    if not p > 1 or not math.isfinite(p):
+        raise ValueError(f"norm: an entrywise lp norm needs a finite lp > 1, got {norm!r}")
     return p

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from attnlib._runtime import one_blas_thread
-from attnlib._validate import as_tensor
+from attnlib._validate import as_tensor, number
 from attnlib.svm.config import InfeasibleError, SolveConfig, UncertifiedError, norm_key
 from attnlib.svm.engine import Infeasible, solve_all
 from attnlib.svm.rows import matrix_rows, output, vector_rows
@@ -425,8 +425,10 @@ def relaxed_prompt_svm(data, alpha=None, W=None, v_mm=None, norm="fro", *, tol=1
     v_mm : tensor (d,) or (B,d), optional
         The v-SVM solution (default :func:`head_svm` of ``data`` and ``alpha``).
     norm : "fro" or float lp > 1
-    tol : float
-        A v-margin within ``1 + tol`` counts as a support vector.
+    tol : float > 0
+        A v-margin within ``1 + tol`` counts as a support vector. When ``v_mm`` is solved
+        here, at least the certification tolerance of that solve (:class:`SolveConfig`):
+        its margins are accurate to no more.
     return_dual, solver, config, progress, device, dtype
         As in :func:`prompt_svm`.
 
@@ -437,6 +439,9 @@ def relaxed_prompt_svm(data, alpha=None, W=None, v_mm=None, norm="fro", *, tol=1
     See chapter 4, *Training the head too*.
     """
     cfg = SolveConfig.of(solver, config)
+    # v_mm's margins are certified to the solve's tolerance: a smaller tol cannot tell its
+    # support vectors apart (a support margin may read 1 + 1e-9)
+    tol = number("tol", tol, lo=0, lo_open=True)
     X, _ = token_inputs(data, need_z=False)
     n, T, d = X.shape[-3:]
     shp = X.shape[:-3]
@@ -445,6 +450,7 @@ def relaxed_prompt_svm(data, alpha=None, W=None, v_mm=None, norm="fro", *, tol=1
     alpha = as_selection(alpha, X)
     if v_mm is None:
         v_mm = head_svm(data, alpha=alpha, solver=solver, config=config)
+        tol = max(tol, max(cfg.tol_of(s) for s in cfg.solvers))
     v_mm = as_tensor(v_mm, "v_mm", dtype=torch.float64, device="cpu")
     if v_mm.shape[-1:] != (d,) or v_mm.ndim > X.ndim - 2:
         raise ValueError(f"v_mm: expected shape (d,)=({d},) or (B,d), got {tuple(v_mm.shape)}")

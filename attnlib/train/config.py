@@ -9,7 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from attnlib import models as M
-from attnlib._validate import SEED_MAX, choice, number
+from attnlib._validate import choice, number
+from attnlib._validate import seed as check_seed
 
 __all__ = ["TrainConfig", "PARAMS", "METHODS"]
 
@@ -78,7 +79,7 @@ class TrainConfig:
             "reg": number("reg", self.reg, lo=0),
             "eps": number("eps", self.eps, lo=0),
             "record_every": number("record_every", self.record_every, lo=1, integer=True),
-            "seed": number("seed", self.seed, lo=0, hi=SEED_MAX, integer=True),
+            "seed": check_seed(self.seed),
         }
         for name in ("normalized", "progress"):
             if not isinstance(getattr(self, name), bool):

@@ -16,6 +16,7 @@ import torch
 from attnlib import models as M
 from attnlib._runtime import resolve_device, resolve_dtype
 from attnlib._validate import as_tensor, choice, number
+from attnlib._validate import seed as check_seed
 from attnlib.data import AttentionData
 
 from .config import PARAMS
@@ -86,6 +87,7 @@ def prepare(data, param, init, head, seed, device=None, dtype=None, mask=None) -
     if not isinstance(data, AttentionData):
         raise ValueError(f"data: expected an attnlib.AttentionData, got {type(data).__name__}")
     param = choice("param", param, PARAMS)
+    seed = check_seed(seed)
     dev = data.device if device is None else resolve_device(device)
     dt = data.dtype if dtype is None else resolve_dtype(dtype)
     if (dev, dt) != (data.device, data.dtype):
