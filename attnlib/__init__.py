@@ -8,15 +8,40 @@ cvxpy (``al.att_svm``, ``al.is_locally_optimal``, ...) load on first use:
 """
 
 import importlib
+import os
+import signal
+import sys
+import threading
 
 __version__ = "0.1.0"
 
+
+def _interrupted_while_loading(signum, frame):  # pragma: no cover - exits the process
+    sys.stderr.write("python -m attnlib: interrupted\n")
+    os._exit(130)
+
+
+def _command_line() -> bool:
+    """Whether this process is the command line (``python -m attnlib`` or the ``attnlib``
+    script) and the package is loading in its main thread."""
+    argv = getattr(sys, "orig_argv", [])
+    as_module = any(a == "-m" and b == "attnlib" for a, b in zip(argv, argv[1:]))
+    script = os.path.basename(sys.argv[0]) in ("attnlib", "attnlib.exe") if sys.argv else False
+    return (as_module or script) and threading.current_thread() is threading.main_thread() \
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# Ctrl-C while the command line loads torch (seconds) prints one line and exits with status 130,
+# no traceback; attnlib.cli.main puts Python's handler back before it runs a command.
+if _command_line():
+    signal.signal(signal.SIGINT, _interrupted_while_loading)
+
 # Core API: import attnlib as al; al.random_data(...), al.train(...), al.att_svm(...)
 # (``al.train`` is the function; the module is ``attnlib.train`` via ``from attnlib.train import``)
-from attnlib import data, examples, metrics, models, tokens  # noqa: F401
-from attnlib._runtime import default_device  # noqa: F401
-from attnlib.data import AttentionData, random_data  # noqa: F401
-from attnlib.examples import (  # noqa: F401
+from attnlib import data, examples, metrics, models, tokens  # noqa: E402, F401
+from attnlib._runtime import default_device  # noqa: E402, F401
+from attnlib.data import AttentionData, random_data  # noqa: E402, F401
+from attnlib.examples import (  # noqa: E402, F401
     EPS,
     MD_BUDGETS,
     Example,
@@ -30,7 +55,7 @@ from attnlib.examples import (  # noqa: F401
     three_token_example,
     visualization_example,
 )
-from attnlib.metrics import (  # noqa: F401
+from attnlib.metrics import (  # noqa: E402, F401
     bregman,
     bregman_direction,
     bregman_divergence,
@@ -40,8 +65,8 @@ from attnlib.metrics import (  # noqa: F401
     max_prob,
     numerical_rank,
 )
-from attnlib.models import LambdaHead, LinearHead, MLPHead, ReluHead  # noqa: F401
-from attnlib.tokens import (  # noqa: F401
+from attnlib.models import LambdaHead, LinearHead, MLPHead, ReluHead  # noqa: E402, F401
+from attnlib.tokens import (  # noqa: E402, F401
     cleanly_masked,
     optimal_tokens,
     scores,
@@ -50,7 +75,7 @@ from attnlib.tokens import (  # noqa: F401
     support_tokens,
     token_margins,
 )
-from attnlib.train import (  # noqa: F401
+from attnlib.train import (  # noqa: E402, F401
     LpMirrorDescent,
     PathResult,
     TrainResult,

@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -323,6 +324,8 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
+        if getattr(signal.getsignal(signal.SIGINT), "__module__", None) == "attnlib":
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # the package has loaded
         args = _parser().parse_args(argv)
         if args.command == "list":
             return cmd_list()

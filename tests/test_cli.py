@@ -235,6 +235,36 @@ def test_an_interrupted_run_leaves_no_empty_output_folder(dummy, tmp_path, monke
     assert (tmp_path / "kept").is_dir()
 
 
+def test_ctrl_c_while_the_package_loads_is_one_line(tmp_path):
+    """Ctrl-C during `python -m attnlib`'s imports (torch takes seconds): one line, status 130,
+    no traceback, no --out folder. A stand-in torch module interrupts its own import."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "torch.py").write_text("import os, signal, time\n"
+                                   "os.kill(os.getpid(), signal.SIGINT)\n"
+                                   "time.sleep(30)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), root])}
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "attnlib", "reproduce", "all", "--out", str(out)],
+                       capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (130, "", "python -m attnlib: interrupted\n")
+    assert not out.exists()
+
+
+def test_main_restores_pythons_interrupt_handler(dummy, monkeypatch):  # noqa: F811
+    """Once loaded, Ctrl-C is a KeyboardInterrupt again (the run cleans up its files)."""
+    import signal
+
+    import attnlib
+
+    seen = []
+    monkeypatch.setattr(signal, "signal", lambda sig, h: seen.append((sig, h)))
+    monkeypatch.setattr(signal, "getsignal", lambda sig: attnlib._interrupted_while_loading)
+    assert main(["list"]) == 0
+    assert seen == [(signal.SIGINT, signal.default_int_handler)]
+
+
 def test_every_output_file_has_the_same_mode(dummy, tmp_path):  # noqa: F811
     out = tmp_path / "out"
     assert main(["reproduce", "dummy", "--out", str(out)]) == 0
