@@ -65,3 +65,23 @@ def test_regpath_and_certificate_bars(results):
     heights = [b.get_height() for b in fig.axes[0].patches]
     want = np.bincount(rc.arrays["endpoint_index"], minlength=len(rc.arrays["alpha"]))
     assert heights == want.tolist() and sum(heights) == 5
+
+
+def test_comparison_table_reads_the_results_numbers():
+    from types import SimpleNamespace as NS
+
+    n1 = {k: 0.1 * i for i, k in enumerate(
+        ("svm1_p1", "svm1_p2", "svm1_half_sq", "svm2_p1", "svm2_p2", "svm2_half_sq",
+         "global_min_cos200", "global_cos1000_lo", "global_cos1000_hi"))}
+    n2 = {k: 1.0 + i for i, k in enumerate(
+        ("official_half_sq", "ngd_min_cos200", "ngd_cos1000_lo", "ngd_prob50", "ngd_prob200",
+         "gd_prob200", "ngd_norm200", "gd_norm200", "gd_norm1000"))}
+    table = F.comparison_table(NS(numbers=n1), NS(numbers=n2), NS(numbers={"cos_Rmax": 0.5}),
+                               NS(numbers={"e1_cos_end": 0.25, "e2_cos_end": 0.75},
+                                  params={"steps": 1234}))
+    lines = table.splitlines()
+    assert lines[0] == "| quantity | paper / official code | book |" and len(lines) == 11
+    assert all(line.startswith("| ") and line.endswith(" |") for line in lines[2:])
+    assert "(0.00000, 0.10000), 0.20000" in lines[2]  # the book's column from the numbers
+    assert "0.49505" in lines[2] and "| 0.5000 |" in lines[9]
+    assert "1234 steps" in lines[10] and "0.2500 / 0.7500" in lines[10]

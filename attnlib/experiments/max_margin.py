@@ -29,7 +29,7 @@ from attnlib import examples as _examples
 from attnlib import models as _models
 from attnlib._runtime import resolve_device
 from attnlib._validate import number
-from attnlib.figures.max_margin import plot_e1, plot_e2, plot_e3, plot_e4
+from attnlib.figures.max_margin import comparison_table, plot_e1, plot_e2, plot_e3, plot_e4
 from attnlib.metrics import correlation
 from attnlib.optimality import enumerate_selections
 from attnlib.svm import head_svm, prompt_svm, relaxed_prompt_svm
@@ -39,7 +39,8 @@ from attnlib.train import train
 from .registry import Target, experiment
 
 __all__ = ["PAPER", "ray_losses", "plot_e1", "plot_e2", "plot_e3", "plot_e4", "plot_regpath",
-           "plot_certificate", "e1_basins", "e2_multi_input", "e3_joint", "e4_loss"]
+           "plot_certificate", "comparison_table", "e1_basins", "e2_multi_input", "e3_joint",
+           "e4_loss"]
 
 PAPER = "2306.13596"
 _INITS = (1.0, 0.5, 0.0, -0.5, -1.0, -1.5)  # the official p(0) offsets c of E1 and E2
