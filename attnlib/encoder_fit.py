@@ -11,8 +11,10 @@ training split, one member per run and seed; a run is an optimizer with its lear
   plain gradient descent;
 - ``"adam"``: ``torch.optim.Adam``, the practitioner's baseline.
 
-Each run's optimizer acts on its own slice of every parameter tensor (a parameter that shares
-the tensor's storage), so the members are independent models computed in one batch. The loss
+Each member has its own optimizer, acting on its own slice of every parameter tensor (a
+parameter that shares the tensor's storage), so the members are independent models computed
+in one batch: a step that :class:`attnlib.train.mirror.LpMirrorDescent` skips for one member
+(its update leaves the float range) leaves the other members' steps alone. The loss
 is the binary cross-entropy summed over each mini-batch of ``batch`` sentences (the official
 ``BCELoss(reduction="sum")``). Each member sees the training sentences in its own order (a
 generator seeded by its seed); the members of one seed start from the same weights whatever
@@ -103,11 +105,12 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
     dev = torch.device(device or "cpu")
     model = ReviewEncoder(config, seeds=seed_m).to(dev)  # each run starts from the same seeds
     params = list(model.parameters())
-    opts = []
-    for j, name in enumerate(names):  # a run's members are a slice of every parameter tensor
+    opts = []  # one optimizer per member: a step one member skips (its update overflows)
+    for j, name in enumerate(names):  # must not hold back the other seeds of its run
         kind, lp, lr = runs[name]
-        views = [torch.nn.Parameter(p.data[j * S:(j + 1) * S]) for p in params]  # shared storage
-        opts.append((_optimizer(kind, float(lp), float(lr), views), views, j * S))
+        for i in range(j * S, (j + 1) * S):  # member i is a slice of every parameter tensor
+            views = [torch.nn.Parameter(p.data[i:i + 1]) for p in params]  # shared storage
+            opts.append((_optimizer(kind, float(lp), float(lr), views), views, i))
     tr_tok, tr_mask, tr_Y = data.part("train")
     tr_tok, tr_mask, tr_Y = tr_tok.to(dev), tr_mask.to(dev), tr_Y.to(dev)
     va = [t.to(dev) for t in data.part("val")]
@@ -134,11 +137,11 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
             hits += ((f.detach() > 0) == (y > 0)).sum(-1).cpu()
             loss_sum += loss.detach().double().cpu()
             loss.sum().backward()
-            for opt, views, at in opts:
-                if not active[at:at + S].any():
-                    continue  # every member of this run has stopped
+            for opt, views, i in opts:
+                if not active[i]:
+                    continue  # a stopped member stays put
                 for v, p in zip(views, params):
-                    v.grad = p.grad[at:at + S]
+                    v.grad = p.grad[i:i + 1]
                 opt.step()
             with torch.no_grad():
                 for i, ws in frozen.items():  # stopped members stay put

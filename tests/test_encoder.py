@@ -137,3 +137,22 @@ def test_runs_side_by_side_equal_runs_alone():
     stopped = encoder_fit.fit_encoder(data, {"gd": ("md", 2.0, 1e-3)}, seeds=(0,),
                                       config=cfg, max_epochs=3, batch=50, stop_acc=0.0)
     assert stopped["epochs"].tolist() == [1] and bool(stopped["stopped"][0])
+
+
+def test_a_member_whose_step_overflows_does_not_hold_back_the_other_seeds():
+    """ℓ1.1 at a large rate: one seed's update leaves float32 and is skipped; the other seeds
+    of the same run train exactly as they would alone."""
+    data = reviews.review_data(max_len=12)
+    sub = {k: v[:200] for k, v in data.index.items()}
+    data = reviews.ReviewData(**{**data.__dict__, "index": sub})
+    cfg = encoder.EncoderConfig(vocab_size=len(data.vocab), max_len=12, n_embd=8,
+                                n_blocks=1, n_head=2, n_hidden=8, dropout=0.0)
+    run = {"md": ("md", 1.1, 1e-2)}
+    with pytest.warns(RuntimeWarning, match="skipped"):
+        both = encoder_fit.fit_encoder(data, run, seeds=(0, 1, 2), config=cfg, max_epochs=2,
+                                       batch=50)
+    for j, s in enumerate((0, 1, 2)):
+        one = encoder_fit.fit_encoder(data, run, seeds=(s,), config=cfg, max_epochs=2,
+                                      batch=50)
+        for p1, p2 in zip(one["model"].parameters(), both["model"].parameters()):
+            assert torch.allclose(p1[0], p2[j], rtol=1e-5, atol=1e-6, equal_nan=True), s
