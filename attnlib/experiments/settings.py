@@ -60,7 +60,9 @@ DECLARED: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
     "mm_e4_selection": {"offset": (-10.0, 10.0, False)},  # p(0) = (0, +-offset)
     "mm_joint_regpath": {"ratio": (0.0, 1e3, True)},  # r = ratio * R
     "tf_lambda_head": {"lam": (0.0, 10.0, True)},  # f = v^T h - lam ||h||^2, lam > 0
-    "tf_nonlinear_path": {"tilt": (0.0, 1.0, False), "scale": (0.0, 100.0, True)},
+    "tf_nonlinear_path": {"tilt": (0.0, 1.0, False), "scale": (0.0, 100.0, True),
+                          "d": (3, None, False)},  # the folded value matrix is d x (d - 2)
+    "tf_local_convergence": {"steps": (200, None, False)},  # read at steps 100 and 200
     "tf_global_equal_scores": {"gap": (0.0, 10.0, True)},  # a score gap > 0
     "md_reviews": {"dropout": (0.0, 0.9, False), "margin": (0.0, 10.0, False),
                    "stop_acc": (0.0, 1.0, True)},

@@ -45,9 +45,11 @@ FEAS_BELOW = ((15, 5, 4), (10, 5, 3))
         Target("feasible_random_at", "d ≥ max(T−1, n): share feasible for a random α "
                "(smallest over the cells)", "100%", 1.0, 1.0, "exact", "re-simulation"),
         Target("infeasible_n15_T5_d4", "below the threshold: infeasible share at "
-               "(n,T,d) = (15,5,4), α = opt", "0.77", 0.67, 0.87, "±0.10", "re-simulation"),
+               "(n,T,d) = (15,5,4), α = opt", "0.77", 0.67, 0.87, "±0.10", "re-simulation",
+               when=lambda s: (15, 5, 4) in s["below"], condition="below includes (15, 5, 4)"),
         Target("infeasible_n10_T5_d3", "below the threshold: infeasible share at "
-               "(n,T,d) = (10,5,3), α = opt", "0.88", 0.78, 0.98, "±0.10", "re-simulation"),
+               "(n,T,d) = (10,5,3), α = opt", "0.88", 0.78, 0.98, "±0.10", "re-simulation",
+               when=lambda s: (10, 5, 3) in s["below"], condition="below includes (10, 5, 3)"),
     ])
 def tf_feasibility(trials: int = 100, at: tuple[tuple[int, int, int], ...] = FEAS_AT,
                    below: tuple[tuple[int, int, int], ...] = FEAS_BELOW, seed: int = 0,
@@ -269,7 +271,8 @@ def equal_scores_trap(device=None) -> tuple[AttentionData, torch.Tensor]:
                "W^mm among runs with a good initial gradient ⟨∇L(W(0)), W^mm⟩ < 0",
                "< 1: condition (b) at the start alone is not enough", 0.0, 0.85, "≤ 0.85",
                "suggested", "almost every run starts with a good gradient; the conditions "
-               "that keep it good along the path carry the weight"),
+               "that keep it good along the path carry the weight",
+               when=lambda s: 10 in s["ds"], condition="ds include 10"),
         Target("global_random_d10", "d = 10, the same tokens before equalising the scores: "
                "share converging to the global W^mm", "0.66", 0.51, 0.81, "±0.15 at 50 runs",
                "re-simulation", "without the condition a third of the runs end on a locally "
