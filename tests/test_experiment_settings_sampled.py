@@ -44,6 +44,9 @@ KNOWN: dict[str, str] = {
                    "three are expected (ValueError 'not enough values to unpack')",
     "tf_multi_token": "with too few candidates it raises 'no run accepted at d=4 in 1 "
                       "candidates': name the setting (max_candidates) in the message",
+    "md_reviews": "a max_len shorter than the sentences crashes the encoder after the data "
+                  "are loaded (RuntimeError: 'The size of tensor a (5) must match the size of "
+                  "tensor b (2)'): truncate to max_len, or refuse it naming max_len",
     "tf_lambda_head": "at steps = 1 the SVM equivalence raises 'O: selects every token': "
                       "a lower bound on steps, or a message that names steps",
 }

@@ -65,8 +65,11 @@ DECLARED: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
     "tf_local_convergence": {"steps": (200, None, False)},  # read at steps 100 and 200
     "tf_global_equal_scores": {"gap": (0.0, 10.0, True)},  # a score gap > 0
     "md_reviews": {"dropout": (0.0, 0.9, False), "margin": (0.0, 10.0, False),
-                   "stop_acc": (0.0, 1.0, True)},
+                   "stop_acc": (0.0, 1.0, True), "max_len": (2, None, False)},
     "md_dual": {"demo_step": (0.0, 1.0, True), "demo_theta0": (0.0, 1.0, True)},
+    # the sizes the planted-word task checks itself (n >= 6, T >= 3, dim >= 2)
+    "md_text": {"n": (6, None, False), "T": (3, None, False), "dim": (2, None, False)},
+    "md_text_svm": {"n": (6, None, False), "T": (3, None, False), "dim": (2, None, False)},
 }
 
 
