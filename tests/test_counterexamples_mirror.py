@@ -81,8 +81,10 @@ def md_loop(W0, data, p, steps, eps=0.0, lr=0.1, grad=grad_exact, keep=()):
     W, theta, out = W0.clone(), torch.sign(W0) * W0.abs().pow(p - 1), {}
     for k in range(1, steps + 1):
         G = grad(W, data.X, data.Y, data.z, data.v)
-        theta = theta - lr * G / (G.abs().pow(q).sum().pow(1 / q) + eps)
-        W = torch.sign(theta) * theta.abs().pow(1 / (p - 1))
+        norm = G.abs().pow(q).sum().pow(1 / q) + eps
+        if norm > 0:  # a gradient that underflowed to 0 (with eps = 0): no step
+            theta = theta - lr * G / norm
+            W = torch.sign(theta) * theta.abs().pow(1 / (p - 1))
         if k in keep:
             out[k] = W
     return W, out

@@ -30,6 +30,7 @@ from .tf_svm_heads import (  # chapter 7's figures live there
     plot_lambda,
     plot_multi,
     plot_multi_errors,
+    power_ticks,
 )
 
 __all__ = ["plot_visualization", "plot_local", "plot_spectra", "mid_margin_line", "plot_rank",
@@ -253,25 +254,8 @@ def plot_causal(res):
                                     "full GD vs full SVM": A["corr_full"]},
                        ax=axes[1], one_minus=True, legend="upper right", colors=col)
     axes[0].set_xlabel("")
-    from matplotlib.ticker import FuncFormatter
-
-    axes[1].yaxis.set_major_formatter(FuncFormatter(_power_label))  # 10⁻², not 1e-2
+    power_ticks(axes[1])  # 10⁻², not 1e-2
     return readable(fig, FONT)
-
-
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
-def _power_label(y, _pos=None) -> str:
-    """Tick label of a log axis as a typeset power of ten: 1, 10⁻¹, 10⁻², ... (plain text with
-    superscript digits, which lays out as fast as the raw ``1e-2``)."""
-    if y <= 0:
-        return ""
-    e = np.log10(y)
-    if abs(e - round(e)) > 1e-9:
-        return f"{y:g}"
-    e = int(round(e))
-    return "1" if e == 0 else "10" + str(e).translate(_SUPERSCRIPT)
 
 
 def plot_causal_attention(res, trial: int = 0, seq: int = 0):

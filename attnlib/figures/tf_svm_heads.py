@@ -12,7 +12,8 @@ from ..plots import PALETTE, BookFigure, color_of, correlation_curves, curves, n
 from ..plots.style import BAND_TITLE, readable
 
 __all__ = ["plot_multi", "plot_multi_errors", "plot_lambda", "mean_markers",
-           "plot_nonlinear_path", "multi_table", "PAPER_E4_MEANS", "PAPER_XLIM", "FONT"]
+           "plot_nonlinear_path", "multi_table", "power_ticks", "PAPER_E4_MEANS", "PAPER_XLIM",
+           "FONT"]
 
 PAPER_XLIM = (5e-18, 1e-6)  # the official scatter's x-axis (largest masked probability)
 
@@ -24,6 +25,28 @@ PAPER_E4_MEANS = {4: (0.035, 0.075, 0.16), 6: (0.017, 0.045, None), 8: (0.011, 0
 #: Text size of the chapter 6 and 7 figures (at most 9 in wide): at least 12 pt, so that a
 #: figure shown at a phone's width keeps its labels legible.
 FONT = 12
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _power_label(y, _pos=None) -> str:
+    """Tick label of a log axis as a typeset power of ten: 1, 10⁻¹, 10⁻², ... (plain text with
+    superscript digits, which lays out as fast as the raw ``1e-2``)."""
+    if y <= 0:
+        return ""
+    e = np.log10(y)
+    if abs(e - round(e)) > 1e-9:
+        return f"{y:g}"
+    e = int(round(e))
+    return "1" if e == 0 else "10" + str(e).translate(_SUPERSCRIPT)
+
+
+def power_ticks(ax):
+    """Label the log y axis of ``ax`` 1, 10⁻¹, 10⁻², ... (see :func:`_power_label`)."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(_power_label))
 
 
 def _grid(k):
@@ -64,6 +87,7 @@ def plot_multi(res):
                            ax=axes[j], one_minus=True, title=f"d = {d} ({k.sum()} runs)",
                            legend=None, styles={r"$W^{dir}$": "--", "1-token SVM": ":"})
         axes[j].set_xlabel("iteration k" if j >= len(ds) - 2 else "")
+        power_ticks(axes[j])
         # the official figure plots means: the mean over the runs, as markers
         mean_markers(axes[j], A["steps"], [1 - np.asarray(A[key])[k] for key in
                                            ("corr_eq", "corr_dir", "corr_one")],
@@ -116,6 +140,7 @@ def plot_lambda(res):
            title=r"the two parts, against $s^*$")
     for key in ("whole", "parts"):
         axes[key].set_xlabel("iteration k")
+        power_ticks(axes[key])
     ax = axes["att"]
     x = np.arange(len(A["s_opt"]))
     ax.bar(x - 0.2, A["s_opt"], 0.4, label=r"best attention $s^*$", color=color_of(0))
