@@ -157,13 +157,16 @@ def _angle(u) -> float:
     targets=[
         Target("e1_err_Rmax", "E1: angle between the circle's minimiser and p^mm at the "
                "largest R (256), degrees", "→ 0", 0.0, 0.5, "≤ 0.5° (grid 0.05°)", "suggested",
-               "the regularisation path restricted to the sphere ‖p‖ = R, computed on a grid"),
+               "the regularisation path restricted to the sphere ‖p‖ = R, computed on a grid",
+               when=lambda s: max(s["radii"]) == 256, condition="the largest radius is 256"),
         Target("e2_err_Rmax", "E2: the same angle at R = 256, degrees", "→ 0", 0.0, 0.5,
                "≤ 0.5°", "suggested", "not monotone in R: two support tokens of different "
-               "inputs compete, the minimiser overshoots near R = 32-64 and comes back"),
+               "inputs compete, the minimiser overshoots near R = 32-64 and comes back",
+               when=lambda s: max(s["radii"]) == 256, condition="the largest radius is 256"),
         Target("e2_err_shrinks", "E2: the angle at R = 256 is below the angle at R = 8, which "
                "is below the angle at R = 1", "shrinking", 1, 1, "shape", "suggested",
-               when=lambda s: {1, 8} <= set(s["radii"]), condition="radii include 1 and 8"),
+               when=lambda s: {1, 8} <= set(s["radii"]) and s["radii"][-1] == 256,
+               condition="radii include 1 and 8 and end at 256"),
         Target("e2_err_R1", "E2: at R = 1 the minimiser is still far from p^mm (degrees)",
                "not yet aligned", 5.0, 180.0, "≥ 5°", "suggested",
                "small R: every token still carries attention, the margin does not decide",
