@@ -33,6 +33,8 @@ check: setup
 clean:
 	rm -rf _build
 
-# Course kit: student and instructor editions of every chapter, zipped (see the instructor guide).
-assignments: setup
+# Course kit: student and instructor editions of every chapter, zipped (see the instructor guide);
+# it needs only the Python set-up (no npm).
+assignments:
+	@scripts/setup.sh --python-only
 	@.venv/bin/python scripts/assignments.py

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up everything the book needs, idempotently (make setup; make book and make test call it):
+# Set up everything the book needs, idempotently (make setup; make book and make test call it;
+# with --python-only, steps 1 and 2 alone, for make assignments):
 #   1. a virtual environment in .venv (Python >= 3.11; choose the interpreter with PYTHON=...),
 #   2. torch==2.13.0 first, then every pinned package of requirements.txt, then attnlib
 #      in editable mode,
@@ -55,6 +56,9 @@ if [ "$origin" != "$ROOT/attnlib/__init__.py" ]; then
   log "installing attnlib (editable) from $ROOT"
   "$PY" -m pip install --quiet --no-deps -e .
 fi
+
+# (--python-only: the course kit, make assignments, needs no JavaScript)
+[ "${1:-}" = "--python-only" ] && { log "ready (Python only): $("$PY" -V)"; exit 0; }
 
 # JupyterLab: jupytext (the build's converter for MyST pages) ships a lab extension built against
 # another @jupyterlab/docregistry, whose remote entry logs "#RUNTIME-012" in the console on every

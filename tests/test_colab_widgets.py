@@ -11,7 +11,7 @@ series.  This test plays a Colab session, offline, in a clean virtual environmen
   top (its wheels are fetched once from the package registry into ``.venv/colab-wheels``, a
   set-up step, like ``make setup``; nothing else is downloaded);
 * a Jupyter kernel runs in that venv with ``google.colab`` present and ipywidgets imported;
-* it runs chapter 1's install cell as the plain export writes it (scripts/export_plain.py),
+* it runs chapter 1's install cell as the plain export writes it (attnlib.course.plain),
   with the repository URL replaced by a git snapshot of this working tree and pip kept offline;
 * then the chapter's explorer cell, and moves a control as a reader would.
 
@@ -32,9 +32,9 @@ from pathlib import Path
 
 import pytest
 
+from attnlib.course import myst, plain, repo
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import export_plain  # noqa: E402
 
 COLAB_IPYWIDGETS = "7.7.1"
 #: Colab's widget packages (ipywidgets 7.7.1 and the two it needs that the project lacks)
@@ -122,12 +122,12 @@ def _offline_env(where: Path) -> dict:
 
 def _ch1_cells() -> tuple[str, str]:
     """Chapter 1's install cell and explorer cell, as the plain export writes them."""
-    index = export_plain.Index(export_plain.toc_docs(), ROOT / "references.bib")
-    index.ref, index.repo = "RELEASE", export_plain.repo_url()
+    index = myst.Index(repo.toc_files(), ROOT / "references.bib")
+    index.ref, index.repo = "RELEASE", repo.repo_url()
     cells = ["".join(c["source"]) for c in
-             export_plain.export("book/01_token_selection", index)["cells"]
+             plain.export("book/01_token_selection", index)["cells"]
              if c["cell_type"] == "code"]
-    install = next(c for c in cells if export_plain.INSTALL_MARK in c and "pip" in c)
+    install = next(c for c in cells if plain.INSTALL_MARK in c and "pip" in c)
     explorer = next(c for c in cells if "softmax_explorer(" in c)
     return install, explorer
 
@@ -167,7 +167,7 @@ def test_colab_install_cell_and_explorer_with_colab_ipywidgets(tmp_path, monkeyp
     install, explorer = _ch1_cells()
     src = tmp_path / "attnlib-src"
     commit = _snapshot(src)
-    spec = f"git+{export_plain.repo_url()}@RELEASE"
+    spec = f"git+{repo.repo_url()}@RELEASE"
     assert spec in install
     local_install = install.replace(spec, f"git+file://localhost{src}@{commit}")
     py = _colab_venv(tmp_path)

@@ -2,18 +2,16 @@
 which the student writes the idea with an independent check (issue 14, item 6)."""
 
 import ast
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import assignments as asg  # noqa: E402
-import grader  # noqa: E402
+from attnlib.course import grading, notebook
 
-CHAPTERS = asg.chapters(ROOT / "book")
+ROOT = Path(__file__).resolve().parents[1]
+
+CHAPTERS = notebook.chapters(ROOT / "book")
 # the checks that compare with an independent computation (not the library call the chapter
 # teaches): finite differences, KKT conditions, a definition evaluated query by query, a mirror
 # step written out, Bregman divergences to two SVMs, SVMs as least-distance problems (NNLS),
@@ -29,14 +27,14 @@ INDEPENDENT = {"check_gd_step", "check_kq_step", "check_att_svm", "check_causal_
 def test_every_exercise_has_an_answer_place(path):
     nb = nbformat.read(path, as_version=4)
     # every exercise of the book ("Exercise 2.1", ...), named as the grader names its rows
-    labels = list(dict.fromkeys(n for n in asg.exercise_names(nb) if n))
-    assert len(labels) == sum(len(asg._exercise_labels(c.source)) for c in nb.cells
+    labels = list(dict.fromkeys(n for n in notebook.exercise_names(nb) if n))
+    assert len(labels) == sum(len(notebook.exercise_labels(c.source)) for c in nb.cells
                               if c.cell_type == "markdown")
-    graded = {e.label.split("#")[0] for e in grader.exercises(nb)}
-    written = {w.label.removesuffix(" (written)") for w in grader.written(nb)}
+    graded = {e.label.split("#")[0] for e in grading.exercises(nb)}
+    written = {w.label.removesuffix(" (written)") for w in grading.written(nb)}
     missing = [lab for lab in labels if lab not in graded | written]
     assert labels and not missing, f"{path.name}: exercises without an answer place: {missing}"
-    for w in grader.written(nb):  # a written place is hidden on the site, shown in notebooks
+    for w in grading.written(nb):  # a written place is hidden on the site, shown in notebooks
         cell = nb.cells[w.cell]
         assert {"written", "remove-cell"} <= set(cell.metadata.get("tags", [])), w.label
 
