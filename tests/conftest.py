@@ -22,11 +22,21 @@ torch.set_num_threads(1)
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 
+@pytest.hookimpl(tryfirst=True)  # (before pytest-xdist reads the groups)
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``cuda`` are skipped on machines without a GPU."""
+    """Tests marked ``cuda`` are skipped on machines without a GPU.  Browser tests are grouped
+    for ``--dist loadgroup``: the tests of one page of the site (a ``page`` parameter) in one
+    group, whatever their module, so they share the page's visits (site_helpers.visit); the
+    other browser tests by module (they share module fixtures)."""
     for item in items:
         if "cuda" in item.keywords and not HAS_CUDA:
             item.add_marker(needs_cuda)
+        if "browser" in item.keywords:
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            page = params.get("page")
+            group = page if isinstance(page, str) and page.endswith(".html") \
+                else item.module.__name__
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture

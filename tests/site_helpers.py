@@ -14,6 +14,14 @@ pages must work with the network off.  A test module uses the fixtures like this
         problems = open_page(browser, f"{served_site}/book/intro.html")
         assert not problems["console"]
 
+Tests that read a page of the site at one of :data:`SIZES` share one visit of it:
+:func:`visit` opens the page once per size, runs every read-only script of :data:`READERS`,
+then every action of :data:`ACTIONS` (clicks, screenshots) in their order, and keeps what each
+returned.  A test module registers its scripts at import; ``make test`` runs the browser tests
+with ``--dist loadgroup`` and tests/conftest.py puts every test of one page in one group, so a
+page's tests from all modules run in one process and the page is opened twice in all (once per
+size), not once per test module.
+
 Without a built site the fixtures skip the test (``make test`` always builds first); with
 ``CI=true`` they fail it instead.
 """
@@ -27,6 +35,7 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -188,3 +197,71 @@ def screenshot(driver, page: str, max_height: int = 12000) -> Path:
     finally:
         driver.set_window_size(size["width"], size["height"])
     return path
+
+
+#: The two screens every page is read at: a laptop and a phone (the phone is emulated as a
+#: mobile device: its meta viewport honoured, overlay scroll bars, 3 device pixels per px).
+SIZES = {"1366x768": (1366, 768), "390x844": (390, 844)}
+
+#: Read-only JavaScript run on every visit, registered by the test modules: name -> a script
+#: that returns what its tests read (JSON-able).  They run before any action.
+READERS: dict[str, str] = {}
+
+
+class Action:
+    """Something done on the open page after the readers (a click, a screenshot, a widget's
+    controls moved), in the order of ``order``; ``run(driver, page, size, seen)`` returns what its
+    tests read.  ``seen`` is what the visit found so far (``seen["entries"]``: the page's
+    console entries).  An exception it raises is kept and raised again by :func:`visited`."""
+
+    def __init__(self, order: int, run: Callable):
+        self.order, self.run = order, run
+
+
+#: name -> Action, registered by the test modules
+ACTIONS: dict[str, Action] = {}
+
+_VISITS: dict[tuple[str, str], dict] = {}
+
+
+def visit(driver, served_site: str, page: str, size: str) -> dict:
+    """Open ``page`` at ``size`` once (later calls return the same dict): its console entries
+    (``"entries"``, ``"console"``: the errors :func:`console_errors` keeps), then the result of
+    every script of :data:`READERS` and every action of :data:`ACTIONS` under its name."""
+    key = (page, size)
+    if key not in _VISITS:
+        w, h = SIZES[size]
+        old = driver.get_window_size()
+        phone = w < 600
+        if phone:
+            driver.set_window_size(1366, 768)
+            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+                "width": w, "height": h, "deviceScaleFactor": 3, "mobile": True})
+        else:
+            driver.set_window_size(w, h)
+        try:
+            entries = open_page(driver, f"{served_site}/{page}")
+            seen: dict = {"entries": entries, "console": console_errors(entries)}
+            for name, js in READERS.items():
+                seen[name] = driver.execute_script(js)
+            for name, action in sorted(ACTIONS.items(), key=lambda kv: kv[1].order):
+                try:
+                    seen[name] = action.run(driver, page, size, seen)
+                except Exception as exc:  # noqa: BLE001 (kept for the test that reads it)
+                    seen[name] = exc
+                    driver.execute_script("window.scrollTo(0, 0);")
+        finally:
+            if phone:
+                driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            driver.set_window_size(old["width"], old["height"])
+        _VISITS[key] = seen
+    return _VISITS[key]
+
+
+def visited(driver, served_site: str, page: str, size: str, name: str):
+    """What the reader or action ``name`` returned on the visit of ``page`` at ``size`` (an
+    action's exception is raised here, in the test that reads it)."""
+    out = visit(driver, served_site, page, size)[name]
+    if isinstance(out, Exception):
+        raise out
+    return out

@@ -26,9 +26,13 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 from site_helpers import (  # noqa: F401  (browser, served_site: pytest fixtures)
+    ACTIONS,
+    READERS,
     ROOT,
     SCREENSHOTS,
     SITE,
+    SIZES,
+    Action,
     browser,
     console_errors,
     open_page,
@@ -37,6 +41,8 @@ from site_helpers import (  # noqa: F401  (browser, served_site: pytest fixtures
     screenshot,
     served_site,
     toc_files,
+    visit,
+    visited,
 )
 
 pytestmark = pytest.mark.browser
@@ -428,38 +434,41 @@ const titles = Array.from(document.querySelectorAll('.bd-article .admonition-tit
 return {math, code, titles};
 """
 
-_SIZES = {"1366x768": (1366, 768), "390x844": (390, 844)}
+def _phone_search(driver, page: str, size: str, seen: dict):
+    """On the phone: a screenshot of the screen, then the search button pressed (the result of
+    ``_SEARCH``: True or what has the focus instead)."""
+    if size != "390x844":
+        return None
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"phone_{Path(page).stem}.png"))
+    return driver.execute_async_script(_SEARCH)
 
 
-_INFO: dict[tuple[str, str], dict] = {}
+def _open_dropdowns(driver, page: str, size: str, seen: dict):
+    """At 1366 x 768: every folded block opened (the problems found), then a full-page
+    screenshot."""
+    if size != "1366x768":
+        return None
+    problems = _check_dropdowns(driver)
+    screenshot(driver, page)
+    return problems
+
+
+# What this module reads from a page, on the one visit per page and size that all browser
+# tests share (site_helpers.visit): three read-only scripts, then two actions that change the
+# page, last (after the reader's screenshots and the explorers' controls).
+READERS.update(inspect=_INSPECT, overflow=_OVERFLOW, fit=_FIT)
+ACTIONS.update(search=Action(90, _phone_search), dropdowns=Action(91, _open_dropdowns))
 
 
 def _info(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
-    """Everything the tests of this module read from ``page`` at ``size``, collected in one
-    visit (each page is opened once per size): its console errors and the results of
-    ``_INSPECT``, ``_OVERFLOW`` and ``_FIT``; then, on the open page, the clicks that change
-    it: every folded block opened (1366 x 768, and a full-page screenshot) or the search button
-    pressed (390 x 844, and a screenshot of the phone's screen)."""
-    key = (page, size)
-    if key not in _INFO:
-        old = browser.get_window_size()
-        browser.set_window_size(*_SIZES[size])
-        try:
-            entries = open_page(browser, f"{served_site}/{page}")
-            info = {"console": console_errors(entries),
-                    **{name: browser.execute_script(js) for name, js in
-                       (("inspect", _INSPECT), ("overflow", _OVERFLOW), ("fit", _FIT))}}
-            if size == "390x844":
-                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-                browser.save_screenshot(str(SCREENSHOTS / f"phone_{Path(page).stem}.png"))
-                info["search"] = browser.execute_async_script(_SEARCH)
-            else:
-                info["dropdowns"] = _check_dropdowns(browser)
-                screenshot(browser, page)
-        finally:
-            browser.set_window_size(old["width"], old["height"])
-        _INFO[key] = info
-    return _INFO[key]
+    """Everything the tests of this module read from ``page`` at ``size``: its console errors
+    and the results of ``_INSPECT``, ``_OVERFLOW`` and ``_FIT``, and of the clicks that change
+    it: every folded block opened (1366 x 768, and a full-page screenshot) or the search
+    button pressed (390 x 844, and a screenshot of the phone's screen)."""
+    seen = visit(browser, served_site, page, size)
+    action = "dropdowns" if size == "1366x768" else "search"
+    return {**seen, action: visited(browser, served_site, page, size, action)}
 
 
 def title_problems(titles: list[str]) -> list[str]:
@@ -483,7 +492,7 @@ def test_title_problems_catch_the_defects():
                                "Solution to Exercise 2.1", "Exercise 2.1"])
 
 
-@pytest.mark.parametrize("size", list(_SIZES))
+@pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("page", _chapter_pages() or [pytest.param(None, marks=pytest.mark.skip(
     reason="no built site in _build/html: run `make book` (`make test` builds it)"))])
 def test_math_code_and_titles_fit(page, size, browser, served_site):  # noqa: F811

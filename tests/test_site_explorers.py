@@ -18,14 +18,18 @@ import re
 import pytest
 from explorer_checks import check_explorer, check_fits, check_play
 from site_helpers import (  # noqa: F401  (pytest fixtures)
+    ACTIONS,
     SCREENSHOTS,
     SITE,
+    SIZES,
+    Action,
     browser,
     console_errors,
     open_page,
     page_paths,
     require_site,
     served_site,
+    visited,
 )
 
 pytestmark = pytest.mark.browser
@@ -89,34 +93,47 @@ def _check_sharp(driver, root, tag):
             f"{tag}: a panel of {natural} px is shown {shown:.0f} px wide (soft on 2x screens)")
 
 
-@pytest.mark.parametrize("page", PAGES or ["(no explorer pages)"])
-def test_static_explorers_respond(browser, served_site, page):  # noqa: F811
+def _explore(driver, page: str, size: str, seen: dict) -> int | None:
+    """On a page with explorers (at either size): none of its console errors comes from an
+    explorer; every explorer fits the screen, is sharp, and (at 1366 px) every control and
+    every value changes its picture, and an iteration slider plays.  Returns how many
+    explorers were checked (None on other pages)."""
     from selenium.webdriver.common.by import By
 
+    if page not in PAGES:
+        return None
+    stem = re.sub(r"[^A-Za-z0-9]+", "_", page.removesuffix(".html"))
+    width = SIZES[size][0]
+    # the page's other console errors are the site tests' business; none may come from an
+    # explorer
+    mine = [m for m in console_errors(seen["entries"])
+            if re.search(r"attnlib|explorer", m)]
+    assert not mine, mine
+    explorers = driver.find_elements(By.CSS_SELECTOR, "div.attnlib-explorer")
+    assert explorers, f"{page}: no explorer rendered"
+    for e, ex in enumerate(explorers):
+        tag = f"{stem}_{e}_{ex.get_attribute('data-explorer')}_{width}"
+        check_fits(driver, ex, tag, width)
+        _shot(driver, ex, f"explorer_{tag}.png")
+        if width == 1366:  # every control, every value (the phone: same script)
+            changed = check_explorer(driver, ex, tag)
+            assert all(n >= 1 for n in changed.values()), changed
+            if ex.find_elements(By.CSS_SELECTOR, "button.attnlib-play"):
+                check_play(driver, ex, tag)  # an iteration slider plays
+        _check_sharp(driver, ex, tag)
+    driver.execute_script("window.scrollTo(0, 0);")
+    return len(explorers)
+
+
+# (run on the one visit per page and size that the browser tests share, site_helpers.visit:
+# after the reader's screenshots, before the site test's clicks)
+ACTIONS["explorers"] = Action(20, _explore)
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("page", PAGES or ["(no explorer pages)"])
+def test_static_explorers_respond(browser, served_site, page, size):  # noqa: F811
     require_site()
     if page not in PAGES:
         pytest.skip("no page with a static explorer in the built site")
-    stem = re.sub(r"[^A-Za-z0-9]+", "_", page.removesuffix(".html"))
-    size = browser.get_window_size()
-    try:
-        for width, height in ((1366, 768), (390, 844)):
-            browser.set_window_size(width, height)
-            log = open_page(browser, f"{served_site}/{page}")
-            # the page's other console errors are test_site.py's business; none may come
-            # from an explorer
-            mine = [m for m in console_errors(log) if re.search(r"attnlib|explorer", m)]
-            assert not mine, mine
-            explorers = browser.find_elements(By.CSS_SELECTOR, "div.attnlib-explorer")
-            assert explorers
-            for e, ex in enumerate(explorers):
-                tag = f"{stem}_{e}_{ex.get_attribute('data-explorer')}_{width}"
-                check_fits(browser, ex, tag, width)
-                _shot(browser, ex, f"explorer_{tag}.png")
-                if width == 1366:  # every control, every value (the phone: same script)
-                    changed = check_explorer(browser, ex, tag)
-                    assert all(n >= 1 for n in changed.values()), changed
-                    if ex.find_elements(By.CSS_SELECTOR, "button.attnlib-play"):
-                        check_play(browser, ex, tag)  # an iteration slider plays
-                _check_sharp(browser, ex, tag)
-    finally:
-        browser.set_window_size(size["width"], size["height"])
+    assert visited(browser, served_site, page, size, "explorers") >= 1

@@ -48,21 +48,26 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 from site_helpers import (  # noqa: F401  (browser, served_site: pytest fixtures)
+    ACTIONS,
+    READERS,
     ROOT,
     SCREENSHOTS,
     SITE,
+    SIZES,
+    Action,
     browser,
     console_errors,
     open_page,
     page_paths,
     served_site,
+    visit,
+    visited,
 )
 
 pytestmark = pytest.mark.browser
 
 PAGES = [p for p in page_paths() if p != "index.html"]  # (index.html only redirects)
 CHAPTERS = [p for p in PAGES if re.fullmatch(r"book/(0[1-9]|10)_\w+\.html", p)]
-SIZES = {"1366x768": (1366, 768), "390x844": (390, 844)}
 NO_SITE = [pytest.param(None, marks=pytest.mark.skip(
     reason="no built site: run `make book` (`make test` builds it) or set ATTNLIB_SITE"))]
 
@@ -333,32 +338,13 @@ return {text, code, plain, figures, vw, inner: window.innerWidth,
         page_width: document.documentElement.scrollWidth, sticking: sticking.map(describe)};
 """
 
-_COLLECTED: dict[tuple[str, str], dict] = {}
-
-
 def collect(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
-    """What the tests need from ``page`` at ``size`` (opened once per page and size)."""
-    key = (page, size)
-    if key not in _COLLECTED:
-        w, h = SIZES[size]
-        old = browser.get_window_size()
-        browser.set_window_size(1366, 768)
-        phone = w < 600
-        if phone:  # a phone: its viewport (meta viewport honoured), overlay scroll bars
-            browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-                "width": w, "height": h, "deviceScaleFactor": 3, "mobile": True})
-        try:
-            entries = open_page(browser, f"{served_site}/{page}")
-            info = browser.execute_script(_COLLECT)
-            if page in CHAPTERS:
-                _screenshots(browser, page, size)
-        finally:
-            if phone:
-                browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-            browser.set_window_size(old["width"], old["height"])
-        info["console"] = console_errors(entries)
-        _COLLECTED[key] = info
-    return _COLLECTED[key]
+    """What the tests need from ``page`` at ``size``: ``_COLLECT``'s result and the console
+    errors, from the one visit per page and size that the browser tests share
+    (site_helpers.visit); on a chapter, the reader's screenshots are taken on that visit."""
+    seen = visit(browser, served_site, page, size)
+    visited(browser, served_site, page, size, "reader_screenshots")
+    return {**seen["collect"], "console": seen["console"]}
 
 
 def _screenshots(browser, page: str, size: str) -> None:  # noqa: F811
@@ -383,6 +369,15 @@ def _screenshots(browser, page: str, size: str) -> None:  # noqa: F811
             colours = len(set(im.convert("RGB").resize((64, 64)).getdata()))
         assert colours > 8, f"{page} at {size} ({where}): the screenshot is blank"
     browser.execute_script("window.scrollTo(0, 0);")
+
+
+def _reader_screenshots(driver, page: str, size: str, seen: dict) -> None:
+    if page in CHAPTERS:
+        _screenshots(driver, page, size)
+
+
+READERS["collect"] = _COLLECT
+ACTIONS["reader_screenshots"] = Action(10, _reader_screenshots)
 
 
 def _report(page: str, size: str, what: str, problems: list[str]) -> str:
