@@ -95,7 +95,7 @@ def test_title_and_log_axis_labels():
     plots.log_y(ax)
     fmt = ax.yaxis.get_major_formatter()
     assert ax.get_yscale() == "log"
-    assert [fmt(y) for y in (1e-3, 1.0, 100.0, 0.5, 0.0)] == ["1e-3", "1e0", "1e2", "0.5", ""]
+    assert [fmt(y) for y in (1e-3, 1.0, 100.0, 0.5, 0.0)] == ["10⁻³", "1", "10²", "0.5", ""]
 
 
 def test_arrays_must_be_numeric():

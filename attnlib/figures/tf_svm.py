@@ -25,12 +25,12 @@ from ..plots import (
     sweep_curves,
     token_plane,
 )
+from ..plots.style import power_ticks
 from .tf_svm_heads import (  # chapter 7's figures live there
     mean_markers,
     plot_lambda,
     plot_multi,
     plot_multi_errors,
-    power_ticks,
 )
 
 __all__ = ["plot_visualization", "plot_local", "plot_spectra", "mid_margin_line", "plot_rank",

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..plots import PALETTE, BookFigure, color_of, correlation_curves, curves, new_figure
-from ..plots.style import BAND_TITLE, readable
+from ..plots.style import BAND_TITLE, power_ticks, readable
 
 __all__ = ["plot_multi", "plot_multi_errors", "plot_lambda", "mean_markers",
-           "plot_nonlinear_path", "multi_table", "power_ticks", "PAPER_E4_MEANS", "PAPER_XLIM",
+           "plot_nonlinear_path", "multi_table", "PAPER_E4_MEANS", "PAPER_XLIM",
            "FONT"]
 
 PAPER_XLIM = (5e-18, 1e-6)  # the official scatter's x-axis (largest masked probability)
@@ -25,28 +25,6 @@ PAPER_E4_MEANS = {4: (0.035, 0.075, 0.16), 6: (0.017, 0.045, None), 8: (0.011, 0
 #: Text size of the chapter 6 and 7 figures (at most 9 in wide): at least 12 pt, so that a
 #: figure shown at a phone's width keeps its labels legible.
 FONT = 12
-
-
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
-
-def _power_label(y, _pos=None) -> str:
-    """Tick label of a log axis as a typeset power of ten: 1, 10⁻¹, 10⁻², ... (plain text with
-    superscript digits, which lays out as fast as the raw ``1e-2``)."""
-    if y <= 0:
-        return ""
-    e = np.log10(y)
-    if abs(e - round(e)) > 1e-9:
-        return f"{y:g}"
-    e = int(round(e))
-    return "1" if e == 0 else "10" + str(e).translate(_SUPERSCRIPT)
-
-
-def power_ticks(ax):
-    """Label the log y axis of ``ax`` 1, 10⁻¹, 10⁻², ... (see :func:`_power_label`)."""
-    from matplotlib.ticker import FuncFormatter
-
-    ax.yaxis.set_major_formatter(FuncFormatter(_power_label))
 
 
 def _grid(k):

@@ -17,7 +17,8 @@ from .._validate import to_numpy
 __all__ = ["COLORS", "MARKERS", "PALETTE", "SCORE_CMAP", "SEQUENCE_CMAP", "SIGNED_CMAP",
            "BAND_QUANTILES", "BAND_TITLE", "BookFigure", "FONT_KEY", "as_array", "as_points",
            "band_label", "color_of", "READABLE_PT", "readable",
-           "log_y", "new_figure", "palette_hex", "plane_labels", "sequence_colors",
+           "log_y", "new_figure", "palette_hex", "plane_labels", "power_label", "power_ticks",
+           "sequence_colors",
            "square_view", "target_axes", "title"]
 
 #: The book's one colour scheme, shared by every figure and every explorer (the explorers read
@@ -161,20 +162,37 @@ def title(ax, text, fontsize=10):
     ax.set_title(text, fontsize=fontsize, y=1.0, pad=4)
 
 
-def _power_of_ten(y, _pos=None):
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_label(y, _pos=None) -> str:
+    """Tick label of a log axis as a power of ten: 1, 10⁻¹, 10⁻², ... (plain text with
+    superscript digits: it lays out as fast as a raw ``1e-2`` and reads like the papers'
+    axes); a tick that is no power of ten keeps its ``%g`` form."""
     if y <= 0:
         return ""
     e = np.log10(y)
-    return f"1e{int(round(e))}" if abs(e - round(e)) < 1e-9 else f"{y:g}"
+    if abs(e - round(e)) > 1e-9:
+        return f"{y:g}"
+    e = int(round(e))
+    return "1" if e == 0 else "10" + str(e).translate(_SUPERSCRIPT)
+
+
+def power_ticks(ax):
+    """Label the log y axis of ``ax`` 1, 10⁻¹, 10⁻², ... (:func:`power_label`)."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(power_label))
 
 
 def log_y(ax):
-    """Log y axis without mathtext labels and minor ticks (both are slow to lay out)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+    """Log y axis labelled 1, 10⁻¹, 10⁻², ... (:func:`power_label`), without mathtext and
+    minor ticks (both are slow to lay out)."""
+    from matplotlib.ticker import LogLocator, NullLocator
 
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10.0, numticks=7))
-    ax.yaxis.set_major_formatter(FuncFormatter(_power_of_ten))
+    power_ticks(ax)
     ax.yaxis.set_minor_locator(NullLocator())
 
 
