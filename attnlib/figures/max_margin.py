@@ -304,7 +304,7 @@ def comparison_table(e1, e2, rp, gdt) -> str:
         ("E1-global cos at 200 / at 1000", "≥ 0.99 / 0.993–0.997",
          f"{n1['global_min_cos200']:.4f} / {n1['global_cos1000_lo']:.4f}–"
          f"{n1['global_cos1000_hi']:.4f}"),
-        (r"E2 official solver $\tfrac12\|p^{mm}\|^2$ ($W = I$)", "0.31319",
+        (r"E2 official solver $\tfrac12\|p^{mm}\|^2$ ($W = I$)", "0.31319 (cvxopt)",
          f"{n2['official_half_sq']:.5f}"),
         ("E2 NGD cos at 200 / at 1000",
          "0.9985–0.9997 / 0.99994 (the official loop in float64; 0.9977 in its float32)",
