@@ -67,3 +67,36 @@ def test_lexicon_positions_point_at_the_strongest_word_of_the_labels_sign():
         assert abs(v) >= 2 and (v > 0) == (data.Y[i] > 0)
         others = [abs(lex.get(x, 0.0)) for x in data.words[i][:15] if x in data.vocab.ids]
         assert abs(v) == max(others)
+
+
+def test_claims_table_marks_each_row_by_its_target_or_the_papers_bound(tiny):
+    from types import SimpleNamespace
+
+    from attnlib.experiments.registry import get
+    from attnlib.figures import reviews as fr
+
+    n, _ = tiny
+    rev = SimpleNamespace(numbers=n, experiment=get("md_reviews"))
+    text_ = SimpleNamespace(numbers=dict(md_mass=0.3, gd_mass=0.4, mass_diff=-0.1,
+                                         acc_diff=2.0))
+    dig = SimpleNamespace(numbers=dict(acc_diff=-1.2))
+    svm = SimpleNamespace(numbers=dict(svm_diag_ratio=2.7))
+    table = fr.claims_table(rev, text_, dig, svm).split("\n\n")[0].splitlines()
+    assert len(table) == 2 + 6 and all(r.count("|") == 5 for r in table)
+    ok = {t.key: t.ok(n[t.key]) for t in get("md_reviews").targets}
+    acc = table[3].rstrip(" |").split("|")[-1].split("/")
+    assert [m.strip() == "✓" for m in acc] == [ok["acc_diff_max"], ok["acc_diff_last"], True,
+                                                 False]
+    assert table[2].rstrip(" |").endswith("✗")  # the planted-word mass is below GD's
+    assert "2.7×" in table[7] and table[7].rstrip(" |").endswith("✓")
+
+
+def test_budget_summary_quotes_the_recorded_runs():
+    from attnlib.figures import reviews as fr
+
+    s = fr.budget_summary()
+    R = mr.LONGER_RUNS
+    for k in ("gd, official rate", "md, ×4", "gd, ×8, long", "md, ×4, long"):
+        assert f"{R[k][5]:.1f}%" in s, k
+    assert f"{R['md, ×4, long'][5] - R['gd, ×8, long'][5]:.1f} points" in s
+    assert all(r[2] > 0 and 0 <= r[4] <= 100 and r[3] % 20 == 0 for r in R.values())

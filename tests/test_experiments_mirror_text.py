@@ -107,3 +107,29 @@ def test_digits_blank_attention_against_a_loop():
         assert mass[b].item() == pytest.approx(m / 30, abs=1e-5)
         assert top[b].item() == pytest.approx(t / 30)
     assert 0 < top.max()  # the random W do put their top patch on blanks sometimes
+
+
+def test_equal_step_check_is_the_exact_gradient_run_against_its_own_svm():
+    """md_text_svm's equal-step numbers: l1.1-MD and GD at GD's normalised step, eps = 0,
+    from the runs' W0, with attnlib.train's exact gradient, D_dir to their own SVMs."""
+    from attnlib.data import AttentionData
+    from attnlib.metrics import bregman_direction
+    from attnlib.svm import att_svm
+
+    r = al.experiments.run("md_text_svm", cache=False, steps=600, seeds=2)
+    n = r.numbers
+    data = text.sentiment_sentences(n=48, T=8, dim=12, distractors=3, seed=0,
+                                    dtype=torch.float64)
+    X, Y, z = data.part("train")
+    W0 = realdata.fit(data, "gd", (0.1,), lp=2.0, steps=1, eval_every=1, seeds=(0, 1),
+                      v=data.v, normalized=True)["W"][0, 0]
+    Ws = al.train(AttentionData(X, Y, z, v=data.v), param="W", method="md", lr=0.1,
+                  steps=600, lp=1.1, eps=0.0, init={"W": W0}).W  # both seeds at once
+    alpha = text.attention(Ws, X, z).argmax(-1)
+    d = [float(bregman_direction(att_svm(X, z, alpha[b], norm=1.1), Ws[b], 1.1))
+         for b in range(2)]
+    assert n["ddir_md_equal"] == pytest.approx(np.mean(d), rel=1e-6, abs=1e-9)
+    assert n["ddir_md_equal_max"] == pytest.approx(max(d), rel=1e-6, abs=1e-9)
+    assert n["svm_equal_eta_ratio"] == pytest.approx(n["ddir_gd_equal"] / n["ddir_md_equal"])
+    # GD's exact-gradient run is the table's GD run (same rate, same start)
+    assert n["ddir_gd_equal"] == pytest.approx(n["ddir_gd_q2"], rel=1e-3)
