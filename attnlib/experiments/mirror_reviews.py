@@ -35,28 +35,9 @@ PAPER = "2410.14581"
 RUNS = {"md": ("md", 1.1), "gd": ("md", 2.0), "md3": ("md", 3.0), "adam": ("adam", 2.0)}
 NAMES = {"md": "ℓ1.1-MD", "gd": "GD (ℓ2)", "md3": "ℓ3-MD", "adam": "Adam"}
 
-#: Budget against step size, measured once (2026-11-28, shared 2-core CPU; too long for the
-#: page): the chapter's data, model and batches, seed 0, ``fit_encoder`` with the rate and
-#: the number of steps (20 per epoch) given. run -> (optimizer, p, lr, steps, final train
-#: accuracy %, max test accuracy %, last test accuracy %). Reproduce a row with
-#: ``real_reviews(seeds=1, epochs=steps // 20, lr_md=(lr,), ...)``. The ℓ1.1 run at 1.28e-2
-#: overflows float32 at its second step, which is skipped, and so is every later one.
-LONGER_RUNS = {
-    "gd, official rate": ("md", 2.0, 4e-4, 600, 55.9, 54.2, 53.4),
-    "gd, ×8": ("md", 2.0, 3.2e-3, 600, 62.4, 56.8, 55.2),
-    "gd, ×32": ("md", 2.0, 1.28e-2, 600, 71.5, 56.3, 54.2),
-    "md, official rate": ("md", 1.1, 8e-4, 600, 61.5, 56.3, 54.8),
-    "md, ×4": ("md", 1.1, 3.2e-3, 600, 68.2, 57.6, 55.3),
-    "md, ×16": ("md", 1.1, 1.28e-2, 600, 50.0, 48.9, 48.9),
-    "adam": ("adam", 2.0, 1e-2, 320, 99.5, 68.3, 68.3),
-    "gd, ×8, long": ("md", 2.0, 3.2e-3, 2000, 92.5, 56.8, 52.4),
-    "md, ×4, long": ("md", 1.1, 3.2e-3, 2000, 82.4, 62.4, 58.7),
-    "md3, ×16, long": ("md", 3.0, 6.4e-5, 2000, 60.8, 57.4, 56.8),
-}
-#: The first step on one batch of 100 training sentences from the seed-0 initialisation:
-#: ‖Δw‖/‖w‖ of the first block's fused Q, K, V weights, at the official 3-block rates (GD
-#: 4e-4, ℓ1.1-MD 8e-4) and Adam at 1e-2 (measured once, with :data:`LONGER_RUNS`).
-FIRST_STEP = {"gd": 1.1e-3, "md": 3.9e-3, "adam": 6.9e-2}
+# (the budget-against-step-size measurements, LONGER_RUNS and FIRST_STEP, are kept with the
+# summary that quotes them, attnlib.figures.reviews)
+LONGER_RUNS, FIRST_STEP = figures.LONGER_RUNS, figures.FIRST_STEP
 
 
 def _subset(index, n, seed):
