@@ -26,6 +26,7 @@ import torch
 
 from attnlib._runtime import resolve_device, resolve_dtype
 from attnlib._validate import number
+from attnlib._validate import seed as check_seed
 from attnlib.data import AttentionData, official_draw, random_data
 
 __all__ = [
@@ -101,6 +102,7 @@ def mirror_random_data(seed: int = 1, trials: int | None = None, device=None, dt
 
     See chapter 9, *Mirror descent selects tokens too*.
     """
+    check_seed(seed, count=10_001)  # (the initialisation is drawn from seed + 10,000)
     data = random_data(6, 8, 10, trials=trials, seed=seed, device=device, dtype=dtype)
     g = torch.Generator().manual_seed(10_000 + int(seed))
     shape = (10, 10) if trials is None else (trials, 10, 10)
@@ -372,7 +374,7 @@ def relu_head_example(d: int = 4, seed: int = 1, device=None, dtype=None) -> Exa
     See chapter 7, *Nonlinear heads*.
     """
     d = number("d", d, lo=1, integer=True)
-    g = torch.Generator().manual_seed(int(seed))
+    g = torch.Generator().manual_seed(check_seed(seed))
     v, Y, X, z = official_draw(3, 4, d, g, "cross")
     V = torch.randn(d, d, generator=g)
     dev, dt = resolve_device(device), resolve_dtype(dtype)

@@ -32,6 +32,7 @@ import torch
 
 from ._runtime import few_threads
 from ._validate import choice, number
+from ._validate import seed as check_seed
 from .metrics import sparsity
 from .status import RunStatus, collect, report
 from .train import LpMirrorDescent
@@ -104,7 +105,7 @@ def split_indices(labels, fractions=(0.5, 0.25, 0.25), seed=0) -> dict:
     if len(fractions) != 3 or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-9:
         raise ValueError(f"fractions must be 3 positive numbers summing to 1, got {fractions}")
     labels = torch.as_tensor(labels).cpu()
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch.Generator().manual_seed(check_seed(seed))
     parts = {"train": [], "val": [], "test": []}
     for c in torch.unique(labels):
         idx = torch.nonzero(labels == c).flatten()

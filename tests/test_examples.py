@@ -232,3 +232,19 @@ def test_mirror_random_data():
     assert torch.equal(ex.init["W"], W0.double())
     assert E.mirror_random_data(seed=4, device="cpu").init["W"].shape == (10, 10)
     assert ex.settings["method"] == "md" and ex.known["steps"] == E.MD_BUDGETS
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, 2**70])
+def test_seeded_examples_refuse_a_seed_torch_cannot_take(bad):
+    """A seed outside a torch.Generator's range (or not an int) is a ValueError naming the
+    seed, in every seeded example and in the digits split (was an overflow text, or -1 and
+    1.5 accepted)."""
+    import attnlib.realdata as realdata
+
+    calls = [lambda: E.relu_head_example(seed=bad), lambda: E.mirror_random_data(seed=bad),
+             lambda: realdata.split_indices(torch.arange(10), seed=bad)]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"^seed: "):
+            call()
+    with pytest.raises(ValueError, match=r"^seed: "):  # its initialisation uses seed + 10,000
+        E.mirror_random_data(seed=2**64 - 5)
