@@ -113,7 +113,8 @@ def _history_attention(X, W, P):
                "≥ 0.998", "suggested",
                "with attnlib's exact (cancellation-free) gradient and ε = 0, ‖p(1000)‖ ≈ 100 "
                "and the cosine passes the stalled runs' upper bound; the official autograd "
-               "loop with ε = 0 loses the direction instead (chapter 2 checks it live)"),
+               "loop with ε = 0 loses the direction instead (chapter 2 checks it live)",
+               citation="book"),
     ],
 )
 def e1_basins(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, trials: int = 6,
