@@ -259,11 +259,18 @@ def tf_visualization(steps: int = 2000, layouts: int = 10, seed: int = 0, exampl
         Target("rank_W_final", "mean rank of W(2000) (σ_j > 1e-2 σ_1) = n: the Frobenius "
                "SVM's rank", "min(n, d) = 6", 5.5, 6.5, "±0.5", "suggested",
                "rank ≤ n of every Att-SVM solution, rank min(n, d) generically (§ rank)"),
-        Target("rank_KQ_final", "mean rank of KQᵀ(2000) (σ_j > 1e-2 σ_1) minus the mean rank "
-               "of its nuclear SVM W^mm_⋆,α (σ_j > 1e-6 σ_1)", "0 (low rank, as the nuclear "
+        Target("rank_KQ_final", "mean rank of KQᵀ(2000) minus the mean rank of its nuclear "
+               "SVM W^mm_⋆,α, both counted at σ_j > 1e-2 σ_1", "0 (low rank, as the nuclear "
                "SVM)", -0.5, 0.5, "±0.5", "suggested",
                "the visible face of the low-rank bias: trained (K,Q) has the nuclear SVM's rank, "
-               "about half of W's"),
+               "about half of W's. One threshold for both (it was 1e-2 for KQᵀ against 1e-6 "
+               "for the SVM); rank_KQ_final_fine repeats the comparison at 1e-6"),
+        Target("rank_KQ_final_fine", "the same difference with both counted at σ_j > 1e-6 σ_1",
+               "0", -0.5, 0.5, "±0.5", "suggested",
+               "KQᵀ(2000) keeps a few singular values between 1e-6 and 1e-2 σ_1 (the tiny "
+               "penalty's equilibrium), so it counts more here than at 1e-2 (0.42 when the "
+               "bound was set, after the value was seen: a guard, not evidence)",
+               evidence="regression guard"),
         Target("spectrum_KQ_nuc", "mean cosine between the singular values of KQᵀ(2000) and "
                "of W^mm_⋆,α", "1", 0.99, 1.0, "≥ 0.99", "suggested"),
         Target("spectrum_W_fro", "mean cosine between the singular values of W(2000) and of "
@@ -319,12 +326,16 @@ def tf_local_convergence(trials: int = 100, steps: int = 2000, n: int = 6, T: in
     spec = {k: torch.linalg.svdvals(M.to("cpu", torch.float64)) for k, M in (
         ("W", HW[:, -1]), ("KQ", HK[:, -1]), ("fro", svm["W", "fro"]),
         ("nuc", svm["KQ", "nuc"]))}
+    mats = (("W", HW[:, -1]), ("KQ", HK[:, -1]), ("fro", svm["W", "fro"]),
+            ("nuc", svm["KQ", "nuc"]))
     rank = {k: numerical_rank(M, SPECTRUM_RTOL if k in ("W", "KQ") else 1e-6).double()
-            for k, M in (("W", HW[:, -1]), ("KQ", HK[:, -1]), ("fro", svm["W", "fro"]),
-                         ("nuc", svm["KQ", "nuc"]))}
+            for k, M in mats}
+    common = {k: numerical_rank(M, SPECTRUM_RTOL).double() for k, M in mats}  # one threshold
+    fine = {k: numerical_rank(M, 1e-6).double() for k, M in mats}
     cos = lambda a, b: float(correlation(spec[a], spec[b], dims=1).mean())  # noqa: E731
     num.update(rank_W_final=float(rank["W"].mean()),
-               rank_KQ_final=float(rank["KQ"].mean() - rank["nuc"].mean()),
+               rank_KQ_final=float(common["KQ"].mean() - common["nuc"].mean()),
+               rank_KQ_final_fine=float(fine["KQ"].mean() - fine["nuc"].mean()),
                rank_KQ_abs=float(rank["KQ"].mean()), rank_fro_svm=float(rank["fro"].mean()),
                rank_nuc_svm=float(rank["nuc"].mean()),
                spectrum_KQ_nuc=cos("KQ", "nuc"), spectrum_W_fro=cos("W", "fro"),
