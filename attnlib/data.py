@@ -200,11 +200,11 @@ def official_draw(n: int, T: int, d: int, generator: torch.Generator, attention:
     that draws more on the same generator (:func:`attnlib.examples.relu_head_example`) calls
     this directly.
     """
-    g = generator
-    v = torch.randn(d, generator=g)
-    Y = 2.0 * (torch.randn(n, generator=g) > 0).double() - 1.0
-    X = torch.randn(n, T, d, generator=g)
-    z = torch.randn(n, d, generator=g) if attention == "cross" else None
+    g, f32 = generator, torch.float32  # (float32 whatever torch's default dtype is)
+    v = torch.randn(d, generator=g, dtype=f32)
+    Y = 2.0 * (torch.randn(n, generator=g, dtype=f32) > 0).double() - 1.0
+    X = torch.randn(n, T, d, generator=g, dtype=f32)
+    z = torch.randn(n, d, generator=g, dtype=f32) if attention == "cross" else None
     return v, Y, X, z
 
 

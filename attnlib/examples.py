@@ -106,7 +106,8 @@ def mirror_random_data(seed: int = 1, trials: int | None = None, device=None, dt
     data = random_data(6, 8, 10, trials=trials, seed=seed, device=device, dtype=dtype)
     g = torch.Generator().manual_seed(10_000 + int(seed))
     shape = (10, 10) if trials is None else (trials, 10, 10)
-    W0 = torch.randn(*shape, generator=g).to(device=data.device, dtype=data.dtype)
+    W0 = torch.randn(*shape, generator=g, dtype=torch.float32).to(device=data.device,
+                                                                  dtype=data.dtype)
     return Example(
         name="mirror_random",
         data=data,
@@ -190,7 +191,7 @@ def multi_input_example(device=None, dtype=None) -> Example:
     """
     n, T, d = 3, 7, 3
     g = torch.Generator().manual_seed(0)
-    X = torch.randn((n, T, d), generator=g) * 0.2
+    X = torch.randn((n, T, d), generator=g, dtype=torch.float32) * 0.2
     X[:, 0] += torch.tensor([1.0, 0.0, 0.0])
     X[:, 1:(T + 1) // 2] += torch.tensor([-1.0, 1.0, 0.0])
     X[:, -(T - 1) // 2:] += torch.tensor([-0.5, -0.5, 0.0])
@@ -300,9 +301,10 @@ def visualization_example(version: int = 2, device=None, dtype=None) -> Example:
     n, d = 2, 2
     T, seed, scale = (3, 1, 0.3) if version == 1 else (5, 3, 0.5)
     g = torch.Generator().manual_seed(seed)
-    v = torch.randn(d, generator=g)
+    f32 = torch.float32  # (the official draws: float32 whatever torch's default dtype is)
+    v = torch.randn(d, generator=g, dtype=f32)
     v = v / torch.norm(v)
-    X = scale * torch.randn((n, T, d), generator=g)
+    X = scale * torch.randn((n, T, d), generator=g, dtype=f32)
     if version == 1:
         X[0] += torch.tensor([-1.0, 0.0])
         X[1] += torch.tensor([1.0, 0.0])
@@ -310,12 +312,12 @@ def visualization_example(version: int = 2, device=None, dtype=None) -> Example:
         X[0, 0] = torch.tensor([1.0, 0.5])
         X[1, 0] = torch.tensor([1.0, -0.5])
         X[:, 1:] += torch.tensor([-1.0, 0.0])
-    z = torch.randn((n, d), generator=g)
+    z = torch.randn((n, d), generator=g, dtype=f32)
     z = z / torch.norm(z, dim=-1, keepdim=True)
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     data = AttentionData(X.to(dev, dt), torch.ones(n, device=dev, dtype=dt), z.to(dev, dt),
                          v.to(dev, dt))
-    K0 = 0.1 * torch.randn((d, d), generator=torch.Generator().manual_seed(seed))
+    K0 = 0.1 * torch.randn((d, d), generator=torch.Generator().manual_seed(seed), dtype=f32)
     eps = EPS
     return Example(
         name=f"visualization{version}",
@@ -376,7 +378,7 @@ def relu_head_example(d: int = 4, seed: int = 1, device=None, dtype=None) -> Exa
     d = number("d", d, lo=1, integer=True)
     g = torch.Generator().manual_seed(check_seed(seed))
     v, Y, X, z = official_draw(3, 4, d, g, "cross")
-    V = torch.randn(d, d, generator=g)
+    V = torch.randn(d, d, generator=g, dtype=torch.float32)
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     V = (V / V.norm()).to(dev, dt)
     data = AttentionData(_unit(X.to(dt)).to(dev), Y.to(dev, dt), _unit(z.to(dt)).to(dev),

@@ -248,3 +248,27 @@ def test_seeded_examples_refuse_a_seed_torch_cannot_take(bad):
             call()
     with pytest.raises(ValueError, match=r"^seed: "):  # its initialisation uses seed + 10,000
         E.mirror_random_data(seed=2**64 - 5)
+
+
+def test_the_official_draws_do_not_follow_torchs_default_dtype():
+    """The papers' data are drawn in float32, as the official notebooks draw them: after
+    ``torch.set_default_dtype(torch.float64)`` every seeded example and random_data hold the
+    same numbers (a float64 draw gives other numbers from the same generator)."""
+    def draws():
+        out = [E.multi_input_example(), E.visualization_example(1), E.visualization_example(2),
+               E.relu_head_example(seed=3), E.mirror_random_data(seed=2)]
+        tensors = [x for e in out for x in (e.data.X, e.data.z, e.data.v)]
+        tensors += [x for e in out for x in e.init.values() if torch.is_tensor(x)]
+        d = al.data.random_data(3, 4, 5, trials=2, seed=7)
+        return tensors + [d.X, d.Y, d.z, d.v]
+
+    want = draws()
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got = draws()
+    finally:
+        torch.set_default_dtype(old)
+    assert len(got) == len(want)
+    for a, b in zip(want, got):
+        assert (a is None and b is None) or torch.equal(a, b)
