@@ -302,9 +302,12 @@ def targets_table(results, omit=()) -> str:
         for r in res.check():
             if (r["experiment"], r["key"]) in omit:
                 continue
-            mark = "✓" if r["ok"] else "✗"
+            if r["ok"] is None:  # a conditional target these settings do not compute
+                mark, book = "–", "not computed"
+            else:
+                mark, book = ("✓" if r["ok"] else "✗"), f"{r['book']:.4g}"
             out.append(f"| `{r['experiment']}` | {cell(r['what'])} | {cell(r['paper'])} | "
-                       f"{r['book']:.4g} | {mark} | {r['evidence']} |")
+                       f"{book} | {mark} | {r['evidence']} |")
     return "\n".join(out)
 
 
