@@ -78,3 +78,14 @@ def test_joint_explorer_draws_the_given_result():
     png = e.png
     e.update(example="tight", iterations=20)
     assert e.png != png
+
+
+def test_every_score_of_the_selection_explorer_is_an_allowed_setting():
+    """The static site renders the chapter 3 explorer at every score of its slider: each must
+    pass mm_selection's declared bounds (a bound of [-1, 1] refused the slider's 1.2 and broke
+    the build's run of the chapter)."""
+    from attnlib.experiments import get
+    from attnlib.explorers.max_margin import _SEL_SCORES
+
+    for score in _SEL_SCORES:
+        get("mm_selection").check_settings({"score": score})

@@ -54,7 +54,8 @@ DECLARED: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
     "mm_e1_basins": {"sweep_range": (-10.0, 10.0, False)},  # offsets c of p(0) = (0, c)
     "mm_e4_loss": {"C": (0.0, 1e4, True)},  # the scale of the data, > 0
     "mm_gd_theorem": {"step_factor": (0.0, 1.0, True)},  # eta = c / L_bound, 0 < c <= 1
-    "mm_selection": {"score": (-1.0, 1.0, False)},  # gamma_3 beside the scores 1 and 0.9
+    "mm_selection": {"score": (-5.0, 5.0, False)},  # gamma_3 beside the scores 1 and 0.9 (the
+    # explorer of chapter 3 goes to 1.2, above both)
     "mm_local_cone": {"mus": (0.0, 1.0, True)},  # cones 1 - cos <= mu
     "mm_local_regpath": {"mu": (0.0, 1.0, True)},
     "mm_e4_selection": {"offset": (-10.0, 10.0, False)},  # p(0) = (0, +-offset)
