@@ -1,6 +1,7 @@
 """Shared pytest fixtures and markers for the attnlib tests."""
 
 import os
+import re
 
 import pytest
 import torch
@@ -22,21 +23,35 @@ torch.set_num_threads(1)
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 
-@pytest.hookimpl(tryfirst=True)  # (before pytest-xdist reads the groups)
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``cuda`` are skipped on machines without a GPU.  Browser tests are grouped
-    for ``--dist loadgroup``: the tests of one page of the site (a ``page`` parameter) in one
-    group, whatever their module, so they share the page's visits (site_helpers.visit); the
-    other browser tests by module (they share module fixtures)."""
+    """Tests marked ``cuda`` are skipped on machines without a GPU."""
     for item in items:
         if "cuda" in item.keywords and not HAS_CUDA:
             item.add_marker(needs_cuda)
-        if "browser" in item.keywords:
-            params = getattr(getattr(item, "callspec", None), "params", {})
-            page = params.get("page")
-            group = page if isinstance(page, str) and page.endswith(".html") \
-                else item.module.__name__
-            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` on the browser tests: one work unit per page of the site (see
+    :func:`page_group`), so that all tests of a page run in one worker and share the page's
+    visits (site_helpers.visit).  (pytest-xdist's own loadgroup marks are lost under pytest
+    9.2, whose node ids no longer read ``_nodeid``.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class PageScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return page_group(nodeid)
+
+    return PageScheduling(config, log)
+
+
+def page_group(nodeid: str) -> str:
+    """The work unit of a test: the page of the site it reads (its first parameter, when that
+    is an HTML page: ``tests/test_site.py::test_page[book/02_att_svm.html]`` ->
+    ``book/02_att_svm.html``), else its module (whose module fixtures it shares)."""
+    m = re.search(r"\[([^\]\[]+?\.html)(?:-[^\]]*)?\]$", nodeid)
+    return m.group(1) if m else nodeid.split("::")[0]
 
 
 @pytest.fixture
