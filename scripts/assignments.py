@@ -11,19 +11,14 @@ Usage (with the project's Python, ``.venv/bin/python``, which ``make setup`` mak
 is its command line (:func:`attnlib.course.cli.main`).
 """
 
-import os
 import sys
-from pathlib import Path
 
 try:
     from attnlib.course.cli import main
 except ModuleNotFoundError as e:  # not the project's Python: use it if `make setup` made it
-    venv = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python"
-    if venv.is_file() and not os.environ.get("ATTNLIB_VENV_TRIED"):
-        os.environ["ATTNLIB_VENV_TRIED"] = "1"
-        os.execv(venv, [str(venv), __file__, *sys.argv[1:]])
-    raise SystemExit(f"{e}: run the course kit with the project's Python (`make setup` makes "
-                     ".venv)") from None
+    from project_python import rerun_with_project_python  # (scripts/, this file's folder)
+
+    rerun_with_project_python(__file__, e, "the course kit")
 
 if __name__ == "__main__":
     sys.exit(main())
