@@ -66,12 +66,16 @@ def test_query_pairs_reproduce_logits(data):
 def test_batched_equals_looped(data, param):
     kw = dict(param=param, steps=60, lr=0.1, reg=1e-3 if param == "KQ" else 0.0,
               record_every=20)
-    init = ({"W": 0.1 * torch.randn(2, 4, 4, dtype=torch.float64)} if param == "W" else
-            {k: 0.3 * torch.randn(2, 4, 4, dtype=torch.float64) for k in "KQ"})
+    g = torch.Generator().manual_seed(0)  # (the same start whatever ran before)
+    init = ({"W": 0.1 * torch.randn(2, 4, 4, dtype=torch.float64, generator=g)}
+            if param == "W" else
+            {k: 0.3 * torch.randn(2, 4, 4, dtype=torch.float64, generator=g) for k in "KQ"})
     batched = S.train_sequence(data, init=init, **kw)
     for b in range(2):
         one = S.train_sequence(data.trial(b), init={k: t[b] for k, t in init.items()}, **kw)
-        torch.testing.assert_close(batched.W[b], one.W, rtol=1e-9, atol=1e-10)
+        # (60 normalised steps of a bilinear model amplify the rounding of a batched against a
+        # single matrix product to ~1e-9; a batching mistake moves W by O(1))
+        torch.testing.assert_close(batched.W[b], one.W, rtol=1e-7, atol=1e-9)
         torch.testing.assert_close(batched.history["max_prob"][b], one.history["max_prob"],
                                    rtol=1e-10, atol=1e-12)
     assert batched.history["W"].shape == (2, 4, 4, 4)
