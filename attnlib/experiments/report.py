@@ -102,7 +102,7 @@ def report_rows(results: dict, *, not_run: bool | str = False) -> list[dict]:
 
     Each row's ``ok`` is True (met), False (missed) or None (not run, or a conditional
     target these settings do not compute); its ``numerics`` is the regime of the
-    computation (:func:`numerics_label`, ``""`` where the experiment reports none) and its
+    computation (``numerics_label``, ``""`` where the experiment reports none) and its
     ``citation`` where the reference value comes from (``Target.citation``, else the
     experiment's paper figure). Each row's ``evidence`` is ``"live"`` (computed in this
     build), ``"by construction"`` (an identity, not a reproduction), ``"regression guard"``

@@ -179,14 +179,14 @@ def power_label(y, _pos=None) -> str:
 
 
 def power_ticks(ax):
-    """Label the log y axis of ``ax`` 1, 10⁻¹, 10⁻², ... (:func:`power_label`)."""
+    """Label the log y axis of ``ax`` 1, 10⁻¹, 10⁻², ... (``power_label``)."""
     from matplotlib.ticker import FuncFormatter
 
     ax.yaxis.set_major_formatter(FuncFormatter(power_label))
 
 
 def log_y(ax):
-    """Log y axis labelled 1, 10⁻¹, 10⁻², ... (:func:`power_label`), without mathtext and
+    """Log y axis labelled 1, 10⁻¹, 10⁻², ... (``power_label``), without mathtext and
     minor ticks (both are slow to lay out)."""
     from matplotlib.ticker import LogLocator, NullLocator
 
