@@ -38,21 +38,16 @@ EXPENSIVE: dict[str, str] = {}
 # Allowed settings that still fail after the run, and the change each needs (in the
 # experiment's own module); the test is expected to fail there until the change is made.
 KNOWN: dict[str, str] = {
-    "mm_local_cone": "an r0 above every radius leaves no run (ValueError 'B: expected an int "
-                     ">= 1, got 0'): refuse r0 > max(radii) with a message naming r0",
-    "md_bias": "its p = 1.25 numbers are read with lps.index(1.25) (ValueError '1.25 is not "
-               "in list'): declare those targets conditional (when 1.25 in lps) or refuse "
-               "lps without 1.25 naming lps",
     "tf_rank_cap": "at n = T = d = 1 attnlib.svm.batch.solve_each unpacks two values where "
                    "three are expected (ValueError 'not enough values to unpack')",
-    "tf_multi_token": "with too few candidates it raises 'no run accepted at d=4 in 1 "
-                      "candidates': name the setting (max_candidates) in the message",
     "md_reviews": "a max_len shorter than the sentences crashes the encoder after the data "
                   "are loaded (RuntimeError: 'The size of tensor a (5) must match the size of "
                   "tensor b (2)'): truncate to max_len, or refuse it naming max_len",
     "tf_lambda_head": "at steps = 1 the SVM equivalence raises 'O: selects every token': "
                       "a lower bound on steps, or a message that names steps",
 }
+
+
 def _is_seed(name: str) -> bool:
     return name == "seed" or name.endswith("_seed")
 

@@ -169,6 +169,8 @@ def local_cone(mus: tuple[float, ...] = (0.001, 0.002, 0.004, 0.008, 0.03, 0.1, 
     :math:`(k_2-k_1)^\top q > (k_2-k_3)^\top q`; in it the support token owns the softmax tail.
     See chapter 3, *Local convergence on its own terms*.
     """
+    if r0 > max(radii):  # (the inside targets read the runs from R >= r0)
+        raise ValueError(f"r0: expected at most the largest radius {max(radii):g}, got {r0:g}")
     dev = resolve_device(device)
     ex = _examples.three_token_example("local", device=dev)
     d, W = ex.data, ex.init["W"]

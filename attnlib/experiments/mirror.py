@@ -388,6 +388,8 @@ def bias(trials: int = 6, seed: int = 1, lps: tuple[float, ...] = (1.25, 2.0, 3.
     (:func:`attnlib.metrics.sparsity`), for the iterates and for the SVM solutions.
     See chapter 9.
     """
+    if not {1.25, 2.0} <= set(lps):  # (the sparsity targets compare p = 1.25 with p = 2)
+        raise ValueError(f"lps: expected exponents that include 1.25 and 2, got {lps}")
     dev = resolve_device(device)
     ex = mirror_random_data(seed=seed, trials=trials, device=dev)
     data, W0 = ex.data, init_scale * ex.init["W"]

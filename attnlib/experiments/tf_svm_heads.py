@@ -189,7 +189,8 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
                                   max_candidates, chunk, workers, device, bar)
         bar.close()
         if not kept:
-            raise ValueError(f"no run accepted at d={d} in {count['tried']} candidates")
+            raise ValueError(f"max_candidates: no run accepted at d={d} in {count['tried']} "
+                             f"candidates (allow more candidates, or fewer accepted runs)")
         H = torch.cat([k["H"] for k in kept])  # (K, S, d, d), recorded during training
         steps_rec = to_numpy(kept[0]["steps"])
         W_dir, W_fin, W_one, W_end, S = (torch.cat([k[key] for k in kept]).to(H) for key in
