@@ -126,6 +126,9 @@ class ReviewEncoder(torch.nn.Module):
         if tokens.dim() == 2:  # the same batch for every member
             tokens, mask = tokens.expand(self.M, *tokens.shape), mask.expand(self.M, *mask.shape)
         M, B, T = tokens.shape
+        if T > c.max_len:
+            raise ValueError(f"tokens: {T} positions, more than the model's max_len = "
+                             f"{c.max_len} (cut the inputs to max_len, as reviews.encode does)")
         h, C, V = c.n_head, c.n_embd, c.vocab_size
         offset = V * torch.arange(M, device=tokens.device)[:, None, None]
         rows = tokens + offset  # member m's table starts at row m V

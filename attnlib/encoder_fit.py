@@ -21,16 +21,22 @@ generator seeded by its seed); the members of one seed start from the same weigh
 their run. A member stops, as in the paper, after the first epoch whose running training
 accuracy reaches ``stop_acc`` (0.995), or at ``max_epochs``; from then on its weights are
 restored after every step. Validation and test accuracy are recorded after every epoch
-(dropout off). See chapter 10, *Real reviews*.
+(dropout off). A member's step is skipped when its gradient has NaN or Inf entries (or, for
+mirror descent, when its update leaves the float range): the skips are counted per member
+and reported as the run's status (:mod:`attnlib.status`), which ``--strict`` fails on.
+See chapter 10, *Real reviews*.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 
 from ._validate import choice, number
 from .encoder import EncoderConfig, ReviewEncoder, bce_sum
 from .reviews import ReviewData
+from .status import RunStatus, collect, report
 from .train.mirror import LpMirrorDescent
 
 __all__ = ["fit_encoder", "evaluate"]
@@ -89,7 +95,12 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
     dict with the trained ``model``; ``run`` (M,) the run of each member, ``seed`` (M,),
     ``epochs`` (M,) epochs run, ``stopped`` (M,) reached ``stop_acc``; and per epoch and
     member, (E, M): ``train_acc``, ``train_loss`` (running, per sentence), ``val_acc``,
-    ``val_loss``, ``test_acc`` (after a member's stop its rows repeat its stopped values).
+    ``val_loss``, ``test_acc`` (after a member's stop its rows repeat its stopped values);
+    ``skipped`` (M,) the steps skipped, at least (every one skipped for a non-finite gradient;
+    of those skipped for an update out of the float range, which the optimizer flags once,
+    the first), ``first_skipped`` (M,) the first (-1: none), and
+    ``status`` (:class:`attnlib.status.RunStatus`, also reported): the members with a
+    skipped step or non-finite final weights.
     """
     batch = number("batch", batch, lo=1, integer=True)
     max_epochs = number("max_epochs", max_epochs, lo=1, integer=True)
@@ -118,6 +129,10 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
     N, M = len(tr_Y), model.M
     gens = [torch.Generator().manual_seed(s) for s in seed_m]
     active = torch.ones(M, dtype=torch.bool)
+    skipped = torch.zeros(M, dtype=torch.long)
+    first = torch.full((M,), -1, dtype=torch.long)
+    causes = [""] * M
+    k = -1  # the step, counted over the epochs
     frozen = {}  # member -> its weights at its stop
     rec = {k: [] for k in ("train_acc", "train_loss", "val_acc", "val_loss", "test_acc")}
     epochs = torch.zeros(M, dtype=torch.long)
@@ -125,48 +140,87 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=max_epochs, desc="epochs", leave=False)
-    for _ in range(max_epochs):
-        order = torch.stack([torch.randperm(N, generator=g) for g in gens]).to(dev)  # (M, N)
-        hits = torch.zeros(M, dtype=torch.float64)
-        loss_sum = torch.zeros(M, dtype=torch.float64)
-        for step in range((N + batch - 1) // batch):
-            t, m, y = _members_batch(order, step, batch, tr_tok, tr_mask, tr_Y)
-            model.zero_grad(set_to_none=False)
-            f = model(t, m)
-            loss = bce_sum(f, y)  # (M,)
-            hits += ((f.detach() > 0) == (y > 0)).sum(-1).cpu()
-            loss_sum += loss.detach().double().cpu()
-            loss.sum().backward()
-            for opt, views, i in opts:
-                if not active[i]:
-                    continue  # a stopped member stays put
-                for v, p in zip(views, params):
-                    v.grad = p.grad[i:i + 1]
-                opt.step()
-            with torch.no_grad():
-                for i, ws in frozen.items():  # stopped members stay put
-                    for p, w in zip(params, ws):
-                        p[i] = w
-        acc = hits / N
-        va_acc, va_loss = evaluate(model, *va)
-        te_acc, _ = evaluate(model, *te)
-        new = {"train_acc": acc, "train_loss": loss_sum / N, "val_acc": va_acc,
-               "val_loss": va_loss, "test_acc": te_acc}
-        for k, v in new.items():
-            prev = rec[k][-1] if rec[k] else v
-            rec[k].append(torch.where(active, v, prev))
-        epochs += active.long()
-        for i in torch.nonzero(active & (acc >= stop_acc)).flatten().tolist():
-            frozen[i] = [p.detach()[i].clone() for p in params]
-        active &= acc < stop_acc
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(train=f"{float(acc.mean()):.3f}", running=int(active.sum()))
-        if not active.any():
-            break
+    with collect():  # the optimizers' own reports: summed up per member below
+        for _ in range(max_epochs):
+            order = torch.stack([torch.randperm(N, generator=g) for g in gens]).to(dev)  # (M, N)
+            hits = torch.zeros(M, dtype=torch.float64)
+            loss_sum = torch.zeros(M, dtype=torch.float64)
+            for step in range((N + batch - 1) // batch):
+                k += 1
+                t, m, y = _members_batch(order, step, batch, tr_tok, tr_mask, tr_Y)
+                model.zero_grad(set_to_none=False)
+                f = model(t, m)
+                loss = bce_sum(f, y)  # (M,)
+                hits += ((f.detach() > 0) == (y > 0)).sum(-1).cpu()
+                loss_sum += loss.detach().double().cpu()
+                loss.sum().backward()
+                finite = torch.stack([torch.isfinite(p.grad).flatten(1).all(1)
+                                      for p in params]).all(0).cpu()  # (M,)
+                for opt, views, i in opts:
+                    if not active[i]:
+                        continue  # a stopped member stays put
+                    md = isinstance(opt, LpMirrorDescent)  # skips such a step itself
+                    if not finite[i]:
+                        _skip(skipped, first, causes, i, k, "its gradient has NaN or Inf "
+                              "entries", warn=not md)
+                        if not md:
+                            continue  # Adam would write NaN
+                    for v, p in zip(views, params):
+                        v.grad = p.grad[i:i + 1]
+                    flagged = opt.nonfinite if md else -1
+                    opt.step()
+                    if md and finite[i] and opt.nonfinite != flagged:  # its update overflowed
+                        _skip(skipped, first, causes, i, k, opt.cause)
+                with torch.no_grad():
+                    for i, ws in frozen.items():  # stopped members stay put
+                        for p, w in zip(params, ws):
+                            p[i] = w
+            acc = hits / N
+            va_acc, va_loss = evaluate(model, *va)
+            te_acc, _ = evaluate(model, *te)
+            new = {"train_acc": acc, "train_loss": loss_sum / N, "val_acc": va_acc,
+                   "val_loss": va_loss, "test_acc": te_acc}
+            for key, v in new.items():
+                prev = rec[key][-1] if rec[key] else v
+                rec[key].append(torch.where(active, v, prev))
+            epochs += active.long()
+            for i in torch.nonzero(active & (acc >= stop_acc)).flatten().tolist():
+                frozen[i] = [p.detach()[i].clone() for p in params]
+            active &= acc < stop_acc
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(train=f"{float(acc.mean()):.3f}", running=int(active.sum()))
+            if not active.any():
+                break
     if bar is not None:
         bar.close()
-    out = {k: torch.stack(v) for k, v in rec.items()}
-    return out | {"model": model, "run": [n for n in names for _ in seeds],
-                  "seed": torch.tensor(seed_m), "epochs": epochs,
-                  "stopped": out["train_acc"][-1] >= stop_acc}
+    out = {key: torch.stack(v) for key, v in rec.items()}
+    run = [n for n in names for _ in seeds]
+    bad = torch.zeros(M, dtype=torch.bool)
+    with torch.no_grad():
+        for p in params:
+            bad |= ~torch.isfinite(p).flatten(1).all(1).cpu()
+    for i in torch.nonzero(bad & (first < 0)).flatten().tolist():
+        causes[i] = "its final weights are not finite"
+    broken = (first >= 0) | bad
+    why = [f"{run[i]} seed {seed_m[i]}: at least {int(skipped[i])} step(s) skipped, the first "
+           f"at step {int(first[i])} ({causes[i]})" if first[i] >= 0 else
+           f"{run[i]} seed {seed_m[i]}: {causes[i]}" for i in broken.nonzero().flatten().tolist()]
+    status = report(RunStatus(runs=M, nonfinite=int(broken.sum()),
+                              first_nonfinite=int(first[first >= 0].min()) if (first >= 0).any()
+                              else -1, causes=tuple(why[:4])))
+    return out | {"model": model, "run": run, "seed": torch.tensor(seed_m), "epochs": epochs,
+                  "stopped": out["train_acc"][-1] >= stop_acc, "skipped": skipped,
+                  "first_skipped": first, "status": status}
+
+
+def _skip(skipped, first, causes, i: int, k: int, cause: str, warn: bool = False) -> None:
+    """Count a skipped step ``k`` of member ``i`` (the first one's cause is kept; with
+    ``warn``, a ``RuntimeWarning`` the first time)."""
+    skipped[i] += 1
+    if first[i] < 0:
+        first[i], causes[i] = k, cause
+        if warn:
+            warnings.warn(f"fit_encoder: step {k} of member {i} skipped: {cause}; its weights "
+                          "keep their last finite values (see the status)", RuntimeWarning,
+                          stacklevel=3)

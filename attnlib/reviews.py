@@ -225,21 +225,34 @@ def review_data(corpus: str = "movies", margin: float = 0.5, max_len: int = 40,
                       index=index, dropped=int((~keep).sum()))
 
 
-def probe_batch(vocab: Vocabulary, probes=PROBES):
+def probe_batch(vocab: Vocabulary, probes=PROBES, max_len: int | None = None):
     """The usable probe sentences: ``(tokens (P, T), mask, positions (P,), Y (P,), kept)``.
 
     A probe is usable if its designated word occurs in the sentence and is in ``vocab``
-    (the analogue of the paper's rule that it be one word piece present in the sentence);
+    (the analogue of the paper's rule that it be one word piece present in the sentence),
+    and, with ``max_len`` (a model's longest input), if the word is within its first
+    ``max_len - 1`` words (the sentences are cut there, as :func:`encode` does);
     ``positions`` is the word's position ([CLS] is 0) and ``kept`` the probes' indices.
+
+    Raises
+    ------
+    ValueError
+        If no probe is usable (``max_len`` named when it is the reason).
     """
+    if max_len is not None:
+        max_len = number("max_len", max_len, lo=2, integer=True)
     lookup, rows, pos, Y, kept = vocab.ids, [], [], [], []
     for k, (sentence, word, y) in enumerate(probes):
         w = tokenize(sentence)
-        if word in w and word in lookup:
+        if word in w and word in lookup and (max_len is None or w.index(word) < max_len - 1):
             rows.append(w)
             pos.append(1 + w.index(word))
             Y.append(float(y))
             kept.append(k)
+    if not rows:
+        raise ValueError("probes: none is usable (designated word in the sentence and the "
+                         "vocabulary" + (f", within max_len = {max_len} tokens" if max_len
+                                         else "") + ")")
     T = 1 + max(len(w) for w in rows)
-    tokens, mask = encode(rows, vocab, T)
+    tokens, mask = encode(rows, vocab, T if max_len is None else min(T, max_len))
     return tokens, mask, torch.tensor(pos), torch.tensor(Y), kept

@@ -37,15 +37,7 @@ SAMPLES = 2  # settings drawn per experiment (besides the cheapest one)
 EXPENSIVE: dict[str, str] = {}
 # Allowed settings that still fail after the run, and the change each needs (in the
 # experiment's own module); the test is expected to fail there until the change is made.
-KNOWN: dict[str, str] = {
-    "tf_rank_cap": "at n = T = d = 1 attnlib.svm.batch.solve_each unpacks two values where "
-                   "three are expected (ValueError 'not enough values to unpack')",
-    "md_reviews": "a max_len shorter than the sentences crashes the encoder after the data "
-                  "are loaded (RuntimeError: 'The size of tensor a (5) must match the size of "
-                  "tensor b (2)'): truncate to max_len, or refuse it naming max_len",
-    "tf_lambda_head": "at steps = 1 the SVM equivalence raises 'O: selects every token': "
-                      "a lower bound on steps, or a message that names steps",
-}
+KNOWN: dict[str, str] = {}
 
 
 def _is_seed(name: str) -> bool:

@@ -57,7 +57,7 @@ def fin_rows(X: torch.Tensor, z: torch.Tensor, O: torch.Tensor) -> torch.Tensor:
     other = torch.arange(O.shape[-1], device=O.device) != ref[:, None]
     ii, tt = torch.nonzero(O & other).T
     D = X[ii, tt] - X[ii, ref[ii]]
-    return torch.einsum("kj,kl->kjl", D, z[ii]).reshape(len(ii), -1)
+    return torch.einsum("kj,kl->kjl", D, z[ii]).reshape(len(ii), X.shape[-1] * z.shape[-1])
 
 
 def project_fin(W: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
@@ -390,6 +390,9 @@ def tf_lambda_head(lam: float = 0.25, steps: int = 2000, record_every: int = 20,
     res = train(ex.data, head=M.LambdaHead(ex.init["lam"]), eps=EPS, record_every=record_every,
                 **settings)
     s = torch.softmax(attention_logits(ex.data, res.W), -1)  # (1, T)
+    if bool(selected_sets(s).all()):
+        raise ValueError(f"steps: after {steps} steps gradient descent still selects every "
+                         "token, and the SVM equivalence needs a masked one; give more steps")
     eq = svm_equivalence(ex.data, selected_sets(s), s)
     W_eq = eq.fit(res.W)
     W_one = att_svm(ex.data, alpha=s.argmax(-1), norm="fro").to(W_eq)

@@ -102,5 +102,5 @@ def solve_each(data, alpha, norm="fro", *, config=None, progress=False, desc="SV
         Wb, lb, solver = out
         W[b] = torch.as_tensor(Wb, dtype=torch.float64)
         lam[b] = torch.as_tensor(lb.reshape(n, T) * ac[b], dtype=torch.float64)
-        feasible[b], fallback[b] = True, solver not in ("fast", cfg.solvers[0])
+        feasible[b], fallback[b] = True, solver not in ("fast", "zero", cfg.solvers[0])
     return Solutions(W, feasible, failed, fallback, lam)

@@ -348,7 +348,7 @@ def _solve_one(r: Rows, norm, config: SolveConfig, index: int = 0):
     if not (r.b > 0).any() and (r.C is None or not np.any(r.c)):
         # w = 0 is feasible, hence optimal in any norm (with lam = 0); a solver's ~1e-9 answer
         # here has no relative duality gap to certify (0 / 0)
-        return _finish(r, np.zeros(math.prod(r.shape)), np.zeros(len(r.b)))
+        return (*_finish(r, np.zeros(math.prod(r.shape)), np.zeros(len(r.b))), "zero")
     s = _row_scale(r)
     lo, hi = config.rescale_outside
     scalings = [s] if not lo <= s <= hi else [1.0] + ([s] if s != 1.0 else [])
@@ -429,7 +429,8 @@ def solve_many(items: list, norm, config: SolveConfig, progress=False, desc="SVM
     """Solve and certify every instance; one outcome per instance, never raising.
 
     An outcome is ``(W, lam, solver)`` -- the certified answer and who gave it (``"fast"`` for
-    :mod:`attnlib.svm.fast`, else the cvxpy solver's name) -- or the :class:`Infeasible` /
+    :mod:`attnlib.svm.fast`, ``"zero"`` where w = 0 is feasible, else the cvxpy solver's
+    name) -- or the :class:`Infeasible` /
     :class:`UncertifiedError` the instance raised. Instances of one shape share a compiled
     problem; Frobenius ones left by the fast solvers are solved ``CHUNK`` at a time as one
     problem, and an instance of a chunk that fails or is not certified is re-solved alone.
