@@ -1,8 +1,9 @@
 """The regularisation path :math:`\\bar W(R) = \\arg\\min_{\\|W\\|\\le R}\\mathcal L(W)`.
 
-Projected, normalised gradient descent, all radii (and trials) as one batch. See chapter 2,
-*The Att-SVM and gradient descent*. In the entrywise ℓp ball (``norm=lp``) the same path is
-computed by ℓp mirror descent with Bregman projections (chapter 9).
+Projected, normalised gradient descent with a step on the iterate's own scale and a
+continuation across radii, all radii (and trials) as one batch. See chapter 2, *The Att-SVM and
+gradient descent*. In the entrywise ℓp ball (``norm=lp``) the same path is computed by ℓp
+mirror descent with Bregman projections (chapter 9).
 """
 
 from __future__ import annotations
@@ -41,8 +42,23 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
                         dtype=None, norm="fro") -> PathResult:
     """Regularisation path :math:`\\bar W(R) = \\arg\\min_{\\|W\\|_F\\le R}\\mathcal L(W)`.
 
-    Projected, normalised gradient descent with a decaying step :math:`\\eta_k R`
-    (:math:`\\eta_k` falls linearly from ``lr`` to ``lr/1000``), all radii as one batch.
+    Projected, normalised gradient descent, all radii (and trials) as one batch. Step k is
+    :math:`\\eta_k\\rho_k` times the unit gradient, then the projection onto the ball:
+    :math:`\\eta_k` falls linearly from ``lr`` to ``lr/1000`` and :math:`\\rho_k` is the norm of
+    the iterate (of the pair for (K, Q); the ball's radius at a zero start). On the sphere
+    :math:`\\rho_k = R`; inside it the step follows the iterate's scale, so a minimiser
+    inside the ball (an infeasible Att-SVM) is reached at every radius, however large.
+    In the entrywise ℓp ball the step is taken in the dual,
+    :math:`\\theta \\leftarrow \\theta - \\eta_k\\rho_k^{p-1} G/\\|G\\|_q`
+    with :math:`\\theta = \\mathrm{sign}(W)|W|^{p-1}`, then mapped back and rescaled into the
+    ball.
+
+    Continuation: before every step, and after the last one, each radius takes the point of
+    lowest loss among the radii up to its own when it is strictly lower than its own (a point
+    of a smaller ball lies in the larger one). The path's loss is then non-increasing in R,
+    and a radius whose own iterate stalls on a flat, saturated region of its sphere is
+    restarted from the smaller radii's point.
+
     ``param="p"``: the prompt model, :math:`\\|p\\|\\le R` (W fixed by ``init["W"]``, default
     identity); ``param="KQ"``: :math:`\\|K\\|_F^2+\\|Q\\|_F^2\\le 2R` (so
     :math:`\\|KQ^\\top\\|_\\star\\le R`). As R grows, :math:`\\bar W(R)/R` turns to the max-margin
@@ -105,6 +121,28 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
             return {k: t * scale.view(B, *[1] * (t.ndim - 1)) for k, t in P.items()}
 
         P = project(P)
+        # the radii of one trial in increasing order, for the continuation below
+        order = torch.argsort(R.to(bd.device), stable=True)
+        own = torch.arange(nR, device=bd.device)
+        base = (torch.arange(Bt, device=bd.device) * nR).unsqueeze(1)
+
+        def continuation(L, *trees):
+            """Each radius takes the point of lowest loss among the radii up to its own (a
+            point of a smaller ball lies in the larger one); it keeps its own on a tie."""
+            Ls = L.view(Bt, nR)[:, order]
+            low, at = torch.cummin(Ls, dim=1)
+            src = torch.where(low < Ls, order[at], order.expand(Bt, nR))
+            idx = torch.empty_like(src)
+            idx[:, order] = src
+            idx = (base + idx).reshape(-1)
+            moved = bool((idx != (base + own).reshape(-1)).any())
+            return [({k: t[idx] for k, t in tr.items()} if isinstance(tr, dict) else tr[idx])
+                    if moved else tr for tr in (L, *trees)]
+
+        def size(P):  # ||P|| in the ball's norm, per flat trial
+            return torch.linalg.vector_norm(
+                torch.cat([t.reshape(B, -1) for t in P.values()], 1), ord=lp, dim=1)
+
         it = range(steps)
         if progress:
             from tqdm.auto import tqdm
@@ -112,10 +150,13 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
             it = tqdm(it, desc="regularization path", leave=False)
         resid = torch.zeros(B, device=bd.device, dtype=bd.dtype)
         for k in it:
-            G, _, _ = grads(P)
+            G, _, out = grads(P, extras=True)
+            _, P, G, resid = continuation(out["loss"], P, G, resid)
             eta = lr * (1 - (1 - 1e-3) * k / max(steps - 1, 1))
+            rho = size(P)
+            rho = torch.where(rho > 0, rho, bound)  # the scale of the iterate, R from 0
             gflat = torch.cat([g.reshape(B, -1) for g in G.values()], 1)
-            step = normalized_step(gflat, 1.0, q, 0.0) * (eta * bound ** (lp - 1)).unsqueeze(1)
+            step = normalized_step(gflat, 1.0, q, 0.0) * (eta * rho ** (lp - 1)).unsqueeze(1)
             new, off = {}, 0
             for name, t in P.items():
                 sz = t[0].numel()
@@ -126,6 +167,7 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
             resid = torch.sqrt(sum(((new[k] - P[k]).reshape(B, -1) ** 2).sum(1) for k in P))
             P = new
         _, _, out = grads(P, extras=True)
+        loss_out, P, resid = continuation(out["loss"], P, resid)
         P = unstack_kq(P)
 
     def shape(t):
@@ -134,7 +176,7 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
 
     fixed = prob.fixed
     W_final = P["K"] @ P["Q"].mT if "K" in P else P.get("W", fixed.get("W"))
-    return PathResult(radii=R, W=shape(W_final), loss=shape(out["loss"]), residual=shape(resid),
+    return PathResult(radii=R, W=shape(W_final), loss=shape(loss_out), residual=shape(resid),
                       p=shape(P["p"]) if "p" in P else None,
                       K=shape(P["K"]) if "K" in P else None,
                       Q=shape(P["Q"]) if "Q" in P else None)
