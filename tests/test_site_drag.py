@@ -18,6 +18,8 @@ Tolerances: p^mm relative 1e-6 (the solver's certificate is tighter); the GD end
 relative 1e-5 (late normalised steps divide a gradient of the size of eps by its norm, so
 rounding moves p(200) by about 1e-7 between two correct implementations). Every control must
 change the figure. Screenshots at 1366 x 768 and 390 x 844 go to ``_build/screenshots/``.
+On a phone (touch, the keyboard): test_site_drag_touch.py; the page's helpers:
+tests/site_drag_helpers.py.
 """
 
 from __future__ import annotations
@@ -26,81 +28,40 @@ import json
 
 import numpy as np
 import pytest
+from site_drag_helpers import (  # noqa: F401  (page: a pytest fixture)
+    EX,
+    PAGE,
+    attnlib_answer,
+    compare,
+    drag_data,
+    numbers,
+    open_drag,
+    page,
+    set_state,
+)
 from site_helpers import (  # noqa: F401  (pytest fixtures)
     SCREENSHOTS,
     SITE,
     browser,
     console_errors,
-    open_page,
     page_paths,
     served_site,
 )
 
 pytestmark = pytest.mark.browser
 
-PAGE = "book/02_att_svm.html"
-_EX = "const m = window.attnTokenDrag; const ex = m && Object.values(m.instances)[0];"
-_WAIT = _EX + """
-const done = arguments[arguments.length - 1];
-(async () => {
-  for (let i = 0; i < 100 && !document.querySelector('.attnlib-drag[data-ready=true]'); i++) {
-    await new Promise(r => setTimeout(r, 100));
-  }
-  done(!!document.querySelector('.attnlib-drag[data-ready=true]'));
-})();
-"""
 # what the reader sees: both plots' traces, the readout and the controls' state
-_PICTURE = _EX + """
+_PICTURE = EX + """
 return JSON.stringify([ex.keysDiv.data, ex.pathDiv.data, ex.readout.textContent]);
 """
 
-
-def _open(driver, site, width=1280, height=1000):
-    driver.set_window_size(width, height)
-    entries = open_page(driver, f"{site}/{PAGE}")
-    assert driver.execute_async_script(_WAIT), "the drag explorer did not start"
-    return entries
-
-
-@pytest.fixture
-def page(browser, served_site):  # noqa: F811 (fixtures imported above)
-    if not (SITE / PAGE).is_file():
-        pytest.skip(f"{PAGE} is not built")
-    entries = _open(browser, served_site)
-    yield entries
-    browser.set_window_size(1280, 1000)
-
-
-def _data(driver) -> dict:
-    """The exported data of the page (attnlib's answers included)."""
-    return json.loads(driver.execute_script(
-        "return document.querySelector('script[id^=attnlib-drag][id$=-data]').textContent;"))
-
-
-def _numbers(driver) -> dict:
-    return driver.execute_script(_EX + "return {state: ex.state, res: ex.numbers(), "
-                                 "renders: ex.renders};")
-
-
-def _set(driver, **patch):
-    driver.execute_script(_EX + "ex.set({example: arguments[0].example}); ex.set(arguments[0]);",
-                          patch)
-
-
-def _compare(js: dict, want: dict, what: str):
-    assert js["feasible"] == want["feasible"], what
-    assert js["locally_optimal"] == want["locally_optimal"], what
-    if want["feasible"]:
-        np.testing.assert_allclose(js["p_mm"], want["p_mm"], rtol=1e-6, atol=1e-9, err_msg=what)
-        assert js["support"] == want["support"], what
-    np.testing.assert_allclose(js["p_end"], want["p_end"], rtol=1e-5, atol=1e-8, err_msg=what)
 
 
 def _margins(driver, keys, alpha, want):
     """The margin lines in the key plot are, for every input i, the level lines of attnlib's
     p^mm through its selected key and one below (where its support tokens lie); none when
     the selection is infeasible."""
-    traces = driver.execute_script(_EX + "return ex.keysDiv.data.filter(t => t.meta && "
+    traces = driver.execute_script(EX + "return ex.keysDiv.data.filter(t => t.meta && "
                                    "t.meta.margin !== undefined).map(t => [t.meta, t.x, t.y]);")
     if not want["feasible"]:
         assert traces == [], "margin lines drawn for an infeasible selection"
@@ -117,7 +78,7 @@ def _margins(driver, keys, alpha, want):
         if meta["level"] == "support":
             for t in np.flatnonzero(want["support"][i]):  # the support tokens on it
                 np.testing.assert_allclose(K[i, t] @ p, on[0], atol=1e-6)
-    names = driver.execute_script(_EX + "return ex.keysDiv.data.filter(t => t.name === "
+    names = driver.execute_script(EX + "return ex.keysDiv.data.filter(t => t.name === "
                                   "'margin' && t.showlegend !== false).length;")
     assert names == 1  # one legend entry, "margin"
 
@@ -136,27 +97,27 @@ def test_plotly_is_loaded_by_chapter_2_only(page, browser):  # noqa: F811
 
 
 def test_opens_on_the_chapters_default(page, browser):  # noqa: F811
-    got = _numbers(browser)
-    st, data = got["state"], _data(browser)
+    got = numbers(browser)
+    st, data = got["state"], drag_data(browser)
     assert st["example"] == "e2" and st["lr"] == 0.1 and st["normalized"] is True
     assert st["loss"] == "logistic" and st["iterations"] == 200
     default = next(r for r in data["references"] if r["example"] == "e2")
-    _compare(got["res"], default["attnlib"], "default")
+    compare(got["res"], default["attnlib"], "default")
     text = browser.find_element("css selector", ".attnlib-drag .ad-readout").text
     assert "After 200 steps" in text and "support tokens" in text
 
 
 def test_browser_numbers_match_attnlib(page, browser):  # noqa: F811
     """Every configuration the build exported (default of each example and the moves)."""
-    data = _data(browser)
+    data = drag_data(browser)
     assert len(data["references"]) >= 8
     for r in data["references"]:
-        _set(browser, example=r["example"], keys=r["keys"], alpha=r["alpha"], p0=r["p0"],
+        set_state(browser, example=r["example"], keys=r["keys"], alpha=r["alpha"], p0=r["p0"],
              lr=r["lr"], normalized=r["normalized"], loss=r["loss"],
              iterations=r["iterations"])
-        got = _numbers(browser)
+        got = numbers(browser)
         assert got["state"]["keys"] == r["keys"]
-        _compare(got["res"], r["attnlib"], json.dumps({k: r[k] for k in (
+        compare(got["res"], r["attnlib"], json.dumps({k: r[k] for k in (
             "example", "alpha", "p0", "lr", "normalized", "loss", "iterations")}))
         _margins(browser, r["keys"], r["alpha"], r["attnlib"])
 
@@ -166,7 +127,7 @@ def test_choose_each_inputs_token(page, browser):  # noqa: F811
     local optimality, infeasibility and margin lines are attnlib's for that selection."""
     from selenium.webdriver.support.ui import Select
 
-    data = _data(browser)
+    data = drag_data(browser)
     opt = data["examples"]["e2"]["optimal"]
     refs = [r for r in data["references"] if r["example"] == "e2" and r["alpha"] != opt
             and r["keys"] == data["examples"]["e2"]["keys"]]
@@ -179,14 +140,14 @@ def test_choose_each_inputs_token(page, browser):  # noqa: F811
         menus = browser.find_elements("css selector",
                                       ".attnlib-drag .ad-control[data-control=alpha] select")
         assert len(menus) == 3 and all(m.is_enabled() and m.is_displayed() for m in menus)
-        before = _numbers(browser)["renders"]
+        before = numbers(browser)["renders"]
         for menu, a in zip(menus, r["alpha"]):
             Select(menu).select_by_value(str(a))
-        got = _numbers(browser)
+        got = numbers(browser)
         assert got["state"]["alpha"] == r["alpha"] and got["renders"] > before
         what = f"e2 selecting {r['alpha']}"
         # the exported GD settings are the default's, so the whole readout is comparable
-        _compare(got["res"], r["attnlib"], what)
+        compare(got["res"], r["attnlib"], what)
         _margins(browser, r["keys"], r["alpha"], r["attnlib"])
         text = browser.find_element("css selector", ".attnlib-drag .ad-readout").text
         names = ", ".join(f"x{i + 1},{a + 1}" for i, a in enumerate(r["alpha"]))
@@ -214,9 +175,9 @@ def _drag(browser, div: str, point, by):  # noqa: F811
     """Drag with the mouse from a point of the plane (data coordinates) by ``by`` pixels."""
     from selenium.webdriver.common.action_chains import ActionChains
 
-    el = browser.execute_script(_EX + f"return ex.{div};")
+    el = browser.execute_script(EX + f"return ex.{div};")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", el)
-    px = browser.execute_script(_EX + f"return ex.toPixel(ex.{div}, arguments[0]);", point)
+    px = browser.execute_script(EX + f"return ex.toPixel(ex.{div}, arguments[0]);", point)
     size = el.size
     chain = ActionChains(browser).move_to_element_with_offset(
         el, int(round(px[0] - size["width"] / 2)), int(round(px[1] - size["height"] / 2)))
@@ -226,29 +187,24 @@ def _drag(browser, div: str, point, by):  # noqa: F811
     chain.release().perform()
 
 
-def _attnlib(state, gamma):
-    from attnlib.explorers.token_drag import reference
 
-    return reference(state["keys"], gamma, state["alpha"], state["p0"], lr=state["lr"],
-                     normalized=state["normalized"], loss=state["loss"],
-                     iterations=state["iterations"], eps=state["examples"][
-                         state["example"]]["eps"])
+
 
 
 def test_drag_a_token_with_the_mouse(page, browser):  # noqa: F811
     browser.find_element("css selector",
                          '.ad-control[data-control=example] button[data-value=\'"e1-global"\']'
                          ).click()
-    before = _numbers(browser)
+    before = numbers(browser)
     x3 = before["state"]["keys"][0][2]
     _drag(browser, "keysDiv", x3, (60, 48))
-    after = _numbers(browser)
+    after = numbers(browser)
     moved = after["state"]["keys"][0][2]
     assert moved[0] > x3[0] + 0.1 and moved[1] < x3[1] - 0.1, (x3, moved)  # right and down
     assert after["state"]["keys"][0][:2] == before["state"]["keys"][0][:2]  # only x3
     assert after["renders"] - before["renders"] >= 3  # live while dragging
     gamma = after["state"]["examples"]["e1-global"]["gamma"]
-    _compare(after["res"], _attnlib(after["state"], gamma), f"x3 dragged to {moved}")
+    compare(after["res"], attnlib_answer(after["state"], gamma), f"x3 dragged to {moved}")
     assert after["res"]["p_mm"] != before["res"]["p_mm"]
 
 
@@ -256,12 +212,12 @@ def test_drag_the_start_with_the_mouse(page, browser):  # noqa: F811
     browser.find_element("css selector",
                          '.ad-control[data-control=example] button[data-value=\'"e1-local"\']'
                          ).click()
-    before = _numbers(browser)
+    before = numbers(browser)
     _drag(browser, "pathDiv", before["state"]["p0"], (0, 120))  # down the vertical axis
-    after = _numbers(browser)
+    after = numbers(browser)
     assert after["state"]["p0"][1] < before["state"]["p0"][1] - 1, after["state"]["p0"]
     gamma = after["state"]["examples"]["e1-local"]["gamma"]
-    _compare(after["res"], _attnlib(after["state"], gamma), f"p(0) = {after['state']['p0']}")
+    compare(after["res"], attnlib_answer(after["state"], gamma), f"p(0) = {after['state']['p0']}")
     assert after["res"]["p_end"] != before["res"]["p_end"]
 
 
@@ -291,7 +247,7 @@ def test_every_control_changes_the_picture(page, browser):  # noqa: F811
     changes("selected token x2", lambda: select.select_by_value("1"))
     slider = browser.find_element("css selector", ".attnlib-drag input[type=range]")
     changes("iterations", lambda: slider.send_keys(Keys.ARROW_LEFT * 3))
-    assert _numbers(browser)["state"]["iterations"] == 170  # step 10
+    assert numbers(browser)["state"]["iterations"] == 170  # step 10
     reset = browser.find_element("css selector", ".attnlib-drag button[data-control=reset]")
     changes("reset", reset.click)
 
@@ -301,11 +257,11 @@ def test_fits_the_screen(browser, served_site, width, height):  # noqa: F811
     if not (SITE / PAGE).is_file():
         pytest.skip(f"{PAGE} is not built")
     try:
-        entries = _open(browser, served_site, width, height)
+        entries = open_drag(browser, served_site, width, height)
         assert not console_errors(entries)
         # a selection of chapter 3 on E2: a token per input, feasible, not locally optimal
-        browser.execute_script(_EX + "ex.set({alpha: [0, 2, 0]});")
-        info = browser.execute_script(_EX + """
+        browser.execute_script(EX + "ex.set({alpha: [0, 2, 0]});")
+        info = browser.execute_script(EX + """
             ex.root.scrollIntoView({block: 'start'});
             const vw = document.documentElement.clientWidth;
             const boxes = [ex.root, ex.keysDiv, ex.pathDiv, ex.controls].map(
@@ -325,190 +281,9 @@ def test_fits_the_screen(browser, served_site, width, height):  # noqa: F811
     assert info["font"] >= 14, info  # readable numbers
 
 
-# ------------------------------------------------------------------ phone first (touch, keys)
-# A phone: 390 x 844, touch input emulated through the Chrome DevTools Protocol. A vertical
-# swipe over the plots must scroll the page as over text; only the handles laid over the
-# tokens (and p(0)) take the finger.
-_PHONE = (390, 844)
-_SCROLL = "return (document.scrollingElement || document.documentElement).scrollTop;"
 
 
-@pytest.fixture
-def phone(browser, served_site):  # noqa: F811 (fixtures imported above)
-    if not (SITE / PAGE).is_file():
-        pytest.skip(f"{PAGE} is not built")
-    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": _PHONE[0], "height": _PHONE[1], "deviceScaleFactor": 2, "mobile": True})
-    browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled",
-                            {"enabled": True, "maxTouchPoints": 5})
-    try:
-        _open(browser, served_site, *_PHONE)
-        yield browser
-    finally:
-        browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": False})
-        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-        browser.set_window_size(1280, 1000)
-
-
-def _swipe(driver, x, y, dy, steps: int = 15) -> float:
-    """A one-finger swipe from (x, y) (viewport pixels) by dy pixels (negative: the finger
-    moves up, the page scrolls down), as touch events through the Chrome DevTools Protocol
-    (the browser applies touch-action to them as to a real finger); returns how far the page
-    scrolled."""
-    touch = "Input.dispatchTouchEvent"
-    before = driver.execute_script(_SCROLL)
-    driver.execute_cdp_cmd(touch, {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
-    for k in range(1, steps + 1):
-        driver.execute_cdp_cmd(touch, {"type": "touchMove",
-                                       "touchPoints": [{"x": x, "y": y + dy * k / steps}]})
-    driver.execute_cdp_cmd(touch, {"type": "touchEnd", "touchPoints": []})
-    driver.execute_async_script("const d = arguments[0]; setTimeout(() => requestAnimationFrame("
-                                "() => d(true)), 400);")  # the fling, if any, settles
-    return driver.execute_script(_SCROLL) - before
-
-
-def _place(driver, element_js: str, at: float = 0.75):
-    """Scroll so that the element's top is at ``at`` of the viewport's height; its box."""
-    return driver.execute_script(_EX + f"const e = {element_js};" + """
-        const top = e.getBoundingClientRect().top + window.scrollY;
-        window.scrollTo(0, top - arguments[0] * window.innerHeight);
-        const b = e.getBoundingClientRect();
-        return {left: b.left, top: b.top, width: b.width, height: b.height,
-                vh: window.innerHeight};""", at)
-
-
-def _free_point(driver, div: str):
-    """A point of the plot ``div`` (viewport pixels) at least 40 px from every token and p(0):
-    where a finger that means to scroll lands."""
-    return driver.execute_script(_EX + f"const d = ex.{div};" + """
-        const b = d.getBoundingClientRect();
-        const pts = ex.state.keys.flat().concat([ex.state.p0]).map(p => ex.toPixel(d, p));
-        let best = null;
-        for (let y = 0.3; y <= 0.7; y += 0.05) for (let x = 0.2; x <= 0.8; x += 0.05) {
-          const px = [x * b.width, y * b.height];
-          const far = Math.min(...pts.map(q => Math.hypot(q[0] - px[0], q[1] - px[1])));
-          if (far >= 40 && (best === null || y < best[1])) best = [px[0], px[1], far];
-        }
-        return best && [b.left + best[0], b.top + best[1]];""")
-
-
-def test_vertical_swipe_over_the_plots_scrolls_the_page(phone):
-    """A 300 px swipe scrolls the page at least 240 px over either plot, as over text."""
-    box = _place(phone, "ex.root.previousElementSibling || ex.root.parentNode", 0.7)
-    text = _swipe(phone, box["left"] + 0.5 * box["width"], 0.7 * box["vh"], -300)
-    assert text > 150, f"the swipe over text scrolled {text} px"
-    for div in ("keysDiv", "pathDiv"):
-        _place(phone, f"ex.{div}", 0.35)
-        x, y = _free_point(phone, div)
-        moved = _swipe(phone, x, y, -300)
-        print(f"swipe over {div}: {moved} px (over text: {text} px)")
-        # the page follows the finger (300 px; a fling may add some, over text as over plots)
-        assert moved >= 240, \
-            f"a vertical swipe over {div} scrolled {moved} px, over text {text} px"
-
-
-def test_a_finger_on_a_token_drags_it(phone):
-    """A swipe that starts on a token moves the token, not the page."""
-    phone.find_element("css selector",
-                       '.ad-control[data-control=example] button[data-value=\'"e1-global"\']'
-                       ).click()
-    box = _place(phone, "ex.keysDiv", 0.3)
-    before = _numbers(phone)
-    x3 = before["state"]["keys"][0][2]
-    px = phone.execute_script(_EX + "return ex.toPixel(ex.keysDiv, arguments[0]);", x3)
-    scrolled = _swipe(phone, box["left"] + px[0], box["top"] + px[1], 60)  # finger down
-    after = _numbers(phone)
-    moved = after["state"]["keys"][0][2]
-    assert moved[1] < x3[1] - 0.1, (x3, moved)  # dragged down the plane
-    assert abs(scrolled) <= 2, f"the page scrolled {scrolled} px under a token drag"
-    gamma = after["state"]["examples"]["e1-global"]["gamma"]
-    _compare(after["res"], _attnlib(after["state"], gamma), f"x3 dragged to {moved}")
-
-
-def _handles(driver):
-    return driver.execute_script(_EX + """
-        return Array.from(ex.root.querySelectorAll('[data-handle]')).map(h => {
-          const b = h.getBoundingClientRect();
-          return {id: h.dataset.handle, w: b.width, h: b.height, x: b.left + b.width / 2,
-                  y: b.top + b.height / 2, label: h.getAttribute('aria-label'),
-                  tab: h.tabIndex, touch: getComputedStyle(h).touchAction};
-        });""")
-
-
-def _token_centres(driver):
-    return driver.execute_script(_EX + """
-        const at = (d, p) => { const b = d.getBoundingClientRect(), q = ex.toPixel(d, p);
-                               return [b.left + q[0], b.top + q[1]]; };
-        const out = {};
-        ex.state.keys.forEach((K, i) => K.forEach((k, t) => {
-          out[i + ',' + t] = at(ex.keysDiv, k); }));
-        out.p0 = at(ex.pathDiv, ex.state.p0);
-        return out;""")
-
-
-@pytest.mark.parametrize("touch", [False, True])
-def test_hit_targets_are_large_enough(browser, served_site, touch):  # noqa: F811
-    """Every token and p(0) has a focusable handle centred on it, at least 24 x 24 px (at
-    least 40 px on a touch screen), that alone takes the pointer (touch-action: none) while
-    the plots let the page scroll (touch-action: pan-y)."""
-    if not (SITE / PAGE).is_file():
-        pytest.skip(f"{PAGE} is not built")
-    if touch:
-        browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-            "width": _PHONE[0], "height": _PHONE[1], "deviceScaleFactor": 2, "mobile": True})
-        browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled",
-                                {"enabled": True, "maxTouchPoints": 5})
-    try:
-        _open(browser, served_site, *(_PHONE if touch else (1366, 768)))
-        handles, centres = _handles(browser), _token_centres(browser)
-        plots = browser.execute_script(_EX + "return [ex.keysDiv, ex.pathDiv].map("
-                                       "d => getComputedStyle(d).touchAction);")
-        coarse = browser.execute_script("return matchMedia('(pointer: coarse)').matches;")
-    finally:
-        if touch:
-            browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": False})
-            browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-        browser.set_window_size(1280, 1000)
-    print(f"touch={touch} (pointer: coarse {coarse}): handles "
-          f"{sorted({(h['w'], h['h']) for h in handles})}, plots {plots}")
-    assert sorted(h["id"] for h in handles) == sorted(centres), (handles, centres)
-    least = 40 if coarse else 24
-    for h in handles:
-        assert min(h["w"], h["h"]) >= least, h
-        assert abs(h["x"] - centres[h["id"]][0]) <= 1 and abs(h["y"] - centres[h["id"]][1]) <= 1
-        assert h["tab"] == 0 and h["label"] and "arrow keys" in h["label"], h
-        assert h["touch"] == "none", h
-    assert all("pan-y" in t for t in plots), plots
-
-
-def test_keyboard_moves_a_token(page, browser):  # noqa: F811
-    """Tab reaches the handles; the arrow keys move the focused token (not the page) and the
-    picture and its label follow."""
-    from selenium.webdriver.common.keys import Keys
-
-    browser.find_element("css selector",
-                         '.ad-control[data-control=example] button[data-value=\'"e1-global"\']'
-                         ).click()
-    handle = browser.find_element("css selector", ".attnlib-drag [data-handle='0,2']")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", handle)
-    before, label = _numbers(browser), handle.get_attribute("aria-label")
-    y0 = browser.execute_script(_SCROLL)
-    handle.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ARROW_DOWN)
-    after = _numbers(browser)
-    k0, k1 = before["state"]["keys"][0][2], after["state"]["keys"][0][2]
-    assert k1[0] > k0[0] and k1[1] < k0[1], (k0, k1)
-    assert after["state"]["keys"][0][:2] == before["state"]["keys"][0][:2]  # only x3
-    assert browser.execute_script(_SCROLL) == y0  # the arrows did not scroll the page
-    assert browser.execute_script("return document.activeElement.dataset.handle") == "0,2"
-    assert handle.get_attribute("aria-label") != label
-    gamma = after["state"]["examples"]["e1-global"]["gamma"]
-    _compare(after["res"], _attnlib(after["state"], gamma), f"x3 moved by keys to {k1}")
-    # Tab order: the handles are reachable from the keyboard
-    handle.send_keys(Keys.TAB)
-    assert browser.execute_script("return document.activeElement.dataset.handle") is not None
-
-
-_DRAG_FOR = _EX + """
+_DRAG_FOR = EX + """
 const [seconds, done] = [arguments[0], arguments[arguments.length - 1]];
 const h = ex.root.querySelector("[data-handle='0,0']");
 const b = h.getBoundingClientRect(), x = b.left + b.width / 2, y = b.top + b.height / 2;

@@ -1,0 +1,268 @@
+"""What the page tests of the built book (tests/test_site.py, tests/test_site_fit.py) read
+from each page, on the one visit per page and size that all browser tests share
+(site_helpers.visit): three read-only scripts (:data:`INSPECT`, :data:`OVERFLOW`,
+:data:`FIT`), then two actions that change the page, last (after the reader's screenshots and
+the explorers' controls): every folded block opened at 1366 x 768, the search button pressed
+on the phone. Importing this module registers them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from site_helpers import (
+    ACTIONS,
+    READERS,
+    ROOT,
+    SCREENSHOTS,
+    Action,
+    page_paths,
+    screenshot,
+    visit,
+    visited,
+)
+
+PAGES = page_paths()
+
+
+def chapter_pages() -> list[str]:
+    """The pages built from a notebook."""
+    return [p for p in PAGES if (ROOT / p.replace(".html", ".ipynb")).is_file()]
+
+
+# JavaScript collecting, in one round trip, what the checks below need from the open page.
+INSPECT = r"""
+const skip = new Set(['SCRIPT', 'STYLE', 'PRE', 'CODE', 'TEXTAREA', 'MJX-CONTAINER', 'NOSCRIPT',
+                      'BUTTON']);  // (a player's pause button reads '||')
+// raw math, MyST directives/roles, LaTeX commands and pipe tables left in the text
+const RAW = new RegExp([String.raw`\$\$`, String.raw`\\\(`, String.raw`\\\[`,
+  String.raw`\{(prf:|exercise|solution|doc\}|ref\}|cite|numref\}|eq\}|math\})`, '```\\{',
+  String.raw`\\(frac|mathrm|mathbf|mathcal|top|alpha|gamma|lambda|sum|le|ge|star|begin|end)\b`,
+  String.raw`\|\s*:?-{3,}`, String.raw`^\s*\|.*\|\s*$`].join('|'), 'm');
+const raw = [];
+const chars = new Map();
+const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
+  acceptNode(node) {
+    for (let e = node.parentElement; e; e = e.parentElement) {
+      if (skip.has(e.tagName)) return NodeFilter.FILTER_REJECT;
+    }
+    return NodeFilter.FILTER_ACCEPT;
+  }});
+for (let n; (n = walker.nextNode()); ) {
+  const t = n.textContent;
+  if (RAW.test(t)) raw.push(t.trim().slice(0, 80));
+  for (const ch of t) {
+    if (ch.codePointAt(0) > 0x2000 && !chars.has(ch)) chars.set(ch, n.parentElement);
+  }
+}
+// a glyph box: the character draws exactly like an unassigned code point (.notdef) in its font
+const canvas = document.createElement('canvas');
+canvas.width = 64; canvas.height = 64;
+const ctx = canvas.getContext('2d', {willReadFrequently: true});
+const draw = (ch, font) => {
+  ctx.clearRect(0, 0, 64, 64); ctx.font = font; ctx.fillStyle = '#000';
+  ctx.fillText(ch, 4, 48);
+  return ctx.getImageData(0, 0, 64, 64).data.join(',');
+};
+const boxes = [];
+const isBox = (ch, cs) => {
+  const font = `${cs.fontStyle} ${cs.fontWeight} 40px ${cs.fontFamily}`;
+  return draw(ch, font) === draw('\u0378', font);
+};
+for (const [ch, el] of chars) {
+  if (isBox(ch, getComputedStyle(el))) boxes.push(ch);
+}
+// icons drawn by CSS (::before/::after content) of the visible elements, in their own font
+for (const el of document.querySelectorAll('body *')) {
+  if (!el.getClientRects().length) continue;
+  for (const pseudo of ['::before', '::after']) {
+    const cs = getComputedStyle(el, pseudo);
+    const m = /^"(.*)"$/.exec(cs.content || '');
+    if (!m || cs.display === 'none') continue;
+    for (const ch of m[1]) {
+      if (ch.codePointAt(0) > 0x2000 && isBox(ch, cs)) {
+        boxes.push(`${ch} in ${el.tagName.toLowerCase()}.${el.className}${pseudo}`);
+      }
+    }
+  }
+}
+const maths = Array.from(document.querySelectorAll('.math'));
+const visible = e => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length);
+return {
+  mathjax: window.MathJax && MathJax.version ? MathJax.version : null,
+  math: maths.length,
+  untypeset: maths.filter(e => !e.querySelector('mjx-container')).length,
+  mjx: document.querySelectorAll('mjx-container').length,
+  merror: Array.from(document.querySelectorAll('mjx-merror')).map(e => e.textContent).slice(0, 5),
+  raw: raw.slice(0, 5),
+  boxes: boxes.map(c => `${c} (U+${c.codePointAt(0).toString(16).toUpperCase()})`).slice(0, 5),
+  search_boxes: Array.from(document.querySelectorAll('.search-button-field, form.bd-search'))
+      .filter(e => visible(e) && !e.closest('.bd-search-container')).length,  // (search.html)
+  broken_images: Array.from(document.images)
+      .filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
+  links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+  blocks: Array.from(document.querySelectorAll('div.proof, div.exercise, div.solution')).map(b => ({
+      id: b.id, cls: b.className, visible: visible(b),
+      title: (b.querySelector('.admonition-title') || {textContent: ''}).textContent.trim()})),
+  widget_views: document.querySelectorAll(
+      'script[type="application/vnd.jupyter.widget-view+json"]').length,
+  widgets_rendered:
+      document.querySelectorAll('.jupyter-widgets, .widget-box, .widget-slider').length,
+};
+"""
+
+
+def _check_dropdowns(driver) -> list[str]:
+    """Each folded (dropdown) solution is closed, and opens when its title is clicked."""
+    from selenium.webdriver.common.by import By
+
+    problems = []
+    for block in driver.find_elements(By.CSS_SELECTOR, "div.solution.dropdown, details.solution"):
+        name = block.get_attribute("id") or block.text[:40]
+        body = [e for e in block.find_elements(By.XPATH, "./*")
+                if "admonition-title" not in (e.get_attribute("class") or "")
+                and e.tag_name not in ("summary", "button")]
+        if not body:
+            problems.append(f"solution {name!r} has no content")
+            continue
+        if any(e.is_displayed() for e in body):
+            problems.append(f"solution {name!r} is not folded")
+            continue
+        title = block.find_elements(By.CSS_SELECTOR,
+                                    "summary, .admonition-title, button.toggle-button")
+        if not title:
+            problems.append(f"solution {name!r} has no title to click")
+            continue
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", title[0])
+        driver.execute_script("arguments[0].click();", title[0])
+        driver.implicitly_wait(0)
+        for _ in range(20):
+            if any(e.is_displayed() for e in body):
+                break
+            driver.execute_script("return new Promise(r => setTimeout(r, 100));")
+        else:
+            problems.append(f"solution {name!r} does not open on click")
+    return problems
+
+
+# JavaScript: each code cell whose box scrolls sideways (a line longer than the column), with
+# its longest line; and what overflows the window on a phone
+OVERFLOW = r"""
+const cells = Array.from(document.querySelectorAll('div.cell'));
+const wide = [];
+cells.forEach((cell, k) => {
+  const pre = cell.querySelector('.cell_input pre');
+  if (!pre || pre.closest('details:not([open])')) return;
+  if (pre.scrollWidth > pre.clientWidth + 1) {
+    const lines = pre.textContent.split('\n');
+    const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), '');
+    wide.push({cell: k + 1, chars: longest.length, line: longest.slice(0, 100)});
+  }
+});
+const vw = document.documentElement.clientWidth;
+// (inside a box that scrolls sideways on its own, such as a wide table, is fine)
+const scrolls = e => {
+  for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+    if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX)) return true;
+  }
+  return false;
+};
+const sticking = Array.from(document.querySelectorAll('article img, article table, .bd-article p'))
+  .filter(e => e.getBoundingClientRect().right > vw + 1 && !scrolls(e))
+  .map(e => e.tagName + ' ' + (e.getAttribute('src') || e.textContent.slice(0, 40)));
+return {wide, page_width: document.documentElement.scrollWidth, vw, sticking,
+        sidebar_visible: !!document.querySelector('.bd-sidebar-primary')
+            && document.querySelector('.bd-sidebar-primary').getBoundingClientRect().right > 0
+            && getComputedStyle(document.querySelector('.bd-sidebar-primary')).visibility
+               !== 'hidden'};
+"""
+
+# JavaScript: the visible search button opens a visible, focused search field
+SEARCH = r"""
+const done = arguments[arguments.length - 1];
+const button = Array.from(document.querySelectorAll('.search-button__button'))
+  .find(e => e.offsetWidth > 0);
+if (!button) { done('no visible search button'); }
+else {
+  button.click();
+  setTimeout(() => {
+    const a = document.activeElement;
+    done(a && a.matches('input[type=search]') && a.offsetWidth > 0
+         ? true : `focus on ${a ? a.outerHTML.slice(0, 80) : null}`);
+    document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}));
+  }, 500);
+}
+"""
+
+
+# JavaScript: display math and inline code wider than their box, and block titles (issue 13).
+# A display equation is measured by its typeset content (mjx-math), not by its box: a box that
+# scrolls sideways (book-site.css, the last resort) still fails, as does one that clips.
+FIT = r"""
+const px = x => Math.round(x);
+const math = [];
+document.querySelectorAll('.bd-article mjx-container[display="true"]').forEach(c => {
+  if (c.closest('details:not([open])') || c.offsetParent === null) return;
+  const box = c.parentElement.getBoundingClientRect();
+  const inner = (c.querySelector('mjx-math') || c).getBoundingClientRect();
+  const tex = (c.closest('.math') || c).textContent || '';
+  if (c.scrollWidth > c.clientWidth + 1 || inner.width > box.width + 1
+      || inner.right > box.right + 1) {
+    math.push(`${px(inner.width)} px in a ${px(Math.min(box.width, c.clientWidth))} px box: `
+              + (c.getAttribute('aria-label') || tex).slice(0, 70));
+  }
+});
+const code = [];
+document.querySelectorAll('.bd-article code.literal').forEach(c => {
+  if (c.closest('details:not([open])') || c.offsetParent === null || c.closest('pre')) return;
+  const block = c.closest('p, li, td, dd, .admonition, section');
+  if (!block || ['auto', 'scroll'].includes(getComputedStyle(block).overflowX)) return;
+  const b = block.getBoundingClientRect();
+  const rects = Array.from(c.getClientRects());
+  if (rects.some(r => r.right > b.right + 1 || r.left < b.left - 1)) {
+    code.push(`${c.textContent.slice(0, 60)} (${px(Math.max(...rects.map(r => r.right)))} > `
+              + `${px(b.right)} px)`);
+  }
+});
+const titles = Array.from(document.querySelectorAll('.bd-article .admonition-title'))
+  .map(t => t.textContent.trim());
+return {math, code, titles};
+"""
+
+
+def _phone_search(driver, page: str, size: str, seen: dict):
+    """On the phone: a screenshot of the screen, then the search button pressed (the result of
+    ``SEARCH``: True or what has the focus instead)."""
+    if size != "390x844":
+        return None
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"phone_{Path(page).stem}.png"))
+    return driver.execute_async_script(SEARCH)
+
+
+def _open_dropdowns(driver, page: str, size: str, seen: dict):
+    """At 1366 x 768: every folded block opened (the problems found), then a full-page
+    screenshot."""
+    if size != "1366x768":
+        return None
+    problems = _check_dropdowns(driver)
+    screenshot(driver, page)
+    return problems
+
+
+# What this module reads from a page, on the one visit per page and size that all browser
+# tests share (site_helpers.visit): three read-only scripts, then two actions that change the
+
+
+# page, last (after the reader's screenshots and the explorers' controls).
+READERS.update(inspect=INSPECT, overflow=OVERFLOW, fit=FIT)
+ACTIONS.update(search=Action(90, _phone_search), dropdowns=Action(91, _open_dropdowns))
+
+
+def page_info(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
+    """Everything the tests of this module read from ``page`` at ``size``: its console errors
+    and the results of ``INSPECT``, ``OVERFLOW`` and ``FIT``, and of the clicks that change
+    it: every folded block opened (1366 x 768, and a full-page screenshot) or the search
+    button pressed (390 x 844, and a screenshot of the phone's screen)."""
+    seen = visit(browser, served_site, page, size)
+    action = "dropdowns" if size == "1366x768" else "search"
+    return {**seen, action: visited(browser, served_site, page, size, action)}
