@@ -366,8 +366,14 @@ def convergence(trials: int = 100, seed: int = 1, lps: tuple[float, ...] = _LPS,
                "3.2)", 2.0, math.inf, "factor ≥ 2", "re-simulation",
                "each ℓq-SVM uses the ℓp run's own final selection"),
         Target("sparsity_ratio", "fraction of |W_jk| < 0.01·max|W|: p = 1.25 over p = 2 "
-               "(final iterates)", "0.47 / 0.023 ≈ 20", 10.0, math.inf, "≥ 10×",
-               "re-simulation"),
+               "(final iterates)", "0.47 / 0.023 ≈ 20 (6 data sets)", 10.0, math.inf, "≥ 10×",
+               "re-simulation",
+               "≥ 10× is the re-simulation's own target. The design is its design (6 data "
+               "sets, W(0) = 0.01·N(0, 1), 3,000 steps, threshold 0.01·max|W|); the data sets "
+               "are the paper generator's seeds 1-6, not the re-simulation's draws. At p = 2 "
+               "the fraction counts about 25 of 600 entries, so 6 data sets give a noisy "
+               "ratio: over seeds 1-60 the fractions are 0.449 and 0.026 (ratio 17.2), and "
+               "the ten blocks of 6 seeds give 10.6 (seeds 1-6, the lowest) to 26.4"),
         Target("sparsity_p125", "fraction of near-zero entries, p = 1.25 iterate",
                "0.47 ± 0.06", 0.3, 0.65, "±3 std", "re-simulation"),
         Target("svm_sparsity_ratio", "same fraction for the ℓp-SVM solutions: p = 1.25 over "
