@@ -61,7 +61,8 @@ def test_set_parses_by_type_and_strict(dummy, tmp_path, capsys):  # noqa: F811
     (["reproduce", "dummy", "--set", "lr=0.1"], "does not take --set lr=...; its settings are"),
     (["reproduce", "dummy", "--set", "oops"], "expected KEY=VALUE"),
     (["reproduce", "dummy", "--set", "trials=4", "--trials", "4"], "repeats the option"),
-    (["reproduce", "dummy", "--device", "tpu9"], "--device tpu9: device: expected"),
+    (["reproduce", "dummy", "--device", "tpu9"],
+     "setting device expects one of 'cpu', 'cuda', 'cuda:<n>', 'mps' or None, got 'tpu9'"),
     (["cache", "wipe"], "invalid choice"),
     (["frobnicate"], "invalid choice"),
     ([], "required"),
@@ -71,6 +72,19 @@ def test_bad_input_is_one_line_and_status_2(dummy, argv, message, capsys, tmp_pa
     err = capsys.readouterr().err
     assert message in err and err.startswith("python -m attnlib: error: ")
     assert err.count("\n") == 1 and CALLS == []  # nothing was computed
+
+
+@pytest.mark.parametrize("name, key, bad, choices", [
+    ("mm_ray_risk", "loss", "hinge", "'logistic', 'exp', 'correlation'"),
+    ("mm_token_plane", "example", "e3", "'e1-global', 'e1-local', 'e2'"),
+    ("md_text", "query", "first", "'mean', 'cls'"),
+    ("md_text", "device", "gpu", "'cpu', 'cuda', 'cuda:<n>', 'mps' or None"),
+])
+def test_a_string_outside_its_choices_names_them(name, key, bad, choices, capsys, tmp_path):
+    assert main(["reproduce", name, "--set", f"{key}={bad}", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"experiment '{name}': setting {key} expects one of {choices}, got '{bad}'" in err
+    assert err.count("\n") == 1 and not any(tmp_path.iterdir())  # nothing was computed
 
 
 def test_the_output_folder_is_checked_first(dummy, tmp_path, capsys):  # noqa: F811

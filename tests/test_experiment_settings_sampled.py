@@ -10,8 +10,12 @@ or any other error after the run fails. ``KNOWN`` lists the experiments that sti
 with the change it needs (expected failures until then). The whole file takes about 30 s on
 one core.
 
-Also: every numeric setting of every experiment has a declared bound, every declared bound
-names a setting that exists, and a conditional target is reported as "not computed at these
+String settings are drawn among their declared choices (:attr:`Setting.choices`; ``device``
+stays ``"cpu"``).
+
+Also: every numeric setting of every experiment has a declared bound, every string setting
+declares its choices, every declared bound names a setting that exists, and a conditional
+target is reported as "not computed at these
 settings", never as a crash or a miss.
 """
 
@@ -71,6 +75,8 @@ def _int(s: S.Setting, default: int, rng: random.Random) -> int:
 
 
 def _value(s: S.Setting, tp, default, rng: random.Random, cheapest: bool):
+    if s.choices and s.name != "device" and S._accepts(tp, str):  # a declared choice
+        return default if cheapest else rng.choice(s.choices)
     if tp is bool:
         return False if s.name == "progress" else (default if cheapest else rng.random() < 0.5)
     if tp is int:
@@ -92,7 +98,7 @@ def _value(s: S.Setting, tp, default, rng: random.Random, cheapest: bool):
             return tuple(_value(s, args[0], items[j], rng, cheapest) if args[0] in (int, float)
                          else items[j] for j in part)
         return default
-    return default  # strings, None, unions: the default
+    return default  # None, unions: the default
 
 
 def sample(name: str, rng: random.Random, cheapest: bool = False) -> dict:
@@ -162,6 +168,15 @@ def test_sampled_settings_compute_their_targets(name, request):
 def test_every_numeric_setting_has_a_bound():
     missing = {n: S.unbounded(E.get(n).settings) for n in E.names()}
     assert not {n: u for n, u in missing.items() if u}, missing
+
+
+def test_every_string_setting_declares_its_choices():
+    missing = {n: S.without_choices(E.get(n).settings) for n in E.names()}
+    assert not {n: m for n, m in missing.items() if m}, missing
+    for n in E.names():
+        for s in E.get(n).settings.values():
+            if s.choices and s.default is not None:
+                assert s.allows(s.default), (n, s.name, s.default, s.choices)
 
 
 def test_declared_bounds_name_real_settings():

@@ -275,8 +275,8 @@ def test_seeds_of_every_trial_fit_the_generator(seed, count):
 
 
 @FUZZ
-@given(norm=st.one_of(st.floats(-10, 1), st.sampled_from([float("inf"), float("nan"), "l2",
-                                                          None, True])))
+@given(norm=st.one_of(st.floats(-10, 1), st.floats(4.0, 1e300, exclude_min=True),
+                     st.sampled_from([float("inf"), float("nan"), "l2", None, True, 1e6])))
 def test_a_bad_norm_is_named(norm):
     data = random_data(2, 3, 4, seed=0, device="cpu")
     _raises_naming("norm", svm.att_svm, data, norm=norm)

@@ -1,6 +1,7 @@
 """attnlib.experiments.settings: typed settings read from the signature, checked before running."""
 
 import math
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -8,7 +9,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlib.experiments.settings import SettingError, check_settings, parse_setting, settings_of
+from attnlib.experiments.settings import (
+    DEVICES,
+    SettingError,
+    check_settings,
+    parse_setting,
+    settings_of,
+    without_choices,
+)
 
 
 def typed(trials: int = 3, seed: int = 0, lr: float = 0.1, eps: float = 1e-9,
@@ -30,8 +38,8 @@ def test_types_and_default_bounds_are_read_from_the_signature():
     assert {k: s.describe() for k, s in S.items()} == {
         "trials": "an int >= 1", "seed": "an int >= 0", "lr": "a finite float > 0",
         "eps": "a finite float >= 0", "scale": "a finite float", "flag": "a bool (True/False)",
-        "loss": "a string", "device": "a string or None",
-        "lps": "a non-empty tuple of finite floats > 1",
+        "loss": "a string", "device": "one of 'cpu', 'cuda', 'cuda:<n>', 'mps' or None",
+        "lps": "a non-empty tuple of finite floats > 1 and <= 4",
         "cells": "a non-empty tuple of a tuple (an int, an int) >= 1",
         "steps": "an int >= 1 or a non-empty tuple of ints >= 1", "anything": "any value"}
 
@@ -77,7 +85,11 @@ def test_values_are_converted_to_their_types():
     (dict(eps=math.nan), "setting eps expects a finite float >= 0, got nan"),
     (dict(flag=1), "setting flag expects a bool (True/False), got 1"),
     (dict(loss=3), "setting loss expects a string, got 3"),
-    (dict(lps=()), "setting lps expects a non-empty tuple of finite floats > 1, got ()"),
+    (dict(lps=()), "setting lps expects a non-empty tuple of finite floats > 1 and <= 4, got ()"),
+    (dict(lps=(2.0, 5.0)), "got (2.0, 5.0)"),  # beyond the lp-SVMs' range
+    (dict(device="tpu9"), "setting device expects one of 'cpu', 'cuda', 'cuda:<n>', 'mps' or "
+                          "None, got 'tpu9'"),
+    (dict(device="cuda:x"), "got 'cuda:x'"),
     (dict(lps=(1.0, "x")), "got (1.0, 'x')"),
     (dict(cells=((1, 2, 3),)), "got ((1, 2, 3),)"),
     (dict(cells=((1, 0),)), "got ((1, 0),)"),
@@ -163,3 +175,33 @@ def test_unsupported_signatures_are_rejected_at_once():
         settings_of(odd_type, experiment="e")
     with pytest.raises(TypeError, match=r"bounds name unknown setting\(s\) \['lp'\]"):
         settings_of(typed, bounds={"lp": (1, None)}, experiment="e")
+
+
+def chosen(loss: Literal["logistic", "exp"] = "logistic", device: str | None = "cpu",
+           mode: Literal["a", "b"] | None = None, name: str = "x"):
+    return {}, {}
+
+
+def test_string_choices_are_declared_checked_and_named():
+    s = settings_of(chosen, experiment="chosen")
+    assert s["loss"].choices == ("logistic", "exp") and s["mode"].choices == ("a", "b")
+    assert s["device"].choices == DEVICES and s["name"].choices is None
+    assert without_choices(s) == ["name"]
+    assert s["loss"].describe() == "one of 'logistic', 'exp'"
+    assert s["mode"].describe() == "one of 'a', 'b' or None"
+    out = check_settings("chosen", s, {"loss": "exp", "device": "cuda:12", "mode": None})
+    assert out == {"loss": "exp", "device": "cuda:12", "mode": None, "name": "x"}
+    assert check_settings("chosen", s, {"device": torch.device("cpu")})["device"] == "cpu"
+    assert parse_setting("chosen", s["loss"], " exp ") == "exp"
+    assert parse_setting("chosen", s["mode"], "none") is None
+    for key, bad in (("loss", "Logistic"), ("loss", "exp,"), ("mode", "c"), ("device", "gpu"),
+                     ("device", "cuda:"), ("device", "cuda:-1")):
+        with pytest.raises(SettingError, match=rf"^experiment 'chosen': setting {key} expects "
+                                               r"one of '"):
+            parse_setting("chosen", s[key], bad)
+    with pytest.raises(TypeError, match="a Literal of strings only"):
+        settings_of(_numeric_literal, experiment="x")
+
+
+def _numeric_literal(k: Literal[1, 2] = 1):
+    return {}, {}

@@ -63,3 +63,27 @@ def test_two_tokens_one_dimension_match_the_primal(norm):
     assert value == pytest.approx(1 / 2.4, rel=1e-6)
     # the one margin constraint is active: its multiplier is positive, the selected one 0
     assert float(sol.lam[0, 0, 1]) > 0 and float(sol.lam[0, 0, 0]) == 0
+
+
+@pytest.mark.parametrize("norm", [4.0 + 1e-9, 5.0, 16.0, 1e6, 1e300])
+def test_a_large_exponent_is_refused_naming_norm_and_the_range(norm):
+    """Above MAX_LP the power cones' answers are seldom certified (lp = 1e6 was an
+    UncertifiedError after four attempts): a ValueError naming norm and the range instead."""
+    data = _data([[[0.7], [-0.5]]], [[2.0]])
+    alpha = torch.zeros(1, dtype=torch.long)
+    for call in (lambda: att_svm(data, alpha=alpha, norm=norm),
+                 lambda: solve_each(_data([[[[0.7], [-0.5]]]], [[[2.0]]]),
+                                    torch.zeros(1, 1, dtype=torch.long), norm)):
+        with pytest.raises(ValueError, match=r"^norm: an entrywise lp norm is supported for "
+                                             r"1 < lp <= 4 \(.*\), got "):
+            call()
+
+
+def test_max_lp_is_certified_and_the_settings_bound_agrees():
+    from attnlib.experiments import settings
+    from attnlib.svm.config import MAX_LP
+
+    assert settings.MAX_LP == MAX_LP == 4.0
+    X, z = np.array([[[0.7], [-0.5]]]), np.array([[2.0]])
+    W = att_svm(_data(X, z), alpha=torch.zeros(1, dtype=torch.long), norm=MAX_LP)
+    assert float(W[0, 0]) == pytest.approx(1 / 2.4, rel=1e-6)

@@ -18,6 +18,7 @@ of :mod:`attnlib.explorers.max_margin` draw from these arrays instead of trainin
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 
@@ -94,7 +95,8 @@ def ray_losses(example, directions, radii, loss: str = "logistic"):
                "→ 1", 0.9999, 1.0, "> 0.9999", "re-simulation"),
     ],
 )
-def ray_risk(radii: tuple[float, ...] = (0, 1, 2, 4, 8, 16, 32, 64), loss: str = "logistic",
+def ray_risk(radii: tuple[float, ...] = (0, 1, 2, 4, 8, 16, 32, 64),
+             loss: Literal["logistic", "exp", "correlation"] = "logistic",
              device: str | None = "cpu"):
     r"""Chapter 1: :func:`ray_losses` on E1-global toward :math:`x_1 = (-0.1, 1)` and
     :math:`x_2 = (1, 0)`, and how close the risk gets to :math:`\ell(\gamma_1)`,
@@ -243,8 +245,10 @@ _ENUMERATE_UP_TO = 27  # label every selection when there are at most this many 
                "the explorer runs the figures' normalised GD"),
     ],
 )
-def token_plane(example: str = "e1-global", lr: float = 0.1, normalized: bool = True,
-                loss: str = "logistic", steps: int = 1000, record_every: int = 5,
+def token_plane(example: Literal["e1-global", "e1-local", "e2"] = "e1-global", lr: float = 0.1,
+                normalized: bool = True,
+                loss: Literal["logistic", "exp", "correlation"] = "logistic", steps: int = 1000,
+                record_every: int = 5,
                 progress: bool = False, device: str | None = "cpu"):
     r"""The runs behind the token-plane explorer: :math:`p(k)` from the example's six inits.
 
@@ -310,7 +314,9 @@ SELECTION_POSITIONS = {"(0, 0)": (0.0, 0.0), "(0.6, 0.6)": (0.6, 0.6),
                evidence="by construction"),
     ],
 )
-def selection(position: str = "(0, 0)", score: float = 0.0, device: str | None = "cpu"):
+def selection(position: Literal["(0, 0)", "(0.6, 0.6)", "(-0.6, -0.4)", "(0.4, -0.8)",
+                                "(0.45, 0.5)"] = "(0, 0)",
+              score: float = 0.0, device: str | None = "cpu"):
     r"""The three selections of one 3-token input with :math:`x_3` at ``position``.
 
     :math:`x_1 = (-0.1, 1)` (score 1) and :math:`x_2 = (1, 0)` (score 0.9) as in E1, and

@@ -23,6 +23,7 @@ accuracy. Figures in
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 import torch
@@ -122,7 +123,8 @@ def _measure(run, li, ck, data, rel_te):
     ],
 )
 def sentences(steps: int = 1200, eval_every: int = 50, seeds: int = 5, n: int = 1000,
-              T: int = 12, dim: int = 64, distractors: int = 3, query: str = "cls",
+              T: int = 12, dim: int = 64, distractors: int = 3,
+              query: Literal["mean", "cls"] = "cls",
               data_seed: int = 0, head_scale: float = 4.0, init_scale: float = 0.1,
               lr_md: tuple[float, ...] = (0.003, 0.01, 0.03),
               lr_gd: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0),

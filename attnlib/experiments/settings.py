@@ -6,8 +6,9 @@ Every parameter of an experiment function is annotated with its type and has a d
     def name(trials: int = 100, lr: float = 0.1, lps: tuple[float, ...] = (1.75, 2.0),
              device: str | None = None): ...
 
-Supported types: ``int``, ``float``, ``bool``, ``str``, ``tuple[X, ...]``, ``tuple[X, Y]``,
-unions (``str | None``, ``int | tuple[int, ...]``) and ``tuple`` of any items. Values are
+Supported types: ``int``, ``float``, ``bool``, ``str``, ``Literal["a", "b"]`` (a string with
+declared choices), ``tuple[X, ...]``, ``tuple[X, Y]``, unions (``str | None``,
+``int | tuple[int, ...]``) and ``tuple`` of any items. Values are
 converted to the annotated type (numpy and torch scalars, lists and 1-d arrays accepted) and
 checked against the bounds, element by element for tuples:
 
@@ -19,8 +20,15 @@ checked against the bounds, element by element for tuples:
 - otherwise the default policy: seeds (``seed``, ``*_seed``) are integers ``>= 0``, every other
   integer is a count ``>= 1``; learning rates (``lr*``) are ``> 0``; ℓp exponents are ``> 1``;
   tolerances (``eps``, ``eps_*``, ``tol``, ``rtol``, ``atol``) and radii (``radii``,
-  ``radius``, ``r0``, ``r1``) are ``>= 0``; scales (``*_scale``) are ``> 0``;
+  ``radius``, ``r0``, ``r1``) are ``>= 0``; scales (``*_scale``) are ``> 0``; ℓp exponents
+  are at most :data:`attnlib.svm.config.MAX_LP` (the range the ℓp-SVMs accept);
   every float is finite.
+
+A string setting declares its allowed values (:attr:`Setting.choices`): a ``Literal`` annotation
+(``loss: Literal["logistic", "exp"] = "logistic"``), or, for ``device``, :data:`DEVICES`
+(``"cuda:<n>"`` standing for ``cuda:0``, ``cuda:1``, ...). A value outside them is refused
+with the choices named; :func:`without_choices` lists the string settings that declare none
+(the tests keep it empty).
 
 Every numeric setting of a registered experiment has a bound (:func:`unbounded` lists those
 that have none; the tests keep it empty).
@@ -42,9 +50,13 @@ from dataclasses import dataclass
 from attnlib._validate import scalar
 
 __all__ = ["Setting", "SettingError", "settings_of", "check_settings", "parse_setting",
-           "DECLARED", "unbounded"]
+           "DECLARED", "DEVICES", "unbounded", "without_choices"]
 
 _ANY = object()  # an unannotated parameter: passed through unchecked
+MAX_LP = 4.0  # attnlib.svm.config.MAX_LP (importing attnlib.svm here would load cvxpy)
+#: The values of a ``device`` setting (``None``: the default device): ``"cuda:<n>"`` is
+#: ``cuda:0``, ``cuda:1``, ... (whether it is available is checked when the run starts).
+DEVICES = ("cpu", "cuda", "cuda:<n>", "mps")
 _TOLERANCES = frozenset({"eps", "tol", "rtol", "atol"})
 _RADII = frozenset({"radii", "radius", "r0", "r1"})
 
@@ -100,9 +112,31 @@ class Setting:
     def annotated(self) -> bool:
         return self.type is not _ANY
 
+    @property
+    def choices(self) -> tuple[str, ...] | None:
+        """The allowed strings of a string setting (``None``: it takes no string, or declares
+        no choices): a ``Literal``'s values, or :data:`DEVICES` for ``device``."""
+        if not self.annotated:
+            return None
+        lits = _literals(self.type)
+        if lits:
+            return lits
+        if self.name == "device" and _accepts(self.type, str):
+            return DEVICES
+        return None
+
+    def allows(self, text: str) -> bool:
+        """``text`` is one of :attr:`choices` (``"cuda:<n>"`` matching ``cuda:0``, ...)."""
+        for c in self.choices or ():
+            if text == c or (c.endswith(":<n>") and text.startswith(c[:-3])
+                             and text[len(c) - 3:].isdigit()):
+                return True
+        return False
+
     def describe(self) -> str:
-        """What the setting expects, in words: ``"an int >= 1"``, ``"a tuple of floats"``."""
-        return _describe(self.type, self._bound())
+        """What the setting expects, in words: ``"an int >= 1"``, ``"a tuple of floats"``,
+        ``"one of 'cpu', 'cuda', 'cuda:<n>', 'mps' or None"``."""
+        return _describe(self.type, self._bound(), self.choices)
 
     def _bound(self) -> str:
         parts = []
@@ -143,7 +177,7 @@ def _default_bounds(name: str, kind) -> tuple[float | None, float | None]:
         if name.startswith("lr"):
             return (0, None)
         if _is_exponent(name):
-            return (1, None)
+            return (1, MAX_LP)  # the ℓp-SVMs' range (attnlib.svm.config.MAX_LP)
         if name in _TOLERANCES or name.startswith("eps_") or name in _RADII:
             return (0, None)
         if _is_scale(name):
@@ -201,13 +235,19 @@ def _check_supported(tp, experiment, name):
     if tp in (int, float, bool, str, type(None), tuple):
         return
     origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Literal:
+        if args and all(isinstance(a, str) for a in args):
+            return
+        raise TypeError(f"experiment {experiment!r}: setting {name!r}: a Literal of strings "
+                        f"only, got {tp!r}")
     if origin in (typing.Union, types.UnionType) or (origin is tuple and args):
         for a in args:
             if a is not Ellipsis:
                 _check_supported(a, experiment, name)
         return
     raise TypeError(f"experiment {experiment!r}: setting {name!r} has the unsupported type "
-                    f"{tp!r}; use int, float, bool, str, tuple[...] or a union of them")
+                    f"{tp!r}; use int, float, bool, str, Literal[...], tuple[...] or a union "
+                    "of them")
 
 
 _NAMES = {int: "an int", float: "a finite float", bool: "a bool (True/False)", str: "a string",
@@ -215,15 +255,17 @@ _NAMES = {int: "an int", float: "a finite float", bool: "a bool (True/False)", s
 _PLURAL = {int: "ints", float: "finite floats", bool: "bools", str: "strings"}
 
 
-def _describe(tp, bound="") -> str:
+def _describe(tp, bound="", choices=None) -> str:
     b = f" {bound}" if bound else ""
     if tp is _ANY:
         return "any value"
+    if (tp is str or typing.get_origin(tp) is typing.Literal) and choices:
+        return "one of " + ", ".join(map(repr, choices))
     if tp in _NAMES:
         return _NAMES[tp] + (b if tp in (int, float) else "")
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_describe(a, bound) for a in args)
+        return " or ".join(_describe(a, bound, choices) for a in args)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         inner = _PLURAL.get(args[0]) or _describe(args[0])
         return f"a non-empty tuple of {inner}{b}"
@@ -266,12 +308,16 @@ def _convert(tp, value, s: Setting | None):
         if not _in_bounds(v, s):
             raise _Bad
         return v
-    if tp is str:
-        if isinstance(value, str):
-            return value
+    if tp is str or typing.get_origin(tp) is typing.Literal:
         if type(value).__name__ == "device" and type(value).__module__ == "torch":
-            return str(value)
-        raise _Bad
+            value = str(value)
+        if not isinstance(value, str):
+            raise _Bad
+        if s is not None and s.choices and not s.allows(value):
+            raise _Bad
+        if typing.get_origin(tp) is typing.Literal and value not in typing.get_args(tp):
+            raise _Bad
+        return value
     if tp is tuple:
         return _as_tuple(value, lambda x: x)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -364,9 +410,26 @@ def _accepts(tp, kind) -> bool:
     if tp is kind:
         return True
     origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return kind is str
     if origin in (typing.Union, types.UnionType):
         return any(_accepts(a, kind) for a in typing.get_args(tp))
     return False
+
+
+def _literals(tp) -> tuple[str, ...]:
+    """The strings of the ``Literal`` in ``tp`` (itself or a member of a union), or ()."""
+    if typing.get_origin(tp) is typing.Literal:
+        return tuple(typing.get_args(tp))
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return tuple(x for a in typing.get_args(tp) for x in _literals(a))
+    return ()
+
+
+def without_choices(settings: dict[str, Setting]) -> list[str]:
+    """The settings that take a string but declare no allowed values."""
+    return [s.name for s in settings.values()
+            if s.annotated and _accepts(s.type, str) and not s.choices]
 
 
 def unbounded(settings: dict[str, Setting]) -> list[str]:
