@@ -108,7 +108,7 @@ def test_joint_path_needs_the_condition_on_the_non_optimal_tokens():
     label-separable) the path attends to the moved token: the check for opt fails (opt's
     relaxed SVM is even infeasible), and holds for the selection that meets the condition."""
     ok, sel, v_mm, p_relax, v, p = _joint_check(X_JOINT, OPT)
-    assert ok, (sel, cos(v, v_mm), cos(p, p_relax))
+    assert ok, (sel, v, p, p_relax)
     np.testing.assert_allclose(v_mm, [0.0, 1.0], atol=1e-6)
     np.testing.assert_allclose(p_relax, [1.0, 0.0], atol=1e-6)
     # the outward derivative is negative in both: the circle minimiser is the ball's (KKT)
