@@ -154,8 +154,9 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
                 hits += ((f.detach() > 0) == (y > 0)).sum(-1).cpu()
                 loss_sum += loss.detach().double().cpu()
                 loss.sum().backward()
-                finite = torch.stack([torch.isfinite(p.grad).flatten(1).all(1)
-                                      for p in params]).all(0).cpu()  # (M,)
+                finite = torch.stack([torch.isfinite(p.grad).flatten(1).all(1) for p in params
+                                      if p.grad is not None] + [torch.ones(M, dtype=torch.bool,
+                                      device=dev)]).all(0).cpu()  # (M,) per member
                 for opt, views, i in opts:
                     if not active[i]:
                         continue  # a stopped member stays put
