@@ -11,7 +11,9 @@
   ``explorers``, ``explore`` or ``widgets``, directly or through another module;
 - nothing private (a module-level ``_name``) is imported or used across modules, except the
   names of the shared homes ``attnlib._validate`` and ``attnlib._runtime``;
-- modules stay small: those above 450 lines are listed, above 500 the test fails.
+- modules stay small: those above 450 lines are listed, above 500 the test fails, in attnlib
+  and in every other Python file of the project (``scripts/``, ``tests/``, ``benchmarks/``,
+  ``book/_ext/``).
 """
 
 from __future__ import annotations
@@ -239,10 +241,28 @@ def test_scripts_have_no_import_cycle():
         " <-> ".join(c) for c in found)
 
 
-def test_scripts_stay_small():
-    _, _, sizes = scan(ROOT / "scripts", None)
-    too_big = sorted(f"{m}: {n} lines" for m, n in sizes.items() if n > HARD_LINES)
-    assert not too_big, f"scripts over {HARD_LINES} lines:\n" + "\n".join(too_big)
+#: The project's other Python, under the same size rule as the package.
+OTHER_PYTHON = ("scripts", "tests", "benchmarks", "book/_ext")
+
+
+def _report_sizes(sizes: dict[str, int], where: str) -> None:
+    """Print the modules above SOFT_LINES, fail on those above HARD_LINES."""
+    big = sorted(((n, m) for m, n in sizes.items() if n > SOFT_LINES), reverse=True)
+    for n, m in big:
+        print(f"{where}{m}: {n} lines (> {SOFT_LINES})")
+    too_big = [f"{where}{m}: {n} lines" for n, m in big if n > HARD_LINES]
+    assert not too_big, f"modules over {HARD_LINES} lines:\n" + "\n".join(too_big)
+
+
+@pytest.mark.parametrize("folder", OTHER_PYTHON)
+def test_other_python_stays_small(folder):
+    """scripts/, tests/, benchmarks/ and book/_ext/ keep the package's rule: no file over
+    500 lines."""
+    assert (ROOT / folder).is_dir(), folder
+    sizes = {m: len(p.read_text(encoding="utf-8").splitlines())
+             for m, p in modules(ROOT / folder, None).items()}
+    assert sizes, f"no Python file found under {folder}/"
+    _report_sizes(sizes, f"{folder}/")
 
 
 def test_nothing_private_imported_across_modules(graph):
@@ -252,11 +272,7 @@ def test_nothing_private_imported_across_modules(graph):
 
 def test_modules_stay_small(graph):
     _, _, sizes = graph
-    big = sorted(((n, m) for m, n in sizes.items() if n > SOFT_LINES), reverse=True)
-    for n, m in big:
-        print(f"{m}: {n} lines (> {SOFT_LINES})")
-    too_big = [f"{m}: {n} lines" for n, m in big if n > HARD_LINES]
-    assert not too_big, f"modules over {HARD_LINES} lines:\n" + "\n".join(too_big)
+    _report_sizes(sizes, "")
 
 
 # ----------------------------------------------------------------------------- the checker can fail
