@@ -115,3 +115,16 @@ def test_reproduce_strict_fails_on_md_reviews_skipped_steps(monkeypatch, tmp_pat
         code = main(args + ["--strict"])
     out = capsys.readouterr().out
     assert code == 1 and "non-finite or stalled training: md_reviews (not ok: 1 of 4" in out
+
+
+def test_declared_string_choices_are_the_tables_the_runs_read():
+    from attnlib.attention import LOSSES
+    from attnlib.experiments.max_margin_checks import SELECTION_POSITIONS, TOKEN_EXAMPLES
+
+    choices = {(n, k): E.get(n).settings[k].choices for n, k in (
+        ("mm_ray_risk", "loss"), ("mm_token_plane", "loss"), ("mm_token_plane", "example"),
+        ("mm_selection", "position"), ("md_text", "query"))}
+    assert choices == {("mm_ray_risk", "loss"): LOSSES, ("mm_token_plane", "loss"): LOSSES,
+                       ("mm_token_plane", "example"): tuple(TOKEN_EXAMPLES),
+                       ("mm_selection", "position"): tuple(SELECTION_POSITIONS),
+                       ("md_text", "query"): ("mean", "cls")}
