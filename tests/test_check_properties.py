@@ -13,7 +13,7 @@ import torch
 from attnlib import check
 from attnlib import data as D
 from attnlib.check.numeric import diagnose
-from attnlib.svm.primal import att_svm_primal, prompt_svm_primal
+from attnlib.svm.primal import att_svm_primal, head_svm_primal, prompt_svm_primal
 
 #: a phrase of each hint of diagnose
 HINTS = {"one-based": "1-based", "transposed": "transpose", "sign": "wrong sign",
@@ -191,3 +191,30 @@ def test_local_optimality_is_invariant_under_permutation_and_scaling(param, norm
         if W is not None:
             assert is_local(data, a, W=W / 4) == verdict, a
     assert any(verdicts)  # the optimal tokens at least
+
+
+# -- the relaxed prompt SVM against the cvxpy primals, each mistake made on purpose ---------------
+@pytest.mark.parametrize("with_W", [False, True])
+def test_relaxed_prompt_against_the_primal(with_W):
+    """p^relax is the p-SVM whose inputs off the head's support need margin 0, not 1: computed
+    here from the head's primal (its support inputs) and the prompt's primal with those
+    right-hand sides."""
+    for seed in range(50):  # an instance with an input off the head's support
+        g = np.random.default_rng(seed)
+        X, Y, alpha = g.standard_normal((3, 3, 5)), np.array([1.0, -1.0, 1.0]), [0, 2, 1]
+        X[:, :, 0] += 2 * Y[:, None] * (np.arange(3)[None, :] == np.array(alpha)[:, None])
+        _, v = head_svm_primal(X, Y, alpha)
+        support = Y * (X[np.arange(3), alpha] @ v) <= 1 + 1e-6
+        if not support.all():
+            break
+    assert not support.all()
+    W = np.eye(5) + 0.3 * g.standard_normal((5, 5)) if with_W else None
+    _, p_relax = prompt_svm_primal(X, alpha, W=W, rhs=support.astype(float))
+    _, p_mm = prompt_svm_primal(X, alpha, W=W)
+    data = D.AttentionData(torch.tensor(X), torch.tensor(Y), v=torch.tensor(v))
+    said = lambda p: check.check_relaxed_prompt(p, data, alpha=alpha, W=W, atol=1e-5)  # noqa: E731
+    assert said(p_relax)
+    assert "This is p^mm" in said(p_mm).message
+    assert "points the wrong way" in said(-p_relax).message
+    assert "This is v^mm" in said(v).message
+    assert not said(1.1 * p_relax)  # feasible, but not the shortest
