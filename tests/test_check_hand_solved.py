@@ -22,7 +22,7 @@ WHY_LP = ("selection [0] is not locally optimal; you said it is. At sample 1, to
 
 
 def test_hand_solved_lp_instance():
-    """The claims of the comment above, in NumPy (an independent check of the hand solution)."""
+    """The hand solution of X_LP (its comment in tests/check_helpers.py), checked in NumPy."""
     a = (X_LP[0, 0] - X_LP[0, 1:]).numpy()  # rows a1, a2
     p2 = a[0] / (a[0] @ a[0])
     assert np.allclose(a @ p2, [1.0, 1.04])
@@ -40,11 +40,11 @@ def test_locally_optimal_depends_on_the_norm(param):
     z = None if param == "p" else f64([[1.0, 0.0]])
     data = D.AttentionData(X_LP, f64([1.0]), z=z, v=V_LP)
     says(check.check_locally_optimal(True, data, alpha=[0], param=param), True,
-          T_LOC + "selection [0] is locally optimal.")
+         T_LOC + "selection [0] is locally optimal.")
     says(check.check_locally_optimal(False, data, alpha=[0], param=param, norm=3.0), True,
-          T_LOC + "selection [0] is not locally optimal.")
+         T_LOC + "selection [0] is not locally optimal.")
     says(check.check_locally_optimal(True, data, alpha=[0], param=param, norm=3.0), False,
-          T_LOC + WHY_LP)
+         T_LOC + WHY_LP)
 
 
 def test_locally_optimal_prompt_with_its_W():
@@ -56,11 +56,11 @@ def test_locally_optimal_prompt_with_its_W():
                            v=f64(-1.0, 6.0))
     W = torch.diag(f64(1.0, 2.0))
     says(check.check_locally_optimal(True, data, alpha=[0], param="p", W=W, norm=3.0), False,
-          T_LOC + WHY_LP)
+         T_LOC + WHY_LP)
     says(check.check_locally_optimal(True, data, alpha=[0], param="p", norm=3.0), True,
-          T_LOC + "selection [0] is locally optimal.")
+         T_LOC + "selection [0] is locally optimal.")
     says(check.check_locally_optimal(True, data, alpha=[0], param="p", W=W), True,
-          T_LOC + "selection [0] is locally optimal.")
+         T_LOC + "selection [0] is locally optimal.")
 
 
 def test_prompt_direction_of_a_non_optimal_selection():
@@ -69,12 +69,12 @@ def test_prompt_direction_of_a_non_optimal_selection():
     data = D.AttentionData(f64([[[1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]]), f64([1.0]),
                            v=f64(1.0, 0.0))
     says(check.check_prompt_direction([-0.5, 0.5], data, alpha=[1]), True,
-          "(p-SVM direction): all 2 margins positive and corr(p, p^mm) = 1.0000 ≥ 0.99 "
-          "(Frobenius p-SVM).")
+         "(p-SVM direction): all 2 margins positive and corr(p, p^mm) = 1.0000 ≥ 0.99 "
+         "(Frobenius p-SVM).")
     says(check.check_prompt_direction([-1.5, 0.5], data, alpha=[1]), False,
-          "(p-SVM direction): your p selects the right tokens (all 2 margins positive) but "
-          "points elsewhere than the Frobenius max-margin direction: corr(p, p^mm) = 0.8944 "
-          "< 0.99.", correlation=pytest.approx(2 / math.sqrt(5)))
+         "(p-SVM direction): your p selects the right tokens (all 2 margins positive) but "
+         "points elsewhere than the Frobenius max-margin direction: corr(p, p^mm) = 0.8944 "
+         "< 0.99.", correlation=pytest.approx(2 / math.sqrt(5)))
     # with W = diag(1, 2): -p0 + 2 p1 >= 1 and 4 p1 >= 1 -> p^mm = (-1, 2)/5 (only the first
     # active: 4 * 2/5 = 1.6)
     W = torch.diag(f64(1.0, 2.0))
@@ -88,13 +88,13 @@ def test_svm_margin_and_tie_boundaries():
                           z=f64([[1.0, 0.0]]), v=f64(1.0, 0.0))
     W_MM = f64([[1.0, 0.0], [0.0, 0.0]])
     says(check.check_svm_direction(0.75 * W_MM, toy, alpha=[0], exact=True, atol=0.25), True,
-          "(Att-SVM solution): all 2 margin constraints hold (smallest margin 0.75) and the "
-          "Frobenius norm 0.75 is the minimum.")
+         "(Att-SVM solution): all 2 margin constraints hold (smallest margin 0.75) and the "
+         "Frobenius norm 0.75 is the minimum.")
     # a margin exactly 0 is a violation of a direction
     says(check.check_svm_direction(f64([[1.0, 0.0], [1.0, 0.0]]), toy, alpha=[0]), False,
-          "(Att-SVM direction): your W violates 1 of 2 margin constraints (x_iα_i − x_it)ᵀ W "
-          "z_i > 0; the largest violation is at sample 1, token 2 (Python index [0, 1]) "
-          "(margin 0; the selected token of that sample is token 1, Python index 0).", violations=1)
+         "(Att-SVM direction): your W violates 1 of 2 margin constraints (x_iα_i − x_it)ᵀ W "
+         "z_i > 0; the largest violation is at sample 1, token 2 (Python index [0, 1]) "
+         "(margin 0; the selected token of that sample is token 1, Python index 0).", violations=1)
 
 
 @pytest.mark.parametrize("T", [4096, 4097])
@@ -103,7 +103,7 @@ def test_enumeration_limit_is_4096(T):
                            z=f64([[1.0]]), v=f64([1.0]))
     if T == 4096:  # allowed: the malformed answer is feedback before any SVM is solved
         says(check.check_locally_optimal({(0, 0)}, data), False,
-              T_LOC + "each selection must name 1 token(s), one per sample.")
+             T_LOC + "each selection must name 1 token(s), one per sample.")
     else:
         with pytest.raises(ValueError, match=r"^without alpha the check enumerates T\^n = 4097 "
                                              r"selections; pass alpha or use a smaller instance "
@@ -115,10 +115,10 @@ def test_enumeration_limit_is_4096(T):
 def test_rank_of_an_empty_matrix():
     for W in (torch.zeros(0, 0), torch.zeros(0, 3)):
         says(check.check_rank(0, W), True,
-              "(rank): W has rank 0 (singular values above 1e-06·σ₁).", rank=0)
+             "(rank): W has rank 0 (singular values above 1e-06·σ₁).", rank=0)
     says(check.check_rank(1, torch.zeros(0, 3)), False,
-          "(rank): your rank is too high: count only the singular values above the relative "
-          "tolerance 1e-06·σ₁; the tiny ones are round-off.", direction="high")
+         "(rank): your rank is too high: count only the singular values above the relative "
+         "tolerance 1e-06·σ₁; the tiny ones are round-off.", direction="high")
 
 
 def test_strict_message_and_markdown():
@@ -153,23 +153,23 @@ def test_relaxed_prompt_messages():
     says(check.check_relaxed_prompt([0.5 + 5.5e-6, -0.5], RELAX), True, ok)
     assert not check.check_relaxed_prompt([0.5 + 5.5e-6, -0.5], RELAX, atol=1e-7)
     says(check.check_relaxed_prompt([0.5, -0.4], RELAX), False,
-          T_REL + "your p_relax violates a constraint: input 1, token 2 (Python index [0, 1])"
+         T_REL + "your p_relax violates a constraint: input 1, token 2 (Python index [0, 1])"
                   " has margin 0.9, it needs ≥ 1 (a support input of the head).")
     says(check.check_relaxed_prompt([0.2, -1.0], RELAX), False,
-          T_REL + "your p_relax violates a constraint: input 2, token 2 (Python index [1, 1])"
+         T_REL + "your p_relax violates a constraint: input 2, token 2 (Python index [1, 1])"
                   " has margin -0.6, it needs ≥ 0 (not a support input).")
     # both violated: the smaller margin is named (-0.2 at input 1 < 0.8 at input 0)
     says(check.check_relaxed_prompt([0.0, -0.2], RELAX), False,
-          T_REL + "your p_relax violates a constraint: input 2, token 2 (Python index [1, 1])"
+         T_REL + "your p_relax violates a constraint: input 2, token 2 (Python index [1, 1])"
                   " has margin -0.2, it needs ≥ 0 (not a support input).")
     says(check.check_relaxed_prompt([1.0, -1.0], RELAX), False,
-          T_REL + "your p_relax satisfies the relaxed constraints but is not the shortest such "
-          "point: which constraints are active at the minimum? (KKT: p is a non-negative "
-          "combination of their rows).")
+         T_REL + "your p_relax satisfies the relaxed constraints but is not the shortest such "
+         "point: which constraints are active at the minimum? (KKT: p is a non-negative "
+         "combination of their rows).")
     says(check.check_relaxed_prompt([1.0, 0.0, 0.0], RELAX), False,
-          T_REL + "p_relax must have shape (2,), yours has (3,).")
+         T_REL + "p_relax must have shape (2,), yours has (3,).")
     says(check.check_relaxed_prompt(None, RELAX), False,
-          T_REL + "p_relax is None: you have not answered yet (replace the stub above).")
+         T_REL + "p_relax is None: you have not answered yet (replace the stub above).")
     same = D.AttentionData(f64([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]]),
                            f64([1.0, -1.0]), v=f64(1.0, 0.0))
     with pytest.raises(ValueError) as e:
@@ -180,12 +180,12 @@ def test_relaxed_prompt_messages():
 def test_relaxed_prompt_with_its_W():
     W = torch.diag(f64(1.0, 2.0))
     says(check.check_relaxed_prompt([1 / 3, -1 / 3], RELAX, W=W), True,
-          T_REL + "your p_relax is the minimum-norm point of the relaxed constraints "
-          "(independent NNLS check).")
+         T_REL + "your p_relax is the minimum-norm point of the relaxed constraints "
+         "(independent NNLS check).")
     assert not check.check_relaxed_prompt([0.5, -0.5], RELAX, W=W)
     # margins with W: 0.2 + 0.8 = 1 (input 0), 0.4 - 0.8 = -0.4 (input 1)
     says(check.check_relaxed_prompt([0.2, -0.4], RELAX, W=W), False,
-          T_REL + "your p_relax violates a constraint: input 2, token 2 (Python index [1, 1])"
+         T_REL + "your p_relax violates a constraint: input 2, token 2 (Python index [1, 1])"
                   " has margin -0.4, it needs ≥ 0 (not a support input).")
     p, v = check.svm_answers.relaxed_prompt_oracle(RELAX.X.float().numpy(),
                                                    RELAX.Y.float().numpy(), [0, 0], W.numpy())
@@ -195,22 +195,22 @@ def test_relaxed_prompt_with_its_W():
 # -- check_value's known mistakes, diagnose's hint and the side of a scalar ----------------------
 def test_value_mistakes_and_side():
     says(check.check_value(3.0, 2.0, mistakes={"You used p^mm.": 3.0}), False,
-          "(value): value = 3 is too large (rtol=1e-06, atol=1e-09). You used p^mm.")
+         "(value): value = 3 is too large (rtol=1e-06, atol=1e-09). You used p^mm.")
     says(check.check_value(1.0, 2.0, mistakes={"You used p^mm.": 3.0}), False,
-          "(value): value = 1 is too small (rtol=1e-06, atol=1e-09).")
+         "(value): value = 1 is too small (rtol=1e-06, atol=1e-09).")
     # a mistake of another size is skipped; the first match wins; |2.5 - 2| = 0.5 is exactly
     # atol + rtol |2| = 0.25 + 0.125 * 2 (exact in float64): a match
     says(check.check_value(2.5, 10.0, atol=0.25, rtol=0.125,
                             mistakes={"A.": [2.5, 2.5], "B.": 2.0, "C.": 2.5}), False,
-          "(value): value = 2.5 is too small (rtol=0.125, atol=0.25). B.")
+         "(value): value = 2.5 is too small (rtol=0.125, atol=0.25). B.")
 
 
 def test_value_passes_its_tolerance_to_diagnose():
     # -ans is 1e-6 from exp: within tol = 1e-9 + 1e-6 * 2 but not diagnose's default 1e-9
     says(check.check_value([-1.0, -2.000001], [1.0, 2.0]), False,
-          "(value): 2 of 2 entries of value are off; the farthest is entry (2) (Python index "
-          "[1]) (yours -2). "
-          "Your answer has the wrong sign.", entries_off=2)
+         "(value): 2 of 2 entries of value are off; the farthest is entry (2) (Python index "
+         "[1]) (yours -2). "
+         "Your answer has the wrong sign.", entries_off=2)
 
 
 # -- directions of a selection that is not the optimal one, in the selection's own norm ---------
@@ -221,28 +221,28 @@ def test_directions_solve_the_given_selection_in_the_given_norm():
     assert f"{(np.abs(p3) ** 3).sum() ** (1 / 3):g}" == "0.775335"
     data = D.AttentionData(X_LP, f64([1.0]), v=V_LP)
     says(check.check_prompt_direction(p3, data, alpha=[2], norm=3.0, exact=True), True,
-          "(p-SVM solution): all 2 margin constraints hold (smallest margin 1) and the ℓ3 norm "
-          "0.775335 is the minimum.")
+         "(p-SVM solution): all 2 margin constraints hold (smallest margin 1) and the ℓ3 norm "
+         "0.775335 is the minimum.")
     # the Frobenius solution (-0.6, 1)/1.36 points 0.99297 along it (corr), l3 norm 0.784...
     p2 = np.array([-0.6, 1.0]) / 1.36
     assert math.isclose(p2 @ p3 / np.linalg.norm(p2) / np.linalg.norm(p3), 0.99297, abs_tol=1e-5)
     assert check.check_prompt_direction(p3, data, alpha=[2], norm=3.0, min_corr=0.999)
     n3 = (np.abs(p2) ** 3).sum() ** (1 / 3)
     says(check.check_prompt_direction(p2, data, alpha=[2], norm=3.0, exact=True), False,
-          "(p-SVM solution): your p satisfies all 2 margin constraints, its smallest margin is "
-          "exactly 1, and yet it is not the ℓ3 minimiser: another p meets the constraints with "
-          "a smaller ℓ3 norm. Scaling will not help; solve the SVM with the ℓ3 norm (the "
-          "minimiser of another norm is a different point).")
+         "(p-SVM solution): your p satisfies all 2 margin constraints, its smallest margin is "
+         "exactly 1, and yet it is not the ℓ3 minimiser: another p meets the constraints with "
+         "a smaller ℓ3 norm. Scaling will not help; solve the SVM with the ℓ3 norm (the "
+         "minimiser of another norm is a different point).")
     assert f"{n3:.6g}" != "0.775335"
     # W-model, z = e1, selection 1 (not the optimal token 2): W^mm = (0, -1) e1^T (above)
     data = D.AttentionData(X_LP, f64([1.0]), z=E1, v=V_LP)
     W1 = f64([[0.0, 0.0], [-1.0, 0.0]])
     says(check.check_svm_direction(W1, data, alpha=[1]), True,
-          "(Att-SVM direction): all 2 margins positive and corr(W, W^mm) = 1.0000 ≥ 0.99 "
-          "(Frobenius Att-SVM).")
+         "(Att-SVM direction): all 2 margins positive and corr(W, W^mm) = 1.0000 ≥ 0.99 "
+         "(Frobenius Att-SVM).")
     says(check.check_svm_direction(W1, data, alpha=[1], exact=True), True,
-          "(Att-SVM solution): all 2 margin constraints hold (smallest margin 1) and the "
-          "Frobenius norm 1 is the minimum.")
+         "(Att-SVM solution): all 2 margin constraints hold (smallest margin 1) and the "
+         "Frobenius norm 1 is the minimum.")
 
 
 # -- check_relaxed_prompt: a margin exactly 1 - atol, and two equal violations -------------------
@@ -250,12 +250,12 @@ def test_relaxed_prompt_margin_boundaries():
     # p = (0.75, -0.25 + 2^-10): input 0's margin p0 - p1 = 1 - 2^-10 = 1 - atol exactly (not a
     # violation), input 1's 2 p0 + p1 > 0; not within atol of p^relax, p^mm, -p^relax, v^mm
     says(check.check_relaxed_prompt([0.75, -0.25 + 2**-10], RELAX, atol=2**-10), False,
-          T_REL + "your p_relax satisfies the relaxed constraints but is not the shortest such "
-          "point: which constraints are active at the minimum? (KKT: p is a non-negative "
-          "combination of their rows).")
+         T_REL + "your p_relax satisfies the relaxed constraints but is not the shortest such "
+         "point: which constraints are active at the minimum? (KKT: p is a non-negative "
+         "combination of their rows).")
     # p = (-0.5, 0.25): margins -0.75 (input 0) and -1 + 0.25 = -0.75 (input 1): the first named
     says(check.check_relaxed_prompt([-0.5, 0.25], RELAX), False,
-          T_REL + "your p_relax violates a constraint: input 1, token 2 (Python index [0, 1])"
+         T_REL + "your p_relax violates a constraint: input 1, token 2 (Python index [0, 1])"
                   " has margin -0.75, it needs ≥ 1 (a support input of the head).")
 
 
@@ -263,9 +263,9 @@ def test_relaxed_prompt_margin_boundaries():
 def test_direction_messages_and_details():
     data = D.AttentionData(X_LP, f64([1.0]), z=E1, v=V_LP)
     says(check.check_svm_direction(None, data), False,
-          "(Att-SVM direction): W is None: you have not answered yet (replace the stub above).")
+         "(Att-SVM direction): W is None: you have not answered yet (replace the stub above).")
     says(check.check_prompt_direction(None, data), False,
-          "(p-SVM direction): p is None: you have not answered yet (replace the stub above).")
+         "(p-SVM direction): p is None: you have not answered yet (replace the stub above).")
     W1 = f64([[0.0, 0.0], [-1.0, 0.0]])  # W^mm of selection 1 (above), Frobenius norm 1
     fb = check.check_svm_direction(W1, data, alpha=[1], exact=True)
     assert fb.details["optimal_norm"] == pytest.approx(1.0, abs=1e-6)

@@ -43,8 +43,8 @@ def test_selection_set_hints_in_full(k):
     says(check.check_locally_optimal(sets[k + 1], inst), False, T_LOC + hint)
     one_based = {tuple(u + 1 for u in s) for s in sets[0]}
     says(check.check_locally_optimal(one_based, inst), False,
-          T_LOC + "your token indices look 1-based or out of range: tokens are numbered from 0 "
-          "(0..2), as in Python.")
+         T_LOC + "your token indices look 1-based or out of range: tokens are numbered from 0 "
+         "(0..2), as in Python.")
 
 
 # -- the prompt model's sets of locally optimal selections (helper M5) ---------------------------
@@ -96,7 +96,7 @@ def test_prompt_set_messages(norm, given, ok, text, missing, extra):
     data = D.AttentionData(X_LP, f64([1.0]), v=V_LP)
     details = {} if ok else dict(missing=missing, extra=extra)
     says(check.check_locally_optimal(given, data, param="p", norm=norm), ok, T_LOC + text,
-          **details)
+         **details)
 
 
 def test_prompt_set_of_two_samples():
@@ -104,10 +104,10 @@ def test_prompt_set_of_two_samples():
     # infeasible; (a, a) is the one-sample problem, so the set is {(0, 0), (2, 2)}
     data = D.AttentionData(torch.cat([X_LP, X_LP]), f64([1.0, 1.0]), v=V_LP)
     says(check.check_locally_optimal({(0, 0), (2, 2)}, data, param="p"), True,
-          T_LOC + "the locally optimal selections are exactly {(0, 0), (2, 2)}.")
+         T_LOC + "the locally optimal selections are exactly {(0, 0), (2, 2)}.")
     says(check.check_locally_optimal({(2, 2), (1, 1)}, data, param="p"), False,
-          T_LOC + "{(1, 1)} is not locally optimal; you missed 1 locally optimal selection.",
-          missing=1, extra=[(1, 1)])
+         T_LOC + "{(1, 1)} is not locally optimal; you missed 1 locally optimal selection.",
+         missing=1, extra=[(1, 1)])
 
 
 # -- the W-model's sets: infeasible extras, how many are missing, out of range (helper M5) -------
@@ -132,7 +132,7 @@ def _twice(X):
 ])
 def test_w_set_messages(given, text, wrong, missing):
     says(check.check_locally_optimal(given, _twice(X_LP)), False, T_LOC + text, wrong=wrong,
-          missing=missing)
+         missing=missing)
 
 
 def test_w_set_shifted_down_is_not_one_based():
@@ -140,10 +140,10 @@ def test_w_set_shifted_down_is_not_one_based():
     # shifted down by one, a plain mistake (token 0 is the old x1), not 1-based indices
     data = _twice(X_LP[:, [1, 2, 0]])
     says(check.check_locally_optimal({(1, 1), (2, 2)}, data), True,
-          T_LOC + "all 2 locally optimal selections among the 9, and no other (independent "
-          "NNLS check).")
+         T_LOC + "all 2 locally optimal selections among the 9, and no other (independent "
+         "NNLS check).")
     says(check.check_locally_optimal({(0, 0), (1, 1)}, data), False,
-          T_LOC + "1 of your 2 selections is not locally optimal: 1 with a feasible Att-SVM "
+         T_LOC + "1 of your 2 selections is not locally optimal: 1 with a feasible Att-SVM "
                   "but a support token that scores at least as high as the selected token. 1 "
                   "locally optimal selection is missing from your set: are your tolerances "
                   "too strict, or the score comparison reversed?")
@@ -160,10 +160,10 @@ def test_w_set_on_a_line():
     line = D.AttentionData(f64([[[1.0, 0.0], [0.0, 0.0], [-1.0, 0.0]]]), f64([1.0]), z=E1,
                            v=f64(1.0, 0.0))
     says(check.check_locally_optimal({0}, line), True,
-          T_LOC + "all 1 locally optimal selections among the 3, and no other (independent NNLS "
-          "check).")
+         T_LOC + "all 1 locally optimal selections among the 3, and no other (independent NNLS "
+         "check).")
     says(check.check_locally_optimal({2}, line), False,
-          T_LOC + "1 of your 1 selections is not locally optimal: 1 with a feasible Att-SVM "
+         T_LOC + "1 of your 1 selections is not locally optimal: 1 with a feasible Att-SVM "
                   "but a support token that scores at least as high as the selected token. 1 "
                   "locally optimal selection is missing from your set: are your tolerances "
                   "too strict, or the score comparison reversed?")
@@ -180,7 +180,7 @@ def test_why_local_of_the_w_model_uses_its_queries():
     X2 = torch.cat([X_LP, f64([[[0.0, 0.0], [0.0, -3.0], [0.0, -3.0]]])])
     data = D.AttentionData(X2, f64([1.0, 1.0]), z=f64([[1.0, 0.0], [0.0, 1.0]]), v=V_LP)
     says(check.check_locally_optimal(True, data, alpha=[1, 0]), False,
-          T_LOC + "selection [1, 0] is not locally optimal; you said it is. At sample 1, "
+         T_LOC + "selection [1, 0] is not locally optimal; you said it is. At sample 1, "
                   "token 1 (Python index [0, 0]), a support token, the score 0 is ≥ -1, the "
                   "score of the selected token (Python index 1).")
 
