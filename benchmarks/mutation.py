@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 MUTMUT = Path(sys.executable).with_name("mutmut")
 
 # module name -> (paths to mutate, the test files that exercise them)
+# the unit tests of train/ and of the SVM engine, split by subject
+TRAIN_TESTS = ("tests/test_train.py", "tests/test_train_loop.py", "tests/test_train_input.py")
+SVM_TESTS = ("tests/test_svm_engine.py", "tests/test_svm_problems.py")
 MODULES = {
     "models": (["attnlib/attention.py", "attnlib/gradient.py"], ["tests/test_models.py"]),
     "metrics": (["attnlib/metrics.py"], ["tests/test_metrics.py"]),
@@ -42,35 +45,35 @@ MODULES = {
     "optimality": (["attnlib/optimality.py"], ["tests/test_optimality.py"]),
     # train/ in four runs: each with the test files that exercise it
     "train-loop": (["attnlib/train/loop.py"],
-                   ["tests/test_train.py", "tests/test_train_loop_mutation.py"]),
+                   [*TRAIN_TESTS, "tests/test_train_loop_mutation.py"]),
     "train-path": (["attnlib/train/path.py"],
-                   ["tests/test_train.py", "tests/test_train_path.py", "tests/test_lp_path.py",
+                   [*TRAIN_TESTS, "tests/test_train_path.py", "tests/test_lp_path.py",
                     "tests/test_train_path_mutation.py"]),
     "train-setup": (["attnlib/train/setup.py"],
-                    ["tests/test_train.py", "tests/test_train_setup_mutation.py"]),
+                    [*TRAIN_TESTS, "tests/test_train_setup_mutation.py"]),
     "train-config-mirror": (["attnlib/train/config.py", "attnlib/train/mirror.py"],
-                            ["tests/test_train.py", "tests/test_train_mirror*.py",
+                            [*TRAIN_TESTS, "tests/test_train_mirror*.py",
                              "tests/test_mirror_numerics.py", "tests/test_train_mutation.py"]),
     # svm: the tiny-instance tests (n, T, d <= 4: a solve takes milliseconds) carry the solver
     # modules; test_svm.py and test_svm_certify.py (paper-size instances, hypothesis: ~10 s of
     # tests each, paid by every surviving mutant) stay out of the engine's loop
-    "svm": (["attnlib/svm/engine.py"],
-            ["tests/test_svm_engine.py", "tests/test_svm_engine_mutation.py"]),
-    "svm-primal": (["attnlib/svm/primal.py"],
-                   ["tests/test_svm_engine.py", "tests/test_svm_engine_mutation.py"]),
+    "svm": (["attnlib/svm/engine.py"], [*SVM_TESTS, "tests/test_svm_engine_mutation.py"]),
+    "svm-primal": (["attnlib/svm/primal.py"], [*SVM_TESTS, "tests/test_svm_engine_mutation.py"]),
     "svm-problems": (["attnlib/svm/problems.py"],
-                     ["tests/test_svm_engine.py", "tests/test_svm_problems_mutation.py"]),
+                     [*SVM_TESTS, "tests/test_svm_problems_mutation.py"]),
     "svm-equivalence": (["attnlib/svm/equivalence.py"],
-                        ["tests/test_svm_engine.py", "tests/test_svm_equivalence_mutation.py"]),
+                        [*SVM_TESTS, "tests/test_svm_equivalence_mutation.py"]),
     "svm-config": (["attnlib/svm/config.py", "attnlib/svm/rows.py", "attnlib/svm/batch.py"],
-                   ["tests/test_svm_engine.py", "tests/test_svm_certify.py",
+                   ["tests/test_svm_engine.py", "tests/test_svm_problems.py",
+             "tests/test_svm_certify.py",
                     "tests/test_svm_batch.py"]),
     # check/: the shared feedback/numeric layer and the SVM answers, then one run per answer
     # module with its own tests (each checks a learner's answer against its own NumPy oracle)
     "check": (["attnlib/check/__init__.py", "attnlib/check/feedback.py",
                "attnlib/check/numeric.py", "attnlib/check/svm_answers.py"],
               ["tests/test_check.py", "tests/test_check_svm_answers_independent.py",
-               "tests/test_check_core_mutation.py"]),
+               "tests/test_check_properties.py", "tests/test_check_hand_solved.py",
+               "tests/test_check_local_sets.py", "tests/test_check_messages.py"]),
     "check-local": (["attnlib/check/local_answers.py"],
                     ["tests/test_check_local_answers.py", "tests/test_check_local_mutation.py"]),
     "check-heads": (["attnlib/check/heads_answers.py"],

@@ -24,7 +24,7 @@
    not TeX such as ``\\(p\\)``; a result's anchor is looked up by id, so an id such as
    ``book/02_att_svm-solution-5`` no longer throws), and the ranking
    (``html_search_scorer`` = ``book/_ext/search_scorer.js``) puts chapters before the API page
-   for the book's own terms (tests/test_site_reader.py, ``test_search_*``).
+   for the book's own terms (tests/test_site_search.py, ``test_search_*``).
 """
 
 from __future__ import annotations
