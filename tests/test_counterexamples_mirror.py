@@ -270,6 +270,11 @@ def test_path_loss_does_not_increase_with_the_radius_on_the_infeasible_instance(
     norms = res.W.abs().pow(P_PATH).sum((-1, -2)).pow(1 / P_PATH)
     torch.testing.assert_close(norms[[2, 3, 4, 0]], norms[2].expand(4), rtol=1e-3, atol=0)
     assert float(norms[0]) < 0.05 * 100.0
+    # R = 100 alone (no smaller radius to continue from): the step on the iterate's own
+    # scale reaches the same minimiser
+    alone = al.regularization_path(data, (100.0,), norm=P_PATH, steps=2000, lr=0.1,
+                                   device="cpu")
+    assert float(alone.loss[0]) == pytest.approx(float(loss[-1]), abs=1e-8)
 
 
 # ========================================================= the ε of the normalised step

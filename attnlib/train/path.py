@@ -45,9 +45,12 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
     Projected, normalised gradient descent, all radii (and trials) as one batch. Step k is
     :math:`\\eta_k\\rho_k` times the unit gradient, then the projection onto the ball:
     :math:`\\eta_k` falls linearly from ``lr`` to ``lr/1000`` and :math:`\\rho_k` is the norm of
-    the iterate (of the pair for (K, Q); the ball's radius at a zero start). On the sphere
-    :math:`\\rho_k = R`; inside it the step follows the iterate's scale, so a minimiser
-    inside the ball (an infeasible Att-SVM) is reached at every radius, however large.
+    the iterate (of the pair for (K, Q)). On the sphere :math:`\\rho_k = R`; inside it the
+    step follows the iterate's scale, so a minimiser inside the ball (an infeasible Att-SVM)
+    is reached at every radius, however large. From a zero start :math:`\\rho_0` is R or, if
+    smaller, :math:`1/\\max_{i,t}\\|x_{it}\\|\\|z_i\\|` (:math:`1/\\max\\|W^\\top x_{it}\\|`
+    for the prompt), the radius at which no logit has moved by more than 1; the iterate then
+    grows by about a factor :math:`1+\\eta_k` a step until it meets the sphere.
     In the entrywise ℓp ball the step is taken in the dual,
     :math:`\\theta \\leftarrow \\theta - \\eta_k\\rho_k^{p-1} G/\\|G\\|_q`
     with :math:`\\theta = \\mathrm{sign}(W)|W|^{p-1}`, then mapped back and rescaled into the
@@ -139,6 +142,15 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
             return [({k: t[idx] for k, t in tr.items()} if isinstance(tr, dict) else tr[idx])
                     if moved else tr for tr in (L, *trees)]
 
+        # the first step from a zero start: at most the radius at which every logit has moved
+        # by 1 (|x^T W z| <= ||x|| ||z|| ||W||_F; the prompt model's logits are (W^T x)^T p)
+        keys = bd.X @ prob.fixed["W"].unsqueeze(1) if param == "p" else bd.X
+        lip = torch.linalg.vector_norm(keys, dim=-1)
+        if param != "p":
+            lip = lip * torch.linalg.vector_norm(bd.z, dim=-1).unsqueeze(-1)
+        lip = lip.flatten(1).amax(1)
+        start = torch.where(lip > 0, torch.minimum(bound, 1 / lip.clamp_min(1e-300)), bound)
+
         def size(P):  # ||P|| in the ball's norm, per flat trial
             return torch.linalg.vector_norm(
                 torch.cat([t.reshape(B, -1) for t in P.values()], 1), ord=lp, dim=1)
@@ -154,7 +166,7 @@ def regularization_path(data, radii, param="W", loss="logistic", steps=2000, lr=
             _, P, G, resid = continuation(out["loss"], P, G, resid)
             eta = lr * (1 - (1 - 1e-3) * k / max(steps - 1, 1))
             rho = size(P)
-            rho = torch.where(rho > 0, rho, bound)  # the scale of the iterate, R from 0
+            rho = torch.where(rho > 0, rho, start)  # the scale of the iterate
             gflat = torch.cat([g.reshape(B, -1) for g in G.values()], 1)
             step = normalized_step(gflat, 1.0, q, 0.0) * (eta * rho ** (lp - 1)).unsqueeze(1)
             new, off = {}, 0
