@@ -1,10 +1,9 @@
 """attnlib: attention as a support vector machine.
 
 The library behind the textbook *Attention as a Support Vector Machine*. Core names are
-imported here; the heavier submodules (``experiments``, ``plots``, ``widgets``, ``check``,
-``svm``, ``optimality``, ``explore``, ``explorers``, ``figures``) and the names that need
-cvxpy (``al.att_svm``, ``al.is_locally_optimal``, ...) load on first use:
-``al.widgets.token_plane(...)``.
+imported here; the heavier submodules (``experiments``, ``plots``, ``check``, ``svm``,
+``optimality``, ``explorers``, ``figures``) and the names that need cvxpy (``al.att_svm``,
+``al.is_locally_optimal``, ...) load on first use: ``al.explorers.token_plane(...)``.
 """
 
 import importlib
@@ -83,8 +82,7 @@ from attnlib.train import (  # noqa: E402, F401
     train,
 )
 
-_LAZY = ("experiments", "plots", "widgets", "check", "svm", "optimality", "explore",
-         "explorers", "figures")
+_LAZY = ("experiments", "plots", "check", "svm", "optimality", "explorers", "figures")
 
 # The SVM solvers and local optimality import cvxpy (seconds); they load on first use:
 # al.att_svm(...), al.is_locally_optimal(...).

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-# Explorers render as static, browser-only figures on the website (attnlib.explore reads it).
+# Explorers render as static, browser-only figures on the website (attnlib.explorers reads it).
 export ATTNLIB_EXPLORER=static
 
 [ -x .venv/bin/jupyter-book ] || { echo "[build] no .venv: run 'make book' (or scripts/setup.sh)" >&2; exit 1; }

@@ -1,7 +1,7 @@
-"""Drive a static explorer (``attnlib.explore.StaticExplorer``) in a real browser, as a reader.
+"""Drive a static explorer (``attnlib.explorers.StaticExplorer``) in a real browser, as a reader.
 
 :func:`check_explorer` is used by tests/test_site_explorers.py (every explorer of the built
-book) and tests/test_explore_static.py (a toy page): the page must open on the explorer's
+book) and tests/test_explorers_static.py (a toy page): the page must open on the explorer's
 default frame, and every control must show, for each of its values, exactly the frame
 precomputed for that setting, with the value written beside the control; at least one value
 of each control must change the figure (a control that changes nothing fails).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 
-from attnlib.explore import frame_key
+from attnlib.explorers import frame_key
 
 PNG = "data:image/png;base64,"
 

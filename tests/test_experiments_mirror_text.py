@@ -75,10 +75,10 @@ def test_figures_and_explorer_draw(res):
     assert len(res.figure().axes) == 3
     assert len(mirror_text.plot_sentences(res, sentences=2).axes) == 8
     assert "ℓ1.1-MD" in mirror_text.text_table(res)
-    ex = al.widgets.word_attention(res, sentence=1, optimizer="gd", mode="live")
+    ex = al.explorers.word_attention(res, sentence=1, optimizer="gd", mode="live")
     ex.update(optimizer="md3", sentence=2)
     assert len(ex.figure.axes) == 2
-    st = al.widgets.word_attention(res, static={"sentence": (0, 1), "optimizer": ("md", "gd")},
+    st = al.explorers.word_attention(res, static={"sentence": (0, 1), "optimizer": ("md", "gd")},
                                    mode="static")
     assert 'data-explorer="word-attention"' in st.html and st.html.count("<img") >= 1
 

@@ -1,6 +1,6 @@
 """The mirror-descent explorer says what its data show, at every setting of the website.
 
-The page opens on the chapter's call (``al.widgets.mirror_descent(lp=1.75)``: lp = 1.75,
+The page opens on the chapter's call (``al.explorers.mirror_descent(lp=1.75)``: lp = 1.75,
 1500 steps). The caption names no number; the line under the figure (``mirror_note``) is
 recomputed here from the experiment ``md_path`` with an independent numpy directional
 Bregman divergence, and its verdict (within ``MD_CLOSE``, still converging, stalled) is
@@ -37,7 +37,7 @@ def ddir(A, B, p):
 def test_the_page_opens_on_the_chapter_call():
     cells = json.loads(BOOK.read_text())["cells"]
     calls = ["".join(c["source"]) for c in cells if "explorer" in c["metadata"].get("tags", [])]
-    assert calls == ["al.widgets.mirror_descent(lp=1.75)"]
+    assert calls == ["al.explorers.mirror_descent(lp=1.75)"]
     st = M.mirror_descent(lp=1.75, mode="static", static={"lp": (1.1, 1.75)})
     assert {k: v[i] for k, v, i in zip(st.names, st.values, st.start)} == \
         dict(lp=1.75, iterations=1500, seed=1, normalized=True, eps="0")

@@ -209,7 +209,7 @@ def test_lambda_head_redraws_for_lam_and_T():
 
 
 def test_play_controls_have_at_least_ten_frames():
-    from attnlib.explore.static import StaticExplorer
+    from attnlib.explorers import StaticExplorer
 
     for live in (H.lambda_head(mode="live"),
                  H.global_share(n=2, T=4, runs=2, steps=20, mode="live"),

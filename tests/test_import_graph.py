@@ -8,7 +8,7 @@
 - the course kit (``attnlib.course``) is layered: its notebook model at the bottom, its command
   line on top, and the rest of attnlib never imports it;
 - the computations never reach the presentation: nothing in ``experiments`` imports
-  ``explorers``, ``explore`` or ``widgets``, directly or through another module;
+  ``explorers``, directly or through another module;
 - nothing private (a module-level ``_name``) is imported or used across modules, except the
   names of the shared homes ``attnlib._validate`` and ``attnlib._runtime``;
 - modules stay small: those above 450 lines are listed, above 500 the test fails, in attnlib
@@ -205,7 +205,7 @@ def reachable(edges: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-PRESENTATION = ("attnlib.explorers", "attnlib.explore", "attnlib.widgets")
+PRESENTATION = ("attnlib.explorers",)
 
 
 def test_experiments_never_reach_the_explorers(graph):
@@ -362,7 +362,7 @@ def test_import_attnlib_stays_light():
             "import importlib\n"
             "for name, home in homes.items():\n"
             "    assert getattr(al, name) is getattr(importlib.import_module(home), name), name\n"
-            "for mod in ('optimality', 'examples', 'explore', 'explorers', 'figures', 'widgets'):\n"
+            "for mod in ('optimality', 'examples', 'explorers', 'figures'):\n"
             "    assert getattr(al, mod).__name__ == 'attnlib.' + mod\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)

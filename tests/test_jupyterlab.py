@@ -273,7 +273,7 @@ _FIRST_RUN = {"cells": [
     {"cell_type": "code", "id": "imp", "metadata": {}, "outputs": [], "execution_count": None,
      "source": "import attnlib as al"},
     {"cell_type": "code", "id": "exp", "metadata": {}, "outputs": [], "execution_count": None,
-     "source": "al.widgets.softmax_explorer()"}],
+     "source": "al.explorers.softmax_explorer()"}],
     "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
                                 "name": "python3"}},
     "nbformat": 4, "nbformat_minor": 5}

@@ -1,6 +1,6 @@
 """The static explorers of the built book respond in a real browser (headless Chromium).
 
-For every page of ``_build/html`` that holds a static explorer (``attnlib.explore`` in static
+For every page of ``_build/html`` that holds a static explorer (``attnlib.explorers`` in static
 mode, ``div.attnlib-explorer``), as a reader would (tests/explorer_checks.py): the explorer
 opens on its default frame (the chapter's settings); every control, moved with the keyboard
 (sliders) or clicked (buttons) to each of its values, shows exactly the frame precomputed for

@@ -14,7 +14,7 @@ initialisations as the trials of one batched :func:`attnlib.train.train` call an
 ``(numbers, arrays)``; its targets (official notebooks ``ucr-optml/max_margin_attention`` or
 a re-simulation) sit beside it, and chapters check them with ``result.require("key")``.
 Indices are 0-based: the paper's :math:`x_1` is 0. The explorers that read these results are
-in :mod:`attnlib.explorers.max_margin` (``al.widgets.*``), above this module.
+in :mod:`attnlib.explorers.max_margin` (``al.explorers.*``), above this module.
 """
 
 from __future__ import annotations

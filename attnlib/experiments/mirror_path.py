@@ -33,7 +33,7 @@ PAPER = "2410.14581"
     targets=[
         Target("matched_closer", "at the end the iterate is no farther (D_dir) from the "
                "ℓp-AttSVM than from the ℓ2-AttSVM", "closer", 1, 1, "exact", "suggested",
-               "the data of the chapter's explorer (attnlib.widgets.mirror_descent)"),
+               "the data of the chapter's explorer (attnlib.explorers.mirror_descent)"),
     ],
 )
 def path(lp: float = 1.75, seed: int = 1, normalized: bool = True, steps: int = MD_BUDGETS[1.75],

@@ -1,7 +1,7 @@
 r"""Explorers of *Max-Margin Token Selection in Attention Mechanism* (arXiv 2306.13596).
 
-Four explorers of chapters 1-4, built on :mod:`attnlib.explore`; each reads the cached result
-of an experiment (:func:`attnlib.experiments.run`) and only draws:
+Four explorers of chapters 1-4, built on :mod:`attnlib.explorers.framework`; each reads the
+cached result of an experiment (:func:`attnlib.experiments.run`) and only draws:
 
 - :func:`softmax_explorer` (chapter 1): move the prompt :math:`p` and watch the softmax.
 - :func:`token_plane` (chapters 1-3): GD paths of :math:`p` and the max-margin rays
@@ -9,7 +9,7 @@ of an experiment (:func:`attnlib.experiments.run`) and only draws:
 - :func:`selection` (chapter 3): which selections are locally optimal (``mm_selection``).
 - :func:`joint_explorer` (chapter 4): the joint (v, p) paths of E3 (``mm_e3_joint``).
 
-Chapters show them as ``al.widgets.<name>(...)``.
+Chapters show them as ``al.explorers.<name>(...)``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from attnlib import plots
 from attnlib.examples import three_token_example
 from attnlib.experiments import run
 from attnlib.experiments.max_margin_checks import SELECTION_POSITIONS, TOKEN_EXAMPLES, ray_losses
-from attnlib.explore import Control, Explorer, show_progress, with_static
+from attnlib.explorers.framework import Control, Explorer, show_progress, with_static
 from attnlib.tokens import scores
 
 _C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)

@@ -6,7 +6,7 @@ r"""The explorer of *Optimizing Attention with Mirror Descent* (arXiv 2410.14581
 ℓp-AttSVM (or stall short of it once the gradient falls below the step's ε:
 :func:`mirror_note` says which, from the data). It reads
 the experiment ``md_path`` (:func:`attnlib.experiments.run`, cached) and
-only draws. Chapters show it as ``al.widgets.mirror_descent(...)``.
+only draws. Chapters show it as ``al.explorers.mirror_descent(...)``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 from attnlib import plots
 from attnlib.experiments import run
-from attnlib.explore import Control, Explorer, show_progress, with_static
+from attnlib.explorers.framework import Control, Explorer, show_progress, with_static
 
 _C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
 
@@ -198,7 +198,7 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
     static : dict, optional
         ``{control: values}``: the settings rendered on the static site.
     mode : {"live", "static"}, optional
-        As in :func:`attnlib.explore.explorer_mode`.
+        As in :func:`attnlib.explorers.explorer_mode`.
     """
     controls = [
         Control("lp", tuple(sorted(set(MD_LP) | set(MD_LP_STATIC))), default=lp,

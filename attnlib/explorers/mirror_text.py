@@ -4,7 +4,7 @@ r"""The attention-over-words explorer of chapter 10 (arXiv 2410.14581, real-data
 see the attention :math:`s_t = \mathrm{softmax}_t(x_t^\top W z)` the trained classifier puts on
 each word, the planted sentiment word in red and its three opposite-polarity distractors
 in orange. It reads the experiment ``md_text`` (:func:`attnlib.experiments.run`, cached) and
-only draws. Chapters show it as ``al.widgets.word_attention(res)``.
+only draws. Chapters show it as ``al.explorers.word_attention(res)``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 
 from attnlib import plots
 from attnlib.experiments import run
-from attnlib.explore import Control, Explorer, with_static
+from attnlib.explorers.framework import Control, Explorer, with_static
 from attnlib.figures.mirror_text import TEXT_NAMES
 
 _C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
@@ -108,7 +108,7 @@ def word_attention(result=None, sentence: int | None = None, optimizer: str = "m
     static : dict, optional
         ``{control: values}``: the settings rendered on the static site.
     mode : {"live", "static"}, optional
-        As in :func:`attnlib.explore.explorer_mode`.
+        As in :func:`attnlib.explorers.explorer_mode`.
     """
     result = run("md_text", **TEXT_SETTINGS) if result is None else result
     shown = int(np.asarray(result.arrays["words"]).shape[0])

@@ -18,7 +18,8 @@ attention paths of the λ-penalty head for the chosen strength λ and number of 
 Each keeps what it computed (``functools.lru_cache``), so moving the slider back redraws at
 once; on the static site every declared setting is computed once when the page is built.
 
-The chapters show them as ``al.widgets.<name>(...)``; built on :mod:`attnlib.explore`.
+The chapters show them as ``al.explorers.<name>(...)``; built on
+:mod:`attnlib.explorers.framework`.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from .. import experiments, plots
 from .. import sequences as SQ
 from .._runtime import few_threads
 from .._validate import to_numpy
-from ..explore import Control, Explorer, with_static
 from ..metrics import correlation
+from .framework import Control, Explorer, with_static
 
 _C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
 
@@ -227,7 +228,7 @@ def sweep(result="tf_svm_rank", *, curves=None, aside="infeasible", cell: str | 
     **settings
         Settings of the experiment when ``result`` is a name. Prefer passing the Result your
         chapter computed: ``res = al.experiments.run("tf_svm_rank", trials=20)`` then
-        ``al.widgets.sweep(res)``; the default settings run the paper's full grid (minutes).
+        ``al.explorers.sweep(res)``; the default settings run the paper's full grid (minutes).
 
     Examples
     --------
@@ -320,7 +321,7 @@ def causal_explorer(n: int = 2, T: int = 6, d: int = 16, steps: int = 2000, seed
     of the final selection), the current iteration marked. The runs are read from the
     experiment ``tf_causal`` (:func:`causal_runs`): by default one data set of the given sizes
     (computed once and cached), or trial ``trial`` of a ``tf_causal`` ``result`` (the
-    chapter's). Built on :class:`attnlib.explore.Explorer` (live in Jupyter; on the
+    chapter's). Built on :class:`attnlib.explorers.Explorer` (live in Jupyter; on the
     website the attention, up to 4 sequences and 6 iterations, 0 ... ``steps``).
     """
     if result is not None:

@@ -2,7 +2,8 @@
 dimension grows (:func:`global_share`, chapter 6) and the attention of the λ head
 (:func:`lambda_head`, chapter 7), with the runs behind them (:func:`global_share_runs`,
 :func:`lambda_paths`) and the opening figure of chapter 7 (:func:`plot_lambda_paths`).
-Re-exported by :mod:`attnlib.widgets`.
+The chapters show them as ``al.explorers.global_share(...)`` and
+``al.explorers.lambda_head(...)``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import torch
 
 from .. import plots
 from .._runtime import few_threads
-from ..explore import Control, Explorer, with_static
 from ..metrics import correlation
+from .framework import Control, Explorer, with_static
 
 _C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
 

@@ -22,7 +22,7 @@ The export also carries attnlib's own answers (:func:`attnlib.prompt_svm`,
 :func:`attnlib.support_tokens`, :func:`attnlib.train`) for the chapter's default and a few
 moved configurations (:data:`MOVES`): the browser test (``tests/test_site_drag.py``) checks
 the page's numbers against them. The view needs the website's JavaScript; in Jupyter the
-fragment says so, and the live explorer (``al.widgets.token_plane``) is the one to use there.
+fragment says so, and the live explorer (``al.explorers.token_plane``) is the one to use there.
 
 See chapter 2, *The Att-SVM and gradient descent*.
 """
@@ -217,7 +217,7 @@ def token_drag(example: str = "e2", *, lr: float = 0.1, normalized: bool = True,
     uid = f"attnlib-drag-{next(_IDS)}"
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     note = ("This drag explorer runs on the book's website (it draws with the site's offline "
-            "plotly.js). In Jupyter, use the live explorer <code>al.widgets.token_plane</code> "
+            "plotly.js). In Jupyter, use the live explorer <code>al.explorers.token_plane</code> "
             "above.")
     return HTML(
         f'<div class="attnlib-drag" id="{uid}" data-plotly-src="{html.escape(PLOTLY_SRC)}">'

@@ -1,7 +1,7 @@
 """Explorer speed: live redraw time and static rendering (time, frames, size) per explorer.
 
-Run: ``python benchmarks/bench_widgets.py [--write]``. For every explorer of the book
-(:mod:`attnlib.explorers`, called as the chapters do through :mod:`attnlib.widgets`) it
+Run: ``python benchmarks/bench_explorers.py [--write]``. For every explorer of the book
+(:mod:`attnlib.explorers`, called as the chapters do: ``al.explorers.<name>(...)``) it
 measures, in one process,
 
 * the first live display (data computed: training, SVMs, and the first draw),
@@ -26,10 +26,10 @@ import statistics
 import time
 from pathlib import Path
 
-from attnlib import widgets
+from attnlib import explorers
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-BEGIN, END = "<!-- bench_widgets: begin -->", "<!-- bench_widgets: end -->"
+BEGIN, END = "<!-- bench_explorers: begin -->", "<!-- bench_explorers: end -->"
 
 #: explorer -> (constructor kwargs, cheap changes cycled for the redraw, one retraining change)
 CASES = {
@@ -58,7 +58,7 @@ def _timed(fn):
 
 def bench(name, repeat):
     kw, cheap, heavy = CASES[name]
-    make = getattr(widgets, name)
+    make = getattr(explorers, name)
     live, first_w, first_c = _timed(lambda: make(mode="live", **kw))
     walls, cpus = [], []
     for j in range(repeat):
@@ -106,7 +106,7 @@ def main():
     print(meta)
     print(text)
     if args.write:
-        section = (f"{BEGIN}\n## Explorers (`python benchmarks/bench_widgets.py --write`)\n\n"
+        section = (f"{BEGIN}\n## Explorers (`python benchmarks/bench_explorers.py --write`)\n\n"
                    f"Measured {meta}. Wall seconds, with this process's CPU seconds in "
                    f"brackets (the machine was shared: wall time is inflated by the load, "
                    f"CPU time much less). *redraw*: median of {args.repeat} changes of a "

@@ -13,7 +13,7 @@ import html
 import io
 import time
 
-from ..plots import BookFigure
+from ...plots import BookFigure
 
 __all__ = ["LiveExplorer", "png_bytes", "show_progress"]
 

@@ -1,8 +1,8 @@
-"""The play button of a static explorer (attnlib.explore.static): an iteration slider gets a
-play/pause button that steps through its frames and stops at the last one; other sliders get
-none. In a real browser (headless Chromium): clicking play advances the shown frame to the
-precomputed frame of the next iterations, it stops at the end, and the keyboard (Space on the
-focused button) starts it again from the first value.
+"""The play button of a static explorer (attnlib.explorers.framework.static): an iteration
+slider gets a play/pause button that steps through its frames and stops at the last one; other
+sliders get none. In a real browser (headless Chromium): clicking play advances the shown
+frame to the precomputed frame of the next iterations, it stops at the end, and the keyboard
+(Space on the focused button) starts it again from the first value.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from attnlib.explore import Control, Explorer, frame_key
+from attnlib.explorers import Control, Explorer, frame_key
 
 ITS = (0, 10, 20, 30, 40)
 

@@ -1,4 +1,5 @@
-"""attnlib.explore.static: every setting precomputed, every control a control on the page.
+"""attnlib.explorers.framework.static: every setting precomputed, every control a control on
+the page.
 
 Oracles: a fresh matplotlib render of the same setting (pixels, after the 64-colour
 quantisation: close, and farther from every other frame), ``itertools.product`` for the frame
@@ -19,8 +20,8 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from attnlib import explore
-from attnlib.explore import Control, Explorer, frame_key, png_panels
+from attnlib import explorers
+from attnlib.explorers import Control, Explorer, frame_key, png_panels
 from attnlib.plots import BookFigure
 
 
@@ -139,9 +140,9 @@ def test_fixed_controls_show_their_value_and_bad_static_is_refused():
 
 
 def test_ids_are_deterministic_and_the_budget_lowers_the_dpi(monkeypatch):
-    monkeypatch.setattr(explore.static, "_COUNTER", itertools.count())
+    monkeypatch.setattr(explorers.framework.static, "_COUNTER", itertools.count())
     one = _toy().static().html
-    monkeypatch.setattr(explore.static, "_COUNTER", itertools.count())
+    monkeypatch.setattr(explorers.framework.static, "_COUNTER", itertools.count())
     assert _toy().static().html == one  # a rebuilt page is identical
     assert _toy().static().html != one  # a second explorer on the page: another id
     ex = _toy()

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from ..plots import BookFigure
+from ...plots import BookFigure
 from .controls import same_value
 
 __all__ = ["StaticExplorer", "frame_key", "png_panels"]

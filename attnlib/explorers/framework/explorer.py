@@ -1,8 +1,8 @@
 """The explorer: one draw function, its controls, and the choice of renderer.
 
-:class:`Explorer` holds ``draw(fig, **values)`` and the :class:`~attnlib.explore.Control` s;
-:meth:`Explorer.show` returns the live renderer (:class:`~attnlib.explore.LiveExplorer`) or the
-static one (:class:`~attnlib.explore.StaticExplorer`), chosen by :func:`explorer_mode`: the
+:class:`Explorer` holds ``draw(fig, **values)`` and the :class:`~attnlib.explorers.Control` s;
+:meth:`Explorer.show` returns the live renderer (:class:`~attnlib.explorers.LiveExplorer`) or the
+static one (:class:`~attnlib.explorers.StaticExplorer`), chosen by :func:`explorer_mode`: the
 argument ``mode``, else the environment variable ``ATTNLIB_EXPLORER`` (the book's build sets it
 to ``static``), else live. Both renderers call the same ``draw``, so they show the same figure.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from ..plots import BookFigure
+from ...plots import BookFigure
 from .controls import Control
 from .live import LiveExplorer
 from .static import StaticExplorer

@@ -1,4 +1,5 @@
-"""attnlib.explore: the Explorer mechanism, its controls and its two renderers (live, static)."""
+"""attnlib.explorers (the framework): the Explorer mechanism, its controls and its two
+renderers (live, static)."""
 
 
 import numpy as np
@@ -6,8 +7,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from attnlib import explore
-from attnlib.explore import Control, Explorer, LiveExplorer, StaticExplorer
+from attnlib import explorers
+from attnlib.explorers import Control, Explorer, LiveExplorer, StaticExplorer
 
 
 def _toy(**kw):
@@ -30,18 +31,18 @@ def _line(fig):
 
 # -- mode -------------------------------------------------------------------------------------
 def test_mode_env_default_and_override(monkeypatch):
-    monkeypatch.delenv(explore.ENV_VAR, raising=False)
-    assert explore.explorer_mode() == "live"
-    monkeypatch.setenv(explore.ENV_VAR, "static")
-    assert explore.explorer_mode() == "static"
-    assert explore.explorer_mode("live") == "live"
+    monkeypatch.delenv(explorers.ENV_VAR, raising=False)
+    assert explorers.explorer_mode() == "live"
+    monkeypatch.setenv(explorers.ENV_VAR, "static")
+    assert explorers.explorer_mode() == "static"
+    assert explorers.explorer_mode("live") == "live"
     assert isinstance(_toy().show(), StaticExplorer)
     assert isinstance(_toy().show(mode="live"), LiveExplorer)
-    monkeypatch.setenv(explore.ENV_VAR, "movie")
-    with pytest.raises(ValueError, match=explore.ENV_VAR):
-        explore.explorer_mode()
+    monkeypatch.setenv(explorers.ENV_VAR, "movie")
+    with pytest.raises(ValueError, match=explorers.ENV_VAR):
+        explorers.explorer_mode()
     with pytest.raises(ValueError, match="mode"):
-        explore.explorer_mode("html")
+        explorers.explorer_mode("html")
 
 
 # -- controls ---------------------------------------------------------------------------------
@@ -61,10 +62,10 @@ def test_control_validation():
 
 
 def test_values_compare_and_format_as_shown():
-    assert explore.same_value(0.1, 0.1 + 1e-15) and explore.same_value(np.int64(2), 2.0)
-    assert not explore.same_value(True, 1) and not explore.same_value("1", 1)
-    assert not explore.same_value(0.1, 0.1001)
-    assert [explore.format_value(v) for v in (np.float64(0.123456), np.int32(7), True, "a")] == \
+    assert explorers.same_value(0.1, 0.1 + 1e-15) and explorers.same_value(np.int64(2), 2.0)
+    assert not explorers.same_value(True, 1) and not explorers.same_value("1", 1)
+    assert not explorers.same_value(0.1, 0.1001)
+    assert [explorers.format_value(v) for v in (np.float64(0.123456), np.int32(7), True, "a")] == \
         ["0.1235", "7", "True", "a"]
 
 
@@ -72,7 +73,7 @@ def test_values_compare_and_format_as_shown():
 @given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=8, unique=True),
        st.floats(-1e6, 1e6, allow_nan=False))
 def test_check_returns_the_declared_value_or_refuses(values, x):
-    distinct = all(not explore.same_value(u, v) for j, u in enumerate(values)
+    distinct = all(not explorers.same_value(u, v) for j, u in enumerate(values)
                    for v in values[:j])
     if not distinct:  # e.g. 0.0 and 1e-144: check() could not tell them apart
         with pytest.raises(ValueError, match="distinct"):
@@ -92,15 +93,15 @@ def test_check_returns_the_declared_value_or_refuses(values, x):
 def test_static_values_default_and_with_static():
     c = Control("k", (1, 2, 3), default=2)
     assert c.static_values(as_slider=True) == (1, 2, 3) and c.static_values(False) == (2,)
-    got = explore.with_static([c, Control("s", ("a", "b"))], {"k": [1, 3]})
+    got = explorers.with_static([c, Control("s", ("a", "b"))], {"k": [1, 3]})
     assert got[0].static == (1, 3) and got[0].static_values(False) == (1, 3)
     assert got[1].static is None
     with pytest.raises(ValueError, match="unknown control"):
-        explore.with_static([c], {"speed": (1,)})
+        explorers.with_static([c], {"speed": (1,)})
     with pytest.raises(ValueError, match="static"):
-        explore.with_static([c], {"k": (4,)})
+        explorers.with_static([c], {"k": (4,)})
     with pytest.raises(ValueError, match="dict"):
-        explore.with_static([c], [("k", (1,))])
+        explorers.with_static([c], [("k", (1,))])
 
 
 def test_control_widgets_by_value_type():
@@ -172,7 +173,7 @@ def test_show_progress_only_inside_a_live_redraw_in_a_kernel(monkeypatch):
     seen = []
 
     def draw(fig, k):
-        seen.append(explore.show_progress())
+        seen.append(explorers.show_progress())
         fig.subplots()
 
     ex = Explorer(draw, [Control("k", (1, 2))])
@@ -184,4 +185,4 @@ def test_show_progress_only_inside_a_live_redraw_in_a_kernel(monkeypatch):
     assert seen[-1] is False  # no kernel: no bar on stderr
 
 
-# the static renderer: tests/test_explore_static.py
+# the static renderer: tests/test_explorers_static.py
