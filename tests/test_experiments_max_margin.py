@@ -1,4 +1,4 @@
-"""The computations of arXiv 2306.13596 (attnlib.experiments.max_margin{,_checks}), tiny scale.
+"""The computations of arXiv 2306.13596 (attnlib.experiments.max_margin{,_measures}), tiny scale.
 
 Each experiment runs with few steps; its numbers are checked against an independent oracle:
 closed forms of the paper's hand-made examples, or a direct numpy recomputation from the
@@ -15,7 +15,7 @@ import torch
 import attnlib.experiments as E
 from attnlib.examples import three_token_example
 from attnlib.experiments import max_margin as mm
-from attnlib.experiments import max_margin_checks as mmc
+from attnlib.experiments import max_margin_measures as mmm
 from attnlib.optimality import is_locally_optimal
 
 TINY = {
@@ -44,7 +44,7 @@ def _cos(a, b):
 
 
 def test_the_paper_registers_its_experiments_with_targets_and_figures():
-    mods = (mm.__name__, mmc.__name__, "attnlib.experiments.max_margin_loss")
+    mods = (mm.__name__, mmm.__name__, "attnlib.experiments.max_margin_loss")
     mine = {n for n in E.names() if E.get(n).func.__module__ in mods}
     assert mine == set(TINY)
     for n in mine:

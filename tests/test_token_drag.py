@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from attnlib.examples import three_token_example
-from attnlib.experiments.max_margin_checks import TOKEN_EXAMPLES
+from attnlib.experiments.max_margin_measures import TOKEN_EXAMPLES
 from attnlib.explorers import token_drag as td
 
 ROOT = Path(__file__).resolve().parents[1]

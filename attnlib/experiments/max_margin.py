@@ -5,9 +5,9 @@ with :math:`W` fixed; the paper's four figures, one registered function each:
 ``mm_e1_basins`` (E1: one input, three tokens; global and local panel, basins),
 ``mm_e2_multi_input`` (E2: normalised GD against plain GD), ``mm_e3_joint`` (E3: joint
 (v, p) training, tight and non-tight) and ``mm_e4_loss`` (E4: the loss shapes the path).
-The book's own checks (:func:`ray_losses`, ``mm_regpath``, ``mm_local_certificate``, the
-explorers' ``mm_token_plane`` and ``mm_selection``) are in :mod:`.max_margin_checks`, the
-figures in :mod:`attnlib.figures.max_margin`; both are re-exported here (``mm.plot_e1``).
+The book's own measurements (:func:`ray_losses`, ``mm_regpath``, ``mm_local_certificate``,
+the explorers' ``mm_token_plane`` and ``mm_selection``) are in :mod:`.max_margin_measures`,
+the figures in :mod:`attnlib.figures.max_margin`; both are re-exported here (``mm.plot_e1``).
 
 Each function takes the paper's settings as typed keyword defaults, trains all its
 initialisations as the trials of one batched :func:`attnlib.train.train` call and returns
@@ -428,5 +428,5 @@ from .max_margin_loss import e4_loss  # noqa: E402,F401
 
 # the book's own checks register after the paper's four figures
 import attnlib.experiments.max_margin_gd  # noqa: E402,F401  (the GD theorem's checks, ch. 2)
-from .max_margin_checks import plot_certificate, plot_regpath, ray_losses  # noqa: E402
+from .max_margin_measures import plot_certificate, plot_regpath, ray_losses  # noqa: E402
 # isort: on

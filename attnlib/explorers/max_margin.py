@@ -23,7 +23,7 @@ import torch
 from attnlib import plots
 from attnlib.examples import three_token_example
 from attnlib.experiments import run
-from attnlib.experiments.max_margin_checks import SELECTION_POSITIONS, TOKEN_EXAMPLES, ray_losses
+from attnlib.experiments.max_margin_measures import SELECTION_POSITIONS, TOKEN_EXAMPLES, ray_losses
 from attnlib.explorers.framework import Control, Explorer, show_progress, with_static
 from attnlib.tokens import scores
 

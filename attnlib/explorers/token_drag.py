@@ -36,7 +36,7 @@ import json
 import torch
 
 from attnlib.examples import three_token_example
-from attnlib.experiments.max_margin_checks import TOKEN_EXAMPLES
+from attnlib.experiments.max_margin_measures import TOKEN_EXAMPLES
 from attnlib.optimality import is_locally_optimal
 from attnlib.plots.style import palette_hex
 from attnlib.svm.config import InfeasibleError

@@ -1,6 +1,6 @@
 r"""The book's own computations on the prompt model of arXiv 2306.13596 (chapters 1-3).
 
-Beside the paper's four figures (:mod:`attnlib.experiments.max_margin`), the book checks:
+Beside the paper's four figures (:mod:`attnlib.experiments.max_margin`), the book measures:
 
 ========================  ===============================================================
 :func:`ray_losses`        chapter 1: the risk :math:`\mathcal L(R\,u)` along rays of p
