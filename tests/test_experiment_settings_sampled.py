@@ -191,7 +191,7 @@ def test_declared_bounds_name_real_settings():
 def test_mm_circle_without_radius_8_is_not_computed_not_a_crash(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
     res = E.run("mm_circle", cache=False, radii=(1, 4), n_angles=90)
-    rows = {r["key"]: r for r in res.check()}
+    rows = {r["key"]: r for r in res.verdicts()}
     row = rows["e2_err_shrinks"]
     assert row["ok"] is None and row["computed"] is False and not row["applies"]
     assert "not computed at these settings" in row["note"]

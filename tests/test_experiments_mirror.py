@@ -45,7 +45,7 @@ def margins(X, W, z, alpha):
 
 def test_mechanics_targets_hold():
     res = run("md_mechanics", cache=False)
-    bad = [r for r in res.check() if not r["ok"]]
+    bad = [r for r in res.verdicts() if not r["ok"]]
     assert not bad, bad
 
 

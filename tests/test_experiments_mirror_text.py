@@ -61,7 +61,7 @@ def test_numbers_match_a_recomputation(res):
 def test_targets_are_declared_and_read(res):
     keys = {t.key for t in al.experiments.get("md_text").targets}
     assert {"separated", "mass_seeds", "mass_diff", "sparsity_ratio"} <= keys
-    rows = {r["key"]: r for r in res.check()}
+    rows = {r["key"]: r for r in res.verdicts()}
     assert set(rows) == keys
     assert all(r["book"] == pytest.approx(res.numbers[k]) for k, r in rows.items())
 

@@ -262,7 +262,7 @@ def test_multi_token_tiny():
     assert A["corr_eq"].shape == (2, 4) and A["max_masked"].shape == (2,)
     assert (A["max_masked"] <= 1e-6).all()  # accepted runs separate cleanly
     assert num["eq_mean_d4"] == pytest.approx((1 - A["corr_eq"][:, -1]).mean())
-    rows = {r["key"]: r for r in E.Result("tf_multi_token", {}, num).check()}
+    rows = {r["key"]: r for r in E.Result("tf_multi_token", {}, num).verdicts()}
     assert math.isnan(rows["eq_mean_d10"]["book"]) and not rows["eq_mean_d10"]["ok"]
 
 

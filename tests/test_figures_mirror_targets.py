@@ -9,7 +9,7 @@ from attnlib.figures.mirror import targets_table
 def test_targets_table_rows_marks_evidence_and_omit(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
     res = run("md_dual", cache=False, trials=2, steps=50, demo_steps=150)
-    rows = res.check()
+    rows = res.verdicts()
     lines = targets_table([res]).splitlines()
     assert len(lines) == 2 + len(rows)
     for r, line in zip(rows, lines[2:]):

@@ -65,7 +65,7 @@ def prompt():
 
 
 def test_prompt_regimes_reproduce_the_official_numbers(prompt):
-    bad = [r["key"] for r in prompt.check() if not r["ok"]]
+    bad = [r["key"] for r in prompt.verdicts() if not r["ok"]]
     assert not bad, bad
     n = prompt.numbers
     # the three regimes, on E1: eps freezes, exact converges, autograd without eps diverges

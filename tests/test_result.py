@@ -11,7 +11,7 @@ from attnlib import experiments
 def test_run_checks_targets_and_caches(dummy):  # noqa: F811
     res = experiments.run(dummy)
     assert res.numbers == {"mean": 10.0, "seed": 0} and not res.cached and res.passed
-    rows = res.check()
+    rows = res.verdicts()
     assert [r["key"] for r in rows] == ["mean", "seed"]
     assert rows[0]["note"] == "a test row" and rows[0]["source"] == "re-simulation"
     again = experiments.run(dummy)
@@ -31,7 +31,7 @@ def test_run_checks_targets_and_caches(dummy):  # noqa: F811
 def test_a_target_not_computed_is_a_miss_not_a_crash(dummy):  # noqa: F811
     res = experiments.run(dummy)
     res.numbers.pop("seed")
-    row = res.check()[1]
+    row = res.verdicts()[1]
     assert row["key"] == "seed" and row["ok"] is False and row["computed"] is False
     assert np.isnan(row["book"]) and not res.passed
     assert "✗ seed is zero: not computed with these settings" in res.summary()

@@ -121,7 +121,7 @@ def report_rows(results: dict, *, not_run: bool | str = False) -> list[dict]:
                              evidence="live"))
             continue
         regime = numerics_label(res.numbers)
-        for r, t in zip(res.check(), exp.targets):
+        for r, t in zip(res.verdicts(), exp.targets):
             rows.append({**r, "paper_figure": exp.paper,
                          "book": _fmt(r["book"]) if r["applies"] else "not computed",
                          "seconds": res.seconds, "bound": t.bound(),
@@ -234,7 +234,7 @@ def report_markdown(results: dict, *, not_run: bool | str = False) -> str:
 def report_notes_html(results: dict) -> str:
     """The notes of :func:`report_notes` as one folded HTML list (each is also in its row)."""
     items = [f"<li><code>{_e(n)}</code> — {_e(r['what'])}: {_e(r['note'])}</li>" for n in results
-             for r in ([] if isinstance(results[n], Exception) else results[n].check())
+             for r in ([] if isinstance(results[n], Exception) else results[n].verdicts())
              if r["note"]]
     if not items:
         return "<p><em>No target declares a difference.</em></p>"
@@ -270,7 +270,7 @@ def report_revisions_html(results: dict) -> str:
 def report_notes(results: dict) -> str:
     """A bulleted list of every target note (where the book deliberately differs)."""
     items = [f"- `{n}` — {r['what']}: {r['note']}" for n in results for r in
-             ([] if isinstance(results[n], Exception) else results[n].check()) if r["note"]]
+             ([] if isinstance(results[n], Exception) else results[n].verdicts()) if r["note"]]
     return "\n".join(items) if items else "*No target declares a difference.*"
 
 

@@ -2,9 +2,9 @@
 
 :func:`run` checks the settings against the experiment's typed settings before any
 computation, then reads the result from the cache (:mod:`attnlib.experiments.store`) or
-computes and stores it. A :class:`Result` checks its reproduction targets (:meth:`Result.check`,
-:meth:`Result.require`) and draws its figure. Every result is computed live (none is shipped
-recorded). See the chapter "Reproduction report".
+computes and stores it. A :class:`Result` gives the verdict on each of its reproduction
+targets (:meth:`Result.verdicts`, :meth:`Result.require`) and draws its figure. Every result
+is computed live (none is shipped recorded). See the chapter "Reproduction report".
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Result:
     ``status`` (:class:`attnlib.status.RunStatus`) is the "no NaN, no stall" verdict of the
     computation: the sum of what its training runs reported (:func:`attnlib.train`,
     :class:`attnlib.train.LpMirrorDescent`, :func:`attnlib.realdata.fit`). A number may be NaN
-    by design (a quantity a setting does not compute); a missed target is :meth:`check`'s.
+    by design (a quantity a setting does not compute); a missed target is one of :meth:`verdicts`.
     """
 
     name: str
@@ -50,7 +50,7 @@ class Result:
     def experiment(self) -> Experiment:
         return get(self.name)
 
-    def check(self) -> list[dict]:
+    def verdicts(self) -> list[dict]:
         """One row per target: what, paper and book value, tolerance, ok, source, note, evidence.
 
         ``ok`` is True (met), False (missed) or None: a conditional target (``Target.when``)
@@ -81,7 +81,7 @@ class Result:
 
     def missed(self) -> list[str]:
         """The keys of the targets these settings compute and miss (``ok`` False)."""
-        return [r["key"] for r in self.check() if r["ok"] is False]
+        return [r["key"] for r in self.verdicts() if r["ok"] is False]
 
     def require(self, *keys, verbose: bool = False):
         """Check the declared targets ``keys``, record them, and return their values.
@@ -163,7 +163,7 @@ class Result:
                  "settings: " + ", ".join(f"{k}={v}" for k, v in self.params.items()),
                  f"time: {self.seconds:.1f} s" + (" (cached)" if self.cached else ""),
                  f"status: {self.status}"]
-        for r in self.check():
+        for r in self.verdicts():
             mark = {True: "✓", False: "✗", None: "–"}[r["ok"]]
             book = f"book {r['book']:.6g}" if r["computed"] else r["note"]
             lines.append(f"  {mark} {r['what']}: {book}  paper {r['paper']}  ({r['tolerance']})")
@@ -173,7 +173,7 @@ class Result:
     def _meta(self) -> dict:
         return dict(params=store.jsonable(self.params),
                     numbers={k: float(v) for k, v in self.numbers.items()},
-                    seconds=self.seconds, targets=self.check(), status=self.status.to_dict(),
+                    seconds=self.seconds, targets=self.verdicts(), status=self.status.to_dict(),
                     attnlib_source=store.source_hash(), versions=store.versions())
 
     def save(self, folder) -> Path:

@@ -299,7 +299,7 @@ def targets_table(results, omit=()) -> str:
     out = ["| Experiment | Target | Paper | Book | ✓/✗ | Evidence |",
            "|---|---|---|---|:-:|---|"]
     for res in results:
-        for r in res.check():
+        for r in res.verdicts():
             if (r["experiment"], r["key"]) in omit:
                 continue
             if r["ok"] is None:  # a conditional target these settings do not compute

@@ -227,7 +227,7 @@ def _seeds(res):
 
 
 def _ok(res, key):
-    return {r["key"]: r for r in res.check()}[key]["ok"]
+    return {r["key"]: r for r in res.verdicts()}[key]["ok"]
 
 
 def _mark(res, key):
