@@ -15,7 +15,7 @@ import torch
 
 import attnlib as al
 from attnlib import realdata, text
-from attnlib.experiments.registry import not_run_targets
+from attnlib.experiments import not_run_targets
 from attnlib.figures import mirror_text
 from attnlib.metrics import bregman_direction
 from attnlib.svm import att_svm

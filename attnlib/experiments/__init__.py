@@ -16,6 +16,7 @@ from .registry import (
            get,
            names,
            not_run,
+           not_run_targets,
            paper_of,
            unregister,
 )
@@ -28,7 +29,7 @@ __all__ = ["Experiment", "Result", "Target", "cache_dir", "experiment", "get", "
            "source_hash", "paper_of", "run_all", "report_rows", "report_html", "report_markdown",
            "report_notes",
            "unregister", "SettingError", "CacheWarning",
-           "cache_info", "cache_clear", "NotRun", "not_run"]
+           "cache_info", "cache_clear", "NotRun", "not_run", "not_run_targets"]
 
 # importing the paper modules registers their experiments
 from . import max_margin, max_margin_local, mirror, tf_svm  # noqa: E402,F401

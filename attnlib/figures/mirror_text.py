@@ -376,7 +376,7 @@ def digits_summary(res) -> str:
 def closing_table(res, two, digits, svm, not_run=()) -> str:
     """The closing table of chapter 10: every paper target, the book's value and its evidence
     (live, or not run with the reason). ``not_run``: the declared rows
-    (``attnlib.experiments.registry.not_run_targets``)."""
+    (``al.experiments.not_run_targets``)."""
     n, t, g, s = res.numbers, two.numbers, digits.numbers, svm.numbers
     S = _seeds(res)
     rows = ["| target | paper | book | evidence |", "|---|---|---|---|"]
