@@ -28,7 +28,9 @@ def att_svm_primal(X, z, alpha, norm="fro", mask=None):
     """Att-SVM: :math:`\\min_W \\|W\\|` s.t. :math:`(x_{i\\alpha_i} - x_{it})^\\top W z_i \\ge 1`
     for every visible :math:`t \\ne \\alpha_i`. X (n,T,d), z (n,d), alpha (n,), mask (n,T).
 
-    See chapter 2, *The Att-SVM and gradient descent*.
+    The problem as the paper writes it, one cvxpy constraint per pair :math:`(i, t)`: the
+    readable statement that :func:`att_svm` (the fast path) is tested against. Returns
+    ``(optimal value, W)`` as numpy. See chapter 2, *The Att-SVM and gradient descent*.
     """
     n, T, d = X.shape
     W = cp.Variable((d, d))
@@ -44,7 +46,8 @@ def prompt_svm_primal(X, alpha, W=None, norm="fro", rhs=None):
     """p-SVM: :math:`\\min_p \\|p\\|` s.t. :math:`(x_{i\\alpha_i} - x_{it})^\\top W p \\ge r_i`
     (:math:`r_i = 1`, or ``rhs``: the relaxed p-SVM). X (n,T,d), W (d,d) default identity.
 
-    See chapter 2.
+    The readable statement that :func:`prompt_svm` and :func:`relaxed_prompt_svm` are tested
+    against. Returns ``(optimal value, p)`` as numpy. See chapter 2.
     """
     n, T, d = X.shape
     W = np.eye(d) if W is None else W
@@ -60,7 +63,8 @@ def prompt_svm_primal(X, alpha, W=None, norm="fro", rhs=None):
 def head_svm_primal(X, Y, alpha, norm="fro"):
     """v-SVM: :math:`\\min_v \\|v\\|` s.t. :math:`Y_i v^\\top x_{i\\alpha_i} \\ge 1`.
 
-    See chapter 4, *Training the head too*.
+    The readable statement that :func:`head_svm` is tested against. Returns
+    ``(optimal value, v)`` as numpy. See chapter 4, *Training the head too*.
     """
     n, _, d = X.shape
     v = cp.Variable(d)
