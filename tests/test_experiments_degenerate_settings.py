@@ -119,7 +119,7 @@ def test_reproduce_strict_fails_on_md_reviews_skipped_steps(monkeypatch, tmp_pat
 
 def test_declared_string_choices_are_the_tables_the_runs_read():
     from attnlib.attention import LOSSES
-    from attnlib.experiments.max_margin_checks import SELECTION_POSITIONS, TOKEN_EXAMPLES
+    from attnlib.experiments.max_margin_measures import SELECTION_POSITIONS, TOKEN_EXAMPLES
 
     choices = {(n, k): E.get(n).settings[k].choices for n, k in (
         ("mm_ray_risk", "loss"), ("mm_token_plane", "loss"), ("mm_token_plane", "example"),

@@ -48,9 +48,9 @@ def test_mode_env_default_and_override(monkeypatch):
 # -- controls ---------------------------------------------------------------------------------
 def test_control_validation():
     c = Control("lr", (0.01, 0.1, 1.0), default=0.1)
-    assert c.check(0.1 + 1e-15) == 0.1
+    assert c.resolve(0.1 + 1e-15) == 0.1
     with pytest.raises(ValueError, match="lr"):
-        c.check(0.5)
+        c.resolve(0.5)
     with pytest.raises(ValueError, match="values"):
         Control("x", ())
     with pytest.raises(ValueError, match="distinct"):
@@ -81,13 +81,13 @@ def test_check_returns_the_declared_value_or_refuses(values, x):
     assume(distinct)
     c = Control("x", values)
     for v in values:  # a declared value, also as numpy, comes back as the declared object
-        assert c.check(np.float64(v)) is v
+        assert c.resolve(np.float64(v)) is v
     close = [v for v in values if abs(x - v) <= max(1e-9 * max(abs(x), abs(v)), 1e-12)]
     if close:
-        assert c.check(x) is close[0]
+        assert c.resolve(x) is close[0]
     else:
         with pytest.raises(ValueError, match="x \\(value\\) must be one of"):
-            c.check(x)
+            c.resolve(x)
 
 
 def test_static_values_default_and_with_static():

@@ -84,7 +84,7 @@ class Control:
         vals = tuple(self.values)
         if not vals:
             raise ValueError(f"control {self.name!r}: values must be a non-empty sequence")
-        for j, v in enumerate(vals):  # check() could not tell such values apart
+        for j, v in enumerate(vals):  # resolve() could not tell such values apart
             twin = next((u for u in vals[:j] if same_value(u, v)), None)
             if twin is not None:
                 raise ValueError(f"control {self.name!r}: values must be distinct, got {twin!r} "
@@ -92,14 +92,14 @@ class Control:
         object.__setattr__(self, "values", vals)
         if self.default is None:
             object.__setattr__(self, "default", vals[0])
-        self.check(self.default, "default")
+        self.resolve(self.default, "default")
         if self.static is not None:
             st = tuple(self.static)
             for v in st:
-                self.check(v, "static")
+                self.resolve(v, "static")
             object.__setattr__(self, "static", st)
 
-    def check(self, value, what="value"):
+    def resolve(self, value, what="value"):
         """The declared value equal to ``value``; ValueError unless there is one."""
         for v in self.values:
             if same_value(value, v):

@@ -137,7 +137,7 @@ class Explorer:
         for k, v in overrides.items():
             if k not in self.controls:
                 raise ValueError(f"unknown control {k!r}; controls are {list(self.controls)}")
-            vals[k] = self.controls[k].check(v)
+            vals[k] = self.controls[k].resolve(v)
         return vals
 
     def label(self, values: dict, names=None) -> str:
