@@ -1,4 +1,4 @@
-"""Oracles of the SVM tests (tests/test_svm_engine.py, tests/test_svm_problems.py) that share
+"""Oracles of the SVM tests (tests/test_svm_engine*.py, tests/test_svm_problems*.py) that share
 no code with attnlib.svm.engine: random tiny instances, the Att-SVM constraint rows written with
 plain loops, the Lawson-Hanson least-distance program (one scipy NNLS) and a relative closeness
 check."""
@@ -54,7 +54,9 @@ def close(got, want, rel):
 
 
 def att_oracle(X, z, alpha, mask=None):
-    A, keep = att_rows(X.numpy(), z.numpy(), np.asarray(alpha), mask)
+    """Att-SVM (fro) by the least-distance program: W (d,d) and the multipliers (n,T)."""
+    X, z = np.asarray(X, dtype=np.float64), np.asarray(z, dtype=np.float64)
+    A, keep = att_rows(X, z, np.asarray(alpha), mask)
     w, lam = ldp(A, np.ones(len(A)))
     d = X.shape[-1]
     L = np.zeros(X.shape[:2])
