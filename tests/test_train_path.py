@@ -20,7 +20,7 @@ def test_regularization_path_turns_to_max_margin():
     assert torch.allclose(path.p.norm(dim=-1), torch.tensor([1.0, 4, 16], dtype=F64))
     assert c[0] < c[1] < c[2] and c[2] > 0.99
     W = regularization_path(al.random_data(3, 4, 6, trials=2, device="cpu"), [2.0, 8.0],
-                            steps=50)
+                            steps=300)  # from zero the iterate grows by about 1 + lr a step
     assert W.W.shape == (2, 2, 6, 6) and W.loss.shape == (2, 2)
     assert (W.loss[:, 1] < W.loss[:, 0]).all()
 
@@ -43,15 +43,20 @@ def test_path_bad_input(small_data):
 
 
 # ----------------------------------------------------------------------------- the oracle
-def _path_oracle(data, R, param, init, steps, lr, loss="logistic"):
-    """One radius, one trial: the documented projected, normalised GD as a plain autograd loop
-    (step eta_k * bound * g / ||g||, eta_k from lr to lr/1000 linearly, then the projection
-    onto the ball of radius bound = R, or sqrt(2R) for (K, Q))."""
+def _path_oracle(data, radii, param, init, steps, lr, loss="logistic"):
+    """One trial, every radius: the documented algorithm as a plain autograd loop. Each step:
+    the continuation (in increasing R, a radius takes the point of strictly lowest loss among
+    the radii up to its own, with its gradient), then per radius the step
+    eta_k * rho * g / ||g|| (eta_k from lr to lr/1000 linearly, rho the point's norm, at the
+    zero start the bound or, if smaller, 1 / max ||x_it|| ||z_i||, the radius at which every
+    logit has moved by at most 1; max ||W^T x_it|| for the prompt) and the projection onto
+    the ball of radius bound = R, or sqrt(2R) for (K, Q). After the last step, the
+    continuation once more."""
     names = {"W": ["W"], "p": ["p"], "KQ": ["K", "Q"]}[param]
-    P = [init[k].clone() for k in names]
-    bound = R if param != "KQ" else math.sqrt(2 * R)
+    bounds = [R if param != "KQ" else math.sqrt(2 * R) for R in radii]
+    order = sorted(range(len(radii)), key=lambda j: radii[j])
 
-    def project(P):
+    def project(P, bound):
         nrm = torch.sqrt(sum((t ** 2).sum() for t in P))
         return [t * min(1.0, bound / max(float(nrm), 1e-300)) for t in P]
 
@@ -63,16 +68,37 @@ def _path_oracle(data, R, param, init, steps, lr, loss="logistic"):
             a = M.logits(data.X, W, data.z)
         return M.risk(data.X, data.Y, M.softmax(a), data.v, None, loss)
 
-    P, resid = project(P), 0.0
+    def continuation(state):  # state[j] = [P, loss, ...]
+        new = list(state)
+        for pos, j in enumerate(order):
+            i = min(order[:pos + 1], key=lambda i: state[i][1])
+            if state[i][1] < state[j][1]:
+                new[j] = state[i]
+        return new
+
+    # from zero: the radius at which every logit has moved by at most 1
+    keys = data.X @ init["W"] if param == "p" else data.X
+    lip = keys.norm(dim=-1) * (1.0 if param == "p" else data.z.norm(dim=-1)[:, None])
+    first = 1 / float(lip.max())
+    Ps = [project([init[k].clone() for k in names], b) for b in bounds]
+    resid = [0.0] * len(radii)
     for k in range(steps):
-        P = [t.detach().requires_grad_(True) for t in P]
-        g = torch.autograd.grad(risk(P), P)
-        gn = torch.sqrt(sum((x ** 2).sum() for x in g))
+        state = []
+        for j, P in enumerate(Ps):
+            P = [t.detach().requires_grad_(True) for t in P]
+            L = risk(P)
+            g = torch.autograd.grad(L, P)
+            state.append([[t.detach() for t in P], float(L.detach()), g, resid[j]])
+        state = continuation(state)
         eta = lr * (1 - (1 - 1e-3) * k / max(steps - 1, 1))
-        new = project([t.detach() - eta * bound * x / gn for t, x in zip(P, g)])
-        resid = float(torch.sqrt(sum(((a - b.detach()) ** 2).sum() for a, b in zip(new, P))))
-        P = new
-    return dict(zip(names, P)), float(risk(P)), resid
+        for j, (P, _, g, _) in enumerate(state):
+            gn = torch.sqrt(sum((x ** 2).sum() for x in g))
+            rho = float(torch.sqrt(sum((t ** 2).sum() for t in P))) or min(bounds[j], first)
+            new = project([t - eta * rho * x / gn for t, x in zip(P, g)], bounds[j])
+            resid[j] = float(torch.sqrt(sum(((a - b) ** 2).sum() for a, b in zip(new, P))))
+            Ps[j] = new
+    state = continuation([[P, float(risk(P)), r] for P, r in zip(Ps, resid)])
+    return [(dict(zip(names, P)), L, r) for P, L, r in state]
 
 
 @pytest.mark.parametrize("param", ["W", "p", "KQ"])
@@ -91,12 +117,11 @@ def test_path_matches_plain_projected_loop(param):
         kw["init"] = {"K": K0, "Q": Q0}
     path = regularization_path(data, radii, param=param, steps=steps, lr=lr, loss=loss, **kw)
     assert torch.equal(path.radii, torch.tensor(radii, dtype=F64))
+    init = {"W": torch.zeros(5, 5, dtype=F64), "p": torch.zeros(5, dtype=F64),
+            **kw.get("init", {})}
     for b in range(2):
         db = data.trial(b)
-        for j, R in enumerate(radii):
-            init = {"W": torch.zeros(5, 5, dtype=F64), "p": torch.zeros(5, dtype=F64),
-                    **kw.get("init", {})}
-            P, L, res = _path_oracle(db, R, param, init, steps, lr, loss)
+        for j, (P, L, res) in enumerate(_path_oracle(db, radii, param, init, steps, lr, loss)):
             for k, t in P.items():
                 assert torch.allclose(getattr(path, k)[b, j], t, rtol=1e-10, atol=1e-12), k
             W = P["K"] @ P["Q"].mT if param == "KQ" else P.get("W", init["W"])
@@ -105,7 +130,7 @@ def test_path_matches_plain_projected_loop(param):
             assert math.isclose(float(path.residual[b, j]), res, rel_tol=1e-8, abs_tol=1e-14)
     if param == "W":  # two steps: the step falls from lr to lr/1000 in one go
         two = regularization_path(data.trial(0), [1.5], steps=2, lr=lr, loss=loss)
-        P, L, res = _path_oracle(data.trial(0), 1.5, "W", init, 2, lr, loss)
+        ((P, L, res),) = _path_oracle(data.trial(0), [1.5], "W", init, 2, lr, loss)
         assert torch.allclose(two.W[0], P["W"], rtol=1e-10, atol=1e-12)
         assert math.isclose(float(two.residual[0]), res, rel_tol=1e-8)
     missing = {"W": ("p", "K", "Q"), "p": ("K", "Q"), "KQ": ("p",)}[param]

@@ -35,8 +35,10 @@ def test_kq_path_accepts_norm_2_as_frobenius(data):
 @pytest.mark.parametrize("lp", [1.5, 3.0])
 def test_lp_path_two_steps_by_hand(data, lp):
     """Two steps of the ℓp path written out per radius: mirror step in the dual with the
-    normalised gradient (dual ℓq norm) times eta_k R^(p-1) (the dual of the radius-R ball has
-    radius R^(p-1)), back through the inverse mirror map, rescaled into the ball."""
+    normalised gradient (dual ℓq norm) times eta_k rho^(p-1), rho the iterate's ℓp norm (at
+    the zero start R or, if smaller, 1 / max ||x_it|| ||z_i||; the dual of the radius-rho
+    sphere has radius rho^(p-1)), back through the inverse mirror map, rescaled into the
+    ball."""
     import attnlib.models as M
 
     radii, lr, q = [0.5, 3.0], 0.4, lp / (lp - 1)
@@ -48,7 +50,9 @@ def test_lp_path_two_steps_by_hand(data, lp):
             Wg = W.clone().requires_grad_(True)
             L = M.risk(data.X, data.Y, M.softmax(M.logits(data.X, Wg, data.z)), data.v)
             (G,) = torch.autograd.grad(L, Wg)
-            dual = W.sign() * W.abs() ** (lp - 1) - eta * R ** (lp - 1) * G / G.norm(p=q)
+            lip = float((data.X.norm(dim=-1) * data.z.norm(dim=-1)[:, None]).max())
+            rho = float(W.norm(p=lp)) or min(R, 1 / lip)
+            dual = W.sign() * W.abs() ** (lp - 1) - eta * rho ** (lp - 1) * G / G.norm(p=q)
             W = dual.sign() * dual.abs() ** (1 / (lp - 1))
             W = W * min(1.0, R / float(W.norm(p=lp)))
         torch.testing.assert_close(res.W[j], W, rtol=1e-10, atol=1e-13)
