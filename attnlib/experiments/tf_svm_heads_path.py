@@ -168,8 +168,9 @@ def tf_nonlinear_path(trials: int = 8, n: int = 2, T: int = 3, d: int = 4, resta
 
 
 def _single_ok(W_all, rep, alpha, restarts):
-    """Per radius: the share of single random starts whose attention is on ``alpha`` for
-    every input (how often one start alone finds the global selection)."""
+    """Per radius: the share of single paths (one random start per radius, with the path's
+    continuation across radii) whose attention is on ``alpha`` for every input (how often one
+    path alone, without the restarts, finds the global selection)."""
     B, S, nR, d, _ = W_all.shape
     target = alpha.repeat_interleave(restarts, 0)
     return torch.stack([(attention_logits(rep, W_all[:, :, r].reshape(-1, d, d)).argmax(-1)
