@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make check: the contributor's fast loop before a commit (make test runs everything).
 #   1. lint    ruff check .
-#   2. unit    the unit tests on two pytest-xdist workers (not the browser tests)
+#   2. unit    the unit tests on two pytest-xdist workers, except the browser tests and those
+#              marked slow (a test that took 3 s or more on a quiet 2-core machine); make test
+#              runs them all
 #   3. nbval   only the notebooks the change touches: a changed notebook, and each chapter whose
 #              experiments live in a changed attnlib/experiments/ module (from the registry:
 #              every experiment names its chapter), or that imports a changed figures/explorers
@@ -46,7 +48,7 @@ rc=0
 echo "================ [check] lint ================"
 ruff check . || rc=1
 echo "================ [check] unit ================"
-python -m pytest tests -m "not browser" -n 2 --dist loadfile -p no:cacheprovider -q -x "$@" || rc=1
+python -m pytest tests -m "not browser and not slow" -n 2 --dist loadfile -p no:cacheprovider -q -x "$@" || rc=1
 echo "================ [check] nbval: ${notebooks[*]:-(no notebook touched)} ================"
 if [ "${#notebooks[@]}" -gt 0 ]; then
   ( unset ATTNLIB_EXPLORER

@@ -77,6 +77,7 @@ def test_the_svms_themselves_and_wrong_answers(ex):
         al.check.check_md_direction(md, data, 2.0)
 
 
+@pytest.mark.slow
 def test_the_official_eps_answer_fails_and_a_wrong_exponent_is_named(ex):
     data = ex[0]
     zero = {"W": torch.zeros(10, 10, dtype=torch.float64)}

@@ -155,6 +155,7 @@ def test_cache_info_and_clear(dummy, capsys):  # noqa: F811
     assert experiments.cache_info()["entries"] == 0
 
 
+@pytest.mark.slow
 def test_module_entry_point(tmp_path):
     """The real registry and the error path, through `python -m attnlib` in fresh processes."""
     env = {**os.environ, "ATTNLIB_CACHE": str(tmp_path)}

@@ -188,6 +188,7 @@ def instance(seed):
     return data, al.optimal_tokens(data).tolist()
 
 
+@pytest.mark.slow
 def test_kq_path_turns_to_the_nuclear_svm_only_with_width_at_least_n():
     """Seed 0: the nuclear Att-SVM⋆ has rank 2 (sigma_2 / sigma_1 = 0.34). With m = n = 3
     the product K Q^T of the path at R = 64 correlates > 0.999 with it and has its rank;
@@ -203,6 +204,7 @@ def test_kq_path_turns_to_the_nuclear_svm_only_with_width_at_least_n():
     assert cos(W1, W_nuc) < 0.95  # without m >= n: the conclusion fails
 
 
+@pytest.mark.slow
 def test_rank_capped_extrapolation_holds_here_and_fails_on_a_local_solution():
     """Chapter 5 extrapolates: with m < n the product turns to the rank-capped Att-SVM⋆.
     Seed 0, m = 1: it does (correlation > 0.999 with the capped minimum, found by SLSQP from

@@ -284,6 +284,7 @@ def test_local_convergence_fails_when_a_better_token_is_a_support_token():
     assert not _stays(LOCAL, ang, [-1.0, 0.0, 1.0], R=8.0, alpha=2)
 
 
+@pytest.mark.slow
 def test_local_convergence_fails_outside_the_cone_or_too_close():
     assert not _stays(LOCAL, 0.0, [10.0], R=8.0)  # a wide cone
     assert not _stays(LOCAL, 0.0, [1.0], R=1.0)  # the narrow cone, too close to 0

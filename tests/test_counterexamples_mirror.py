@@ -199,6 +199,7 @@ def _path(data):
     return al.regularization_path(data, RADII, norm=P_PATH, steps=2000, lr=0.1, device="cpu")
 
 
+@pytest.mark.slow
 def test_path_point_is_the_constrained_minimiser():
     """One point of the library's path against SLSQP from eight starts (w: the first column)."""
     data = one_input(FAR, V_LOCAL)
@@ -234,6 +235,7 @@ def test_path_turns_to_the_svm_of_the_globally_optimal_tokens():
     assert ddir(W_loc, W[-1], P_PATH) > 1.0  # the path ignores the local selection
 
 
+@pytest.mark.slow
 def test_path_without_feasibility_stays_bounded():
     """Input 2 is input 1 scaled by 2 with the opposite label: its best token is 2, input 1's
     is 3, and their rows (x_3 - x_2) z^T and 2 (x_2 - x_3) z^T contradict (no ℓp-AttSVM). The
@@ -254,6 +256,7 @@ def test_path_without_feasibility_stays_bounded():
     torch.testing.assert_close(norms_ok, torch.tensor(RADII, dtype=F64), rtol=1e-6, atol=0)
 
 
+@pytest.mark.slow
 def test_path_loss_does_not_increase_with_the_radius_on_the_infeasible_instance():
     """A point of a smaller ball lies in a larger one, so the path's loss cannot increase with
     R. Steps scaled by R^(p-1) alone left R = 100 on a flat, saturated point of the boundary
@@ -278,6 +281,7 @@ def test_path_loss_does_not_increase_with_the_radius_on_the_infeasible_instance(
 
 
 # ========================================================= the ε of the normalised step
+@pytest.mark.slow
 def test_three_regimes_of_eps_and_the_gradient():
     """Seed 1 of the paper's generator, p = 1.75, W(0) = 0, 1,500 steps: the direction
     converges to the ℓ1.75-AttSVM of its selection (D_dir <= 2e-3, chapter 9's exercise bound)

@@ -148,6 +148,7 @@ def check_one(name: str, settings: dict) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", E.names())
 def test_sampled_settings_compute_their_targets(name, request):
     if name in EXPENSIVE:

@@ -91,6 +91,7 @@ def test_bias_tiny_sparsity_and_diagonal_by_counting():
     assert num["sparsity_p1.25"] > num["sparsity_p2"]  # sparsity appears within 300 steps
 
 
+@pytest.mark.slow
 def test_failed_batched_svm_is_solved_trial_by_trial_and_fallbacks_counted(monkeypatch):
     from attnlib.svm import UncertifiedError, engine
 

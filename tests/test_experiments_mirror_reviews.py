@@ -56,6 +56,7 @@ def test_cls_attention_is_the_last_block_cls_row_mean_over_heads_min_max():
     assert torch.allclose(raw.sum(-1), torch.ones(2))  # padding gets no attention
 
 
+@pytest.mark.slow
 def test_lexicon_positions_point_at_the_strongest_word_of_the_labels_sign():
     data = reviews.review_data(max_len=16)
     rows, pos = mr.lexicon_positions(data)

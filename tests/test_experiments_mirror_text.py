@@ -109,6 +109,7 @@ def test_digits_blank_attention_against_a_loop():
     assert 0 < top.max()  # the random W do put their top patch on blanks sometimes
 
 
+@pytest.mark.slow
 def test_equal_step_check_is_the_exact_gradient_run_against_its_own_svm():
     """md_text_svm's equal-step numbers: l1.1-MD and GD at GD's normalised step, eps = 0,
     from the runs' W0, with attnlib.train's exact gradient, D_dir to their own SVMs."""

@@ -145,6 +145,7 @@ def test_feasibility_against_linear_programming():
     assert res.numbers["feasible_opt_at"] == 1 and res.numbers["feasible_random_at"] == 1
 
 
+@pytest.mark.slow
 def test_rank_counts_infeasible_apart():
     res = _run("tf_svm_rank", trials=3, ds=(3, 5), cells=((5, 5), (15, 5)), official_trials=2,
                progress=False)
@@ -210,6 +211,7 @@ def _simplex_projection(u):
     return np.maximum(u - css[k] / (k + 1), 0)
 
 
+@pytest.mark.slow
 def test_lambda_head_against_closed_form():
     res = _run("tf_lambda_head", steps=2000, record_every=100)
     A, num = res.arrays, res.numbers
@@ -278,6 +280,7 @@ def _final_softmax(data, W):
     return torch.exp(M.log_softmax(M.logits(data.X, W, data.z)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", [4, 10])
 def test_multi_token_fast_trainer_decides_as_train(d):
     # the kernel-coordinate trainer against attnlib.train (the straightforward path): the
@@ -317,6 +320,7 @@ def test_multi_token_early_exit_changes_nothing():
     assert (H[b, later] == H[b, -1]).all()
 
 
+@pytest.mark.slow
 def test_multi_token_quota_stops_the_stream_and_counts_in_seed_order():
     # oracle: the official loop, one seed at a time through attnlib.train, stopping at the
     # candidate that fills the quota; the fast stream (chunks of 16) must keep the same runs

@@ -35,6 +35,7 @@ def test_token_plane_target_is_the_selection_each_run_ends_on():
     assert np.array_equal(d["P"], a["P"]) and np.array_equal(d["cos"], a["cos"])
 
 
+@pytest.mark.slow
 def test_token_plane_draws_and_follows_its_controls():
     e = X.token_plane(example="e1-global", mode="live")
     png = e.png

@@ -58,6 +58,7 @@ def test_default_frame_against_a_direct_computation():
     assert c["to ℓ1.75-AttSVM"][-1] < c["to ℓ2-AttSVM"][-1]  # the matched SVM is closer
 
 
+@pytest.mark.slow
 def test_slider_moves_redraw_from_the_cached_result(monkeypatch):
     live = M.mirror_descent(lp=2.0, mode="live")
     assert _curves(live.figure.axes[2])["to ℓ2-AttSVM"][-1] < 0.01  # GD: Frobenius direction
@@ -81,6 +82,7 @@ def test_slider_moves_redraw_from_the_cached_result(monkeypatch):
         live.update(lp=1.2)  # a setting not computed yet needs the training
 
 
+@pytest.mark.slow
 def test_static_renders_one_frame_per_lp():
     st = M.mirror_descent(lp=2.0, mode="static", static={"lp": (1.5, 2.0), "seed": (1,),
                                                          "normalized": (True,),
@@ -90,6 +92,7 @@ def test_static_renders_one_frame_per_lp():
     assert st.notes == [M.mirror_note(1.5, 1500), M.mirror_note(2.0, 1500)]
 
 
+@pytest.mark.slow
 def test_static_renders_both_eps_and_notes_follow_eps():
     st = M.mirror_descent(lp=1.5, mode="static", static={"lp": (1.5,), "seed": (1,),
                                                          "normalized": (True,),

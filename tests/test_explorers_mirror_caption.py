@@ -34,6 +34,7 @@ def ddir(A, B, p):
     return 1 - (np.sign(B) * np.abs(B) ** (p - 1) * A).sum((-2, -1))
 
 
+@pytest.mark.slow
 def test_the_page_opens_on_the_chapter_call():
     cells = json.loads(BOOK.read_text())["cells"]
     calls = ["".join(c["source"]) for c in cells if "explorer" in c["metadata"].get("tags", [])]
@@ -74,6 +75,7 @@ def test_near_one_the_page_says_it_stalls():
     assert "only 0%" not in note and note.startswith("p = 1.1, after 1500 steps")
 
 
+@pytest.mark.slow
 def test_a_stall_with_eps_is_put_down_to_eps_and_eps_zero_keeps_turning():
     # seed 1, p = 1.1: with the official eps the gradient falls below it and the direction
     # freezes; the note names eps and the step it was crossed, from the recorded gradients

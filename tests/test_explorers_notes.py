@@ -49,6 +49,7 @@ def test_token_plane_note_reads_the_paths(example, lr, normalized, it):
     assert f"run 3 → {d['short'][ray[2]]}" in one
 
 
+@pytest.mark.slow
 def test_chapter3_runs_5_and_6_end_on_the_blue_ray_under_every_loss_and_step():
     # ch3's prose: "runs 5 and 6 (c = -1, -1.5) end on the blue ray", the others on the red
     for loss in ("logistic", "exp", "correlation"):

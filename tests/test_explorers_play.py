@@ -34,6 +34,7 @@ def _data(html):
     return json.loads(re.search(r'class="attnlib-data">(.*?)</script>', html, re.S).group(1))
 
 
+@pytest.mark.slow
 def test_only_an_iteration_slider_gets_a_play_button():
     html = _toy().static().html
     assert html.count('class="attnlib-play"') == 1

@@ -54,6 +54,7 @@ def _rgb(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=float)
 
 
+@pytest.mark.slow
 def test_every_setting_is_a_frame_in_product_order_opening_on_the_default():
     st = _toy().static()
     # slope is the slider (all 4 values); phase: its static values, the default 0.5 added
@@ -71,6 +72,7 @@ def test_every_setting_is_a_frame_in_product_order_opening_on_the_default():
         frame_key((4, 0, 0), st.sizes)
 
 
+@pytest.mark.slow
 def test_each_frame_is_the_figure_of_its_setting():
     ex = _toy()
     st = ex.static()
@@ -96,6 +98,7 @@ def test_each_frame_is_the_figure_of_its_setting():
                 assert np.abs(fresh[other][:, best:best + w] - shown).mean() > errs[best]
 
 
+@pytest.mark.slow
 def test_identical_panels_are_stored_once():
     st = _toy().static()
     # the bar panel does not depend on the line style: half as many bar images as frames
@@ -105,6 +108,7 @@ def test_identical_panels_are_stored_once():
     assert len(set(st.images)) == len(st.images)
 
 
+@pytest.mark.slow
 def test_page_controls_labels_and_default_images():
     st = _toy(note=lambda slope, phase, style: f"slope {slope:g}, phase {phase:g}").static()
     html, data = st.html, _data(st)
@@ -139,6 +143,7 @@ def test_fixed_controls_show_their_value_and_bad_static_is_refused():
         _toy(note="not callable")
 
 
+@pytest.mark.slow
 def test_ids_are_deterministic_and_the_budget_lowers_the_dpi(monkeypatch):
     monkeypatch.setattr(explorers.framework.static, "_COUNTER", itertools.count())
     one = _toy().static().html

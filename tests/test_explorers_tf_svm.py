@@ -57,6 +57,7 @@ def test_sweep_reads_an_experiment_by_name():
     np.testing.assert_allclose(live.figure.axes[0].lines[0].get_ydata(), res.arrays["global"][0])
 
 
+@pytest.mark.slow
 def test_parameterisation_reads_the_experiment():
     d = X.parameterisation_data(2, 0.5, True)  # not the chapter's settings: no layouts
     res = E.run("tf_visualization", example=2, lr=0.5, normalized=True, layouts=0)
@@ -208,6 +209,7 @@ def test_lambda_head_redraws_for_lam_and_T():
     np.testing.assert_allclose(bars, H.lambda_paths(1.0, 8)["s"][100])
 
 
+@pytest.mark.slow
 def test_play_controls_have_at_least_ten_frames():
     from attnlib.explorers import StaticExplorer
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import attnlib.check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,6 +23,7 @@ def test_guide_names_every_check():
     assert named <= set(checks), f"the guide names checks that do not exist: {named - set(checks)}"
 
 
+@pytest.mark.slow
 def test_guide_grade_options_exist():
     shown = set(re.findall(r"(--[a-z]+)", GUIDE[GUIDE.index("## Grading"):
                                                  GUIDE.index("### How it grades")]))

@@ -60,6 +60,7 @@ def _collect(nb, lim, sandbox, **kw):
     return batch.collect(nb, m, grading.exercises(m), lim, sandbox=sandbox, **kw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [pytest.param("namespace", marks=NEEDS_NS), "none"])
 def test_a_submission_that_leaves_its_session_dies_at_the_limit(own_tmp, mode):
     lim = sb.Limits(wall=WALL, cpu=60, output=10_000)
@@ -150,6 +151,7 @@ def test_a_submission_cannot_read_the_course_nor_write_nor_kill_outside(own_tmp,
     assert not tg.survivors(str(own_tmp))
 
 
+@pytest.mark.slow
 def test_without_namespaces_the_grader_refuses_unless_unsafe(tmp_path, monkeypatch):
     book = tmp_path / "book"
     book.mkdir()

@@ -352,6 +352,7 @@ LAZY_PUBLIC = {
     "Selections": "attnlib.optimality", "TrainConfig": "attnlib.train"}
 
 
+@pytest.mark.slow
 def test_import_attnlib_stays_light():
     """``import attnlib`` loads neither cvxpy nor matplotlib; the lazy names resolve to their
     homes on first use."""

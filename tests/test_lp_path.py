@@ -27,6 +27,7 @@ def numpy_loss(data):
     return L
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p", [1.25, 3.0])
 def test_lp_path_matches_scipy(p):
     data = al.random_data(3, 4, 3, seed=2, dtype=torch.float64)

@@ -159,6 +159,7 @@ def test_local_cone_small_sweep():
     assert numbers["inside_stay_frac"] == 1 and numbers["inside_max_grad_corr"] < 0
 
 
+@pytest.mark.slow
 def test_local_cone_control_catches_runs_that_stand_still():
     """From R = 16 the runs barely move: the inside targets hold for the global scores too,
     where the theorem promises nothing, and the control targets say so."""
@@ -176,6 +177,7 @@ def test_local_cone_control_catches_runs_that_stand_still():
     assert targets["inside_select_frac"].ok(numbers["inside_select_frac"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mm_local_cone", "mm_local_regpath", "mm_joint_regpath"])
 def test_figures_draw(name):
     import matplotlib

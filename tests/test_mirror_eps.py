@@ -8,6 +8,7 @@ directional divergence in numpy.
 import inspect
 
 import numpy as np
+import pytest
 import torch
 
 import attnlib as al
@@ -20,6 +21,7 @@ def test_default_is_the_official_eps():
     assert inspect.signature(fn).parameters["eps"].default == EPS == 2.0 ** -52
 
 
+@pytest.mark.slow
 def test_eps_freezes_the_direction_at_p175():
     kw = dict(cache=False, trials=3, lps=(1.75,), steps=(1500,), records=10)
     off = run("md_convergence", eps=0.0, **kw)

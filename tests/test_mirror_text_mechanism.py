@@ -97,6 +97,7 @@ def svm_res():
     return al.experiments.run("md_text_svm", cache=False, steps=600, seeds=2)
 
 
+@pytest.mark.slow
 def test_svm_distances_match_a_recomputation(svm_res):
     D = torch.as_tensor(svm_res.arrays["ddir"])  # (p, seed, q)
     assert D.shape == (3, 2, 3) and torch.isfinite(D).all()
@@ -137,6 +138,7 @@ def test_not_run_rows_are_declared_for_the_paper_scale_targets():
     assert not any(re.search(r"\blent\b", e.reason) for e in rows.values())
 
 
+@pytest.mark.slow
 def test_prose_and_closing_table_are_built_from_the_results(svm_res):
     small = dict(n=240, steps=200, eval_every=50, seeds=2, lr_md=(0.01,), lr_gd=(0.3,),
                  lr_md3=(30.0,), lr_adam=(0.1,))

@@ -64,6 +64,7 @@ def prompt():
     return al.experiments.run("mm_official_numerics", cache=False)
 
 
+@pytest.mark.slow
 def test_prompt_regimes_reproduce_the_official_numbers(prompt):
     bad = [r["key"] for r in prompt.verdicts() if not r["ok"]]
     assert not bad, bad

@@ -53,6 +53,7 @@ def test_splits_are_disjoint_cover_everything_and_are_stratified(movies):
         assert abs(float((y > 0).double().mean()) - share) < 0.005
 
 
+@pytest.mark.slow
 def test_vocabulary_comes_from_the_training_split_only(movies):
     from collections import Counter
     train = Counter(w for i in movies.index["train"].tolist() for w in movies.words[i])

@@ -26,6 +26,7 @@ def _rows(data, b, norm):
 CASES = [(5, 5, 2), (10, 5, 3), (5, 5, 5), (6, 8, 10), (5, 15, 4), (15, 5, 20)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n,T,d", CASES)
 @pytest.mark.parametrize("norm", ["fro", "nuc"])
 def test_fast_answers_equal_the_per_constraint_primal(n, T, d, norm):

@@ -50,6 +50,7 @@ def _rays(ax):
     return out
 
 
+@pytest.mark.slow
 def test_visualization_panels_show_the_right_svm(vis):
     """Left panel: the Frobenius rays W^mm z_i; right: the nuclear W^mm_⋆ z_i, each compared
     with the per-constraint cvxpy solution of the example (an oracle independent of the

@@ -150,6 +150,7 @@ def test_gd_endpoints_match_autograd(data):
         np.testing.assert_allclose(r["attnlib"]["p_end"], want, rtol=1e-5, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_html_fragment_carries_the_data_and_the_relative_scripts():
     frag = td.token_drag().data
     m = re.search(r'<script type="application/json" id="([^"]+)-data">(.*?)</script>', frag,

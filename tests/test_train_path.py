@@ -224,6 +224,7 @@ def test_path_progress_bar_and_thread_limit(monkeypatch):
     assert calls == [(2 * 3 * 3 * 4 * 5, torch.device("cpu"))]
 
 
+@pytest.mark.slow
 def test_path_defaults_are_the_documented_ones(monkeypatch):
     """A call with the defaults equals one that spells out the documented values (steps=2000,
     lr=0.1, seed=0 for the random (K, Q) start, no progress bar)."""
