@@ -233,12 +233,16 @@ def test_a_spoiled_attempt_is_never_returned(monkeypatch, norm):
 
 
 def test_the_next_solver_answers_at_its_own_tolerance(monkeypatch):
-    # Clarabel's answers spoiled: SCS (first-order, certified at 1e-3) answers instead
+    # every answer off by 1e-4: Clarabel's are rejected (tol 1e-6), SCS's (first-order,
+    # certified at 1e-3) accepted; off by 1e-2, none is
     r, data = _att(4)
-    _spoil(monkeypatch, None, solvers={"CLARABEL"})
-    (W, lam, who), = solve_many([r], "fro", SolveConfig(fast=False, solvers=("CLARABEL", "SCS")))
+    config = SolveConfig(fast=False, solvers=("CLARABEL", "SCS"))
+    _spoil(monkeypatch, None)
+    (W, _, who), = solve_many([r], "fro", config)
     assert who == "SCS"
-    close(W, _primal_W(data, "fro"), 1e-3)
+    close(W, _primal_W(data, "fro"), config.first_order_tol)
+    _spoil(monkeypatch, None, by=1e-2)
+    assert isinstance(solve_many([r], "fro", config)[0], UncertifiedError)
 
 
 def test_certify_measures_relative_violations():
@@ -256,9 +260,10 @@ def test_certify_measures_relative_violations():
         scaled = r._replace(A=r.A * k[:, None], b=r.b * k)
         assert certify(scaled, w * (1 - e), lam / k, np.zeros(0), "fro", 1e-6).margin \
             == pytest.approx(e, rel=1e-6)
-    w0 = np.array([-0.5, 0.25])
-    zero = Rows(np.array([[3.0, 0.0]]), np.zeros(1), np.array([[0.0, 4.0]]), np.zeros(1), (2,))
-    assert certify(zero, w0, np.zeros(1), np.zeros(1), "fro", 1).margin == pytest.approx(
+    w0 = np.array([-0.5, 0.25])  # violates 3 w1 >= 0 by 1.5 and 4 w2 = 0 by 1
+    zero = Rows(np.array([[3.0, 0.0], [0.0, 1.0]]), np.array([0.0, -10.0]),
+                np.array([[0.0, 4.0]]), np.zeros(1), (2,))
+    assert certify(zero, w0, np.zeros(2), np.zeros(1), "fro", 1).margin == pytest.approx(
         max(1.5 / (3 * np.linalg.norm(w0)), 1.0 / (4 * np.linalg.norm(w0))))
     assert not certify(r, w * np.nan, lam, np.zeros(0), "fro", 1.0).ok
 
@@ -287,14 +292,17 @@ PAIRS = [
 
 @pytest.mark.parametrize("k", range(len(PAIRS)))
 def test_farkas_is_invariant_under_row_and_data_scaling(k):
+    """Feasibility does not change when a row (A_k, b_k) is scaled by any c_k > 0, nor when
+    all right-hand sides are (the feasible set scales with them)."""
     g = np.random.default_rng(k)
     for r, want in zip(PAIRS[k], (False, True)):
         for s in (1e-12, 1e-3, 1.0, 1e9):
-            ca, cc = g.uniform(0.1, 10.0, len(r.b)), g.uniform(0.1, 10.0, 1)
-            rs = r._replace(A=r.A * ca[:, None] * s, b=r.b * ca * s)
+            ca, cc = 10.0 ** g.uniform(-6, 6, len(r.b)), 10.0 ** g.uniform(-6, 6, 1)
+            rows = r._replace(A=r.A * ca[:, None], b=r.b * ca)
+            rhs = r._replace(b=r.b * s)
             if r.C is not None:
-                rs = rs._replace(C=r.C * cc * s, c=r.c * cc * s)
-            assert farkas(rs, 1e6) is want, (s, want)
+                rows, rhs = rows._replace(C=r.C * cc, c=r.c * cc), rhs._replace(c=r.c * s)
+            assert farkas(rows, 1e6) is want and farkas(rhs, 1e6) is want, (s, want)
 
 
 @pytest.mark.parametrize("norm", NORMS)

@@ -112,6 +112,13 @@ def test_att_and_prompt_batched_with_a_shared_mask():
         p_ref, L_ref = _prompt_oracle(X[b], alpha[b], mask=MASK)
         close(p[b], p_ref, 1e-6)
         close(lp[b], L_ref, 1e-5)
+    # the selected and the masked tokens have no constraint, hence no multiplier, in any norm
+    off = ~MASK.expand(2, 2, 3).scatter(-1, torch.tensor(alpha)[..., None], False)
+    for norm in ("nuc", 1.5):
+        assert (svm.att_svm(X, z=z, alpha=alpha, mask=MASK, norm=norm, return_dual=True)[1][off]
+                == 0).all()
+    assert (svm.prompt_svm(X, alpha=alpha, mask=MASK, norm=1.5, return_dual=True)[1][off]
+            == 0).all()
     # token 0 is visible to input 0 but hidden from input 1: selecting it there is an error
     # (checked input by input, not against input 0's visibility)
     hide = torch.tensor([[True, True, True], [False, True, True]])
