@@ -1,4 +1,4 @@
-"""attnlib.svm.equivalence against the problem written out pair by pair (mutation testing).
+"""attnlib.svm.equivalence against the problem written out pair by pair.
 
 The oracle states both parts of the generalised SVM equivalence as the chapter does, with
 EVERY pair of tokens (not one reference member per set, as the library does): W_dir beats every
@@ -114,57 +114,47 @@ def test_output_dtype_and_messages():
     ref = svm.svm_equivalence(X, O, s, z=z)
     assert torch.allclose(eq.W_dir.double(), ref.W_dir, atol=1e-6 * ref.W_dir.abs().max())
 
-    def raises(msg, *args, **kw):
-        with pytest.raises(ValueError, match="^" + msg + "$"):
+    def raises(arg, *args, **kw):  # a ValueError naming the argument at fault
+        with pytest.raises(ValueError, match=f"^{arg}: "):
             svm.svm_equivalence(*args, **kw)
 
-    raises(r"O: expected a bool tensor \(True = selected token\)", X, O.int(), s, z=z)
-    raises(r"O: expected shape \(n,T\)=\(2,4\) or \(B,n,T\), got \(2, 3\)", X, O[0, :, :3], s,
-           z=z)
-    raises(r"O: expected shape \(n,T\)=\(2,4\) or \(B,n,T\), got \(1, 2, 2, 4\)", X,
-           O[None], s, z=z)
-    raises(r"O: expected shape \(n,T\)=\(2,4\) or \(B,n,T\), got \(2, 2, 4\)", X[0], O, s[0],
-           z=z[0])
+    raises("O", X, O.int(), s, z=z)  # not bool
+    raises("O", X, O[0, :, :3], s, z=z)  # wrong shapes
+    raises("O", X, O[None], s, z=z)
+    raises("O", X[0], O, s[0], z=z[0])
     empty = O.clone()
     empty[1, 0] = False
-    raises("O: every input needs at least one selected token", X, empty, s, z=z)
-    raises(r"s: expected shape \(n,T\)=\(2,4\) or \(B,n,T\), got \(2, 3\)", X, O, s[0, :, :3],
-           z=z)
-    raises(r"s: expected shape \(n,T\)=\(2,4\) or \(B,n,T\), got \(2, 2, 4\)", X[0], O[0], s,
-           z=z[0])
+    raises("O", X, empty, s, z=z)  # an input with no selected token
+    raises("s", X, O, s[0, :, :3], z=z)
+    raises("s", X[0], O[0], s, z=z[0])
     zero = s.clone()
     zero[1, 1, 3] = 0.0  # a member of a set (s outside the sets may be 0)
-    raises("s: probabilities must be > 0 on the selected sets O", X, O, zero, z=z)
+    raises("s", X, O, zero, z=z)
     outside = s.clone()
     outside[1, 1, 0] = 0.0
     svm.svm_equivalence(X, O, outside, z=z)
     full = O.clone()
-    full[1] = True  # every token of every input of trial 1
-    raises(r"O: selects every token of trial 1; with no masked token W_dir is undefined "
-           r"\(a finite solution\)", X, full, s, z=z)
-    raises(r"O: selects every token; with no masked token W_dir is undefined "
-           r"\(a finite solution\)", X[1], full[1], s[1], z=z[1])
+    full[1] = True  # every token of every input of trial 1: no masked token, no W_dir
+    with pytest.raises(ValueError, match="^O: .*trial 1"):
+        svm.svm_equivalence(X, full, s, z=z)
+    with pytest.raises(ValueError, match="^O: ") as err:
+        svm.svm_equivalence(X[1], full[1], s[1], z=z[1])
+    assert "trial" not in str(err.value)
 
 
 def test_infeasible_parts_are_named():
     X, z, O, s = _batch()
     X = X.clone()
     X[1, 0, 1] = X[1, 0, 0]  # masked token 1 equals set member 0: no margin of 1 (trial 1)
-    with pytest.raises(InfeasibleError, match=r"^the directional SVM \(fro\) is infeasible "
-                       r"for the selected sets O=\[\[1, 0, 1, 0\], \[0, 0, 1, 1\]\] \(trial 1\): "
-                       r"no W puts every selected token at least 1 above the masked ones with "
-                       r"equal logits inside each set\. For data in general position Att-SVM "
-                       r"is feasible for every selection when d >= max\(T-1, n\) \(here n=2, "
-                       r"T=4, d=3\)\.$"):
+    with pytest.raises(InfeasibleError, match="directional") as err:
         svm.svm_equivalence(X, O, s, z=z)
+    assert "trial 1" in str(err.value) and "trial 0" not in str(err.value)
     # inside a set: equal tokens with different probabilities have no finite part (nuc/lp);
     # the Frobenius W_fin is the least-squares solution of the (inconsistent) system
     X, z, O, s = _batch()
     X = X[0].clone()
     X[0, 3] = X[0, 2]
-    with pytest.raises(InfeasibleError, match=r"^the finite part W_fin is infeasible: the "
-                       r"log-ratios inside the selected sets are inconsistent for these "
-                       r"tokens$"):
+    with pytest.raises(InfeasibleError, match="finite part"):
         svm.svm_equivalence(X, O[0], s[0], norm="nuc", z=z[0])
 
 
@@ -189,8 +179,7 @@ def test_finite_part_quietly_and_named(capsys, monkeypatch):
         raise svm.UncertifiedError("no certified answer")
 
     monkeypatch.setattr("attnlib.svm.problems.solve_all", uncertified)
-    with pytest.raises(svm.UncertifiedError, match=r"^SVM equivalence \(finite part\): no "
-                                                   r"certified answer$"):
+    with pytest.raises(svm.UncertifiedError, match="finite part"):
         svm.svm_equivalence(X, O, s, norm="nuc", z=z)
 
 
