@@ -57,12 +57,12 @@ MODULES = {
     # svm: the tiny-instance tests (n, T, d <= 4: a solve takes milliseconds) carry the solver
     # modules; test_svm.py and test_svm_certify.py (paper-size instances, hypothesis: ~10 s of
     # tests each, paid by every surviving mutant) stay out of the engine's loop
-    "svm": (["attnlib/svm/engine.py"], [*SVM_TESTS, "tests/test_svm_engine_mutation.py"]),
-    "svm-primal": (["attnlib/svm/primal.py"], [*SVM_TESTS, "tests/test_svm_engine_mutation.py"]),
+    "svm": (["attnlib/svm/engine.py"], [*SVM_TESTS, "tests/test_svm_engine_properties.py"]),
+    "svm-primal": (["attnlib/svm/primal.py"], [*SVM_TESTS, "tests/test_svm_engine_properties.py"]),
     "svm-problems": (["attnlib/svm/problems.py"],
-                     [*SVM_TESTS, "tests/test_svm_problems_mutation.py"]),
+                     [*SVM_TESTS, "tests/test_svm_problems_properties.py"]),
     "svm-equivalence": (["attnlib/svm/equivalence.py"],
-                        [*SVM_TESTS, "tests/test_svm_equivalence_mutation.py"]),
+                        [*SVM_TESTS, "tests/test_svm_equivalence_oracle.py"]),
     "svm-config": (["attnlib/svm/config.py", "attnlib/svm/rows.py", "attnlib/svm/batch.py"],
                    ["tests/test_svm_engine.py", "tests/test_svm_problems.py",
              "tests/test_svm_certify.py",
