@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -252,7 +253,9 @@ def test_an_interrupted_run_leaves_no_empty_output_folder(dummy, tmp_path, monke
 
 def test_ctrl_c_while_the_package_loads_is_one_line(tmp_path):
     """Ctrl-C during `python -m attnlib`'s imports (torch takes seconds): one line, status 130,
-    no traceback, no --out folder. A stand-in torch module interrupts its own import."""
+    no traceback, no --out folder. A stand-in torch module interrupts its own import. The child
+    starts with SIGINT at its default: a shell that runs a job in the background ignores SIGINT,
+    every process of the job inherits that, and then no Ctrl-C can reach it."""
     fake = tmp_path / "fake"
     fake.mkdir()
     (fake / "torch.py").write_text("import os, signal, time\n"
@@ -262,15 +265,14 @@ def test_ctrl_c_while_the_package_loads_is_one_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), root])}
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, "-m", "attnlib", "reproduce", "all", "--out", str(out)],
-                       capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+                       capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path,
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert (r.returncode, r.stdout, r.stderr) == (130, "", "python -m attnlib: interrupted\n")
     assert not out.exists()
 
 
 def test_main_restores_pythons_interrupt_handler(dummy, monkeypatch):  # noqa: F811
     """Once loaded, Ctrl-C is a KeyboardInterrupt again (the run cleans up its files)."""
-    import signal
-
     import attnlib
 
     seen = []
