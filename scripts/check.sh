@@ -43,6 +43,8 @@ for m in mods:
 print("\n".join(sorted(p for p in out if Path(p).exists())))
 PY
 )
+# (an empty answer is one empty line: no notebook, not a notebook named "")
+[ "${#notebooks[@]}" -eq 1 ] && [ -z "${notebooks[0]}" ] && notebooks=()
 
 rc=0
 echo "================ [check] lint ================"
