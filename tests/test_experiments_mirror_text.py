@@ -1,8 +1,13 @@
-"""md_text (chapter 10): a tiny run separates, and its numbers match a direct recomputation.
+"""md_text (chapter 10): a tiny run separates, and its numbers match a direct recomputation;
+md_text_svm: its ℓp-AttSVM distances and equal-step numbers, and the prose and tables built
+from both (each run once, in a module fixture, for every test that reads it).
 
-Oracles: sentence-by-sentence loops over the stored attention maps, and a plain-torch forward
-pass of the selected models.
+Oracles: sentence-by-sentence loops over the stored attention maps, a plain-torch forward
+pass of the selected models, a direct ``att_svm`` + ``bregman_direction`` recomputation for
+the SVM distances, and a column count for every Markdown table.
 """
+
+import math
 
 import numpy as np
 import pytest
@@ -10,14 +15,44 @@ import torch
 
 import attnlib as al
 from attnlib import realdata, text
+from attnlib.experiments import not_run_targets
+from attnlib.figures import mirror_text
+from attnlib.metrics import bregman_direction
+from attnlib.svm import att_svm
 
 SMALL = dict(n=240, steps=200, eval_every=50, seeds=2, lr_md=(0.01,), lr_gd=(0.3,),
              lr_md3=(30.0,), lr_adam=(0.1,))
 
 
+def _tables_well_formed(md: str):
+    """Every Markdown table: a header, a |---| rule with as many cells, rows with as many."""
+    lines = md.splitlines()
+    i, seen = 0, 0
+    while i < len(lines):
+        if lines[i].startswith("|") and i + 1 < len(lines) and lines[i + 1].startswith("|---"):
+            ncol = lines[i].count("|")
+            assert lines[i + 1].count("|") == ncol
+            j = i + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                assert lines[j].count("|") == ncol, lines[j]
+                j += 1
+            assert j > i + 2  # at least one row
+            seen += 1
+            i = j
+        else:
+            i += 1
+    return seen
+
+
 @pytest.fixture(scope="module")
 def res(tmp_path_factory):
     return al.experiments.run("md_text", cache=False, **SMALL)
+
+
+@pytest.fixture(scope="module")
+def svm_res():
+    """md_text_svm, small: read by three tests below."""
+    return al.experiments.run("md_text_svm", cache=False, steps=600, seeds=2)
 
 
 def test_a_tiny_run_separates_and_selects_the_planted_word():
@@ -110,15 +145,14 @@ def test_digits_blank_attention_against_a_loop():
 
 
 @pytest.mark.slow
-def test_equal_step_check_is_the_exact_gradient_run_against_its_own_svm():
+def test_equal_step_check_is_the_exact_gradient_run_against_its_own_svm(svm_res):
     """md_text_svm's equal-step numbers: l1.1-MD and GD at GD's normalised step, eps = 0,
     from the runs' W0, with attnlib.train's exact gradient, D_dir to their own SVMs."""
     from attnlib.data import AttentionData
     from attnlib.metrics import bregman_direction
     from attnlib.svm import att_svm
 
-    r = al.experiments.run("md_text_svm", cache=False, steps=600, seeds=2)
-    n = r.numbers
+    n = svm_res.numbers
     data = text.sentiment_sentences(n=48, T=8, dim=12, distractors=3, seed=0,
                                     dtype=torch.float64)
     X, Y, z = data.part("train")
@@ -134,3 +168,51 @@ def test_equal_step_check_is_the_exact_gradient_run_against_its_own_svm():
     assert n["svm_equal_eta_ratio"] == pytest.approx(n["ddir_gd_equal"] / n["ddir_md_equal"])
     # GD's exact-gradient run is the table's GD run (same rate, same start)
     assert n["ddir_gd_equal"] == pytest.approx(n["ddir_gd_q2"], rel=1e-3)
+
+
+@pytest.mark.slow
+def test_svm_distances_match_a_recomputation(svm_res):
+    D = torch.as_tensor(svm_res.arrays["ddir"])  # (p, seed, q)
+    assert D.shape == (3, 2, 3) and torch.isfinite(D).all()
+    data = text.sentiment_sentences(n=48, T=8, dim=12, distractors=3, seed=0,
+                                    dtype=torch.float64)
+    X, _, z = data.part("train")
+    run = realdata.fit(data, "gd", (0.1,), lp=2.0, steps=600, eval_every=600, seeds=(0, 1),
+                       v=data.v, normalized=True)
+    W = run["W"][0, -1]
+    alpha = text.attention(W, X, z).argmax(-1)
+    for b in range(2):
+        for j, q in enumerate((1.1, 2.0, 3.0)):
+            Wm = att_svm(X, z, alpha[b], norm=q)
+            assert float(D[1, b, j]) == pytest.approx(float(bregman_direction(Wm, W[b], q)),
+                                                      abs=1e-6)
+    n = svm_res.numbers
+    Dm = D.mean(1)
+    assert n["svm_ddir_p2"] == pytest.approx(float(Dm[1, 1]))
+    ratios = [min(float(Dm[i, j]) for j in range(3) if j != i) / float(Dm[i, i])
+              for i in range(3)]
+    assert n["svm_diag_ratio"] == pytest.approx(min(ratios))
+    assert n["svm_solved"] == 1.0
+    assert _tables_well_formed(mirror_text.svm_table(svm_res)) == 1
+
+
+@pytest.mark.slow
+def test_prose_and_closing_table_are_built_from_the_results(res, svm_res):
+    two = al.experiments.run("md_text", cache=False, **{**SMALL, "distractors": 2})
+    dig = al.experiments.run("md_digits", cache=False, steps=50, eval_every=25, seeds=2)
+    n = res.numbers
+    summary = mirror_text.text_summary(res)
+    assert f"{n['md_mass']:.2f}" in summary and f"{100 * n['gd_hit']:.1f}%" in summary
+    assert ("Every model separates" in summary) == (n["separated"] == 1.0)
+    assert f"{two.numbers['md_mass']:.2f}" in mirror_text.two_summary(two)
+    dsum = mirror_text.digits_summary(dig)
+    assert f"{dig.numbers['md_entropy']:.2f}" in dsum
+    assert ("above" if dig.numbers["acc_diff"] > 0 else "below") in dsum
+    table = mirror_text.closing_table(res, two, dig, svm_res, not_run_targets("2410.14581"))
+    assert _tables_well_formed(table) == 1
+    assert table.count("not run:") >= 2  # the exact IMDb replica and the ViT
+    for row in table.splitlines()[2:]:  # every row says its evidence
+        evidence = row.rstrip(" |").split("|")[-1].strip()
+        assert evidence.startswith(("✓ live", "✗ live", "live", "not run: ")), row
+    assert f"{n['md_mass']:.3f} vs {n['gd_mass']:.3f}" in table
+    assert not math.isnan(dig.numbers["uniform_blank"])

@@ -54,9 +54,17 @@ def _rgb(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=float)
 
 
+@pytest.fixture(scope="module")
+def toy():
+    """The toy explorer and its static page (24 frames), built once for the tests that only
+    read them."""
+    ex = _toy()
+    return ex, ex.static()
+
+
 @pytest.mark.slow
-def test_every_setting_is_a_frame_in_product_order_opening_on_the_default():
-    st = _toy().static()
+def test_every_setting_is_a_frame_in_product_order_opening_on_the_default(toy):
+    st = toy[1]
     # slope is the slider (all 4 values); phase: its static values, the default 0.5 added
     # and numbers sorted; style: both
     assert st.values == [(0.0, 1.0, 2.0, 3.0), (0.0, 0.5, 1.0), ("-", "--")]
@@ -73,9 +81,8 @@ def test_every_setting_is_a_frame_in_product_order_opening_on_the_default():
 
 
 @pytest.mark.slow
-def test_each_frame_is_the_figure_of_its_setting():
-    ex = _toy()
-    st = ex.static()
+def test_each_frame_is_the_figure_of_its_setting(toy):
+    ex, st = toy
     assert all(len(f) == 2 for f in st.frames)  # two side-by-side axes: two panels
     fresh = {}
     for k, vals in enumerate(st.settings()):
@@ -99,8 +106,8 @@ def test_each_frame_is_the_figure_of_its_setting():
 
 
 @pytest.mark.slow
-def test_identical_panels_are_stored_once():
-    st = _toy().static()
+def test_identical_panels_are_stored_once(toy):
+    st = toy[1]
     # the bar panel does not depend on the line style: half as many bar images as frames
     assert len(st.images) < 2 * len(st.frames)
     bars = {f[1] for f in st.frames}
@@ -145,12 +152,15 @@ def test_fixed_controls_show_their_value_and_bad_static_is_refused():
 
 @pytest.mark.slow
 def test_ids_are_deterministic_and_the_budget_lowers_the_dpi(monkeypatch):
+    def small():  # slope fixed at its default: 6 frames, not 24 (six pages are built here)
+        return _toy(slider=["phase"])
+
     monkeypatch.setattr(explorers.framework.static, "_COUNTER", itertools.count())
-    one = _toy().static().html
+    one = small().static().html
     monkeypatch.setattr(explorers.framework.static, "_COUNTER", itertools.count())
-    assert _toy().static().html == one  # a rebuilt page is identical
-    assert _toy().static().html != one  # a second explorer on the page: another id
-    ex = _toy()
+    assert small().static().html == one  # a rebuilt page is identical
+    assert small().static().html != one  # a second explorer on the page: another id
+    ex = small()
     ex.max_bytes = 0.75 * ex.static().nbytes
     st = ex.static()
     assert st.dpi < ex.static_dpi and st.nbytes < 1.3 * ex.max_bytes

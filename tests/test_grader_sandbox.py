@@ -37,7 +37,9 @@ LEAVE_SESSION = ("import ctypes, os, time\nlibc = ctypes.CDLL(None)\n"
                  "libc.fork()  # two processes from here on (a fork the audit hook cannot see)\n"
                  "try:\n    os.setsid()\nexcept Exception:\n    libc.setsid()\n"
                  "print('looping', flush=True)\n")
-WALL = 20  # seconds: the submission starts its loop within ~2 s (more on a busy machine)
+WALL = 10  # seconds: the submission starts its loop within ~1 s (IPython, no torch; 3 s on
+# a 2-core machine running both test workers and more); each second costs the busy loop's
+# two processes two CPU-seconds
 LOOPS = {"sleep": "while True:\n    time.sleep(0.1)\n", "busy": "while True:\n    pass\n"}
 
 

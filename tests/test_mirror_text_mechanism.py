@@ -1,12 +1,11 @@
-"""Chapter 10, issue 15: normalised steps, selection in the separated regime, the ℓp-AttSVM
-distance on real words, the digits overlay and the prose/tables built from the results.
+"""Chapter 10, issue 15: normalised steps, selection in the separated regime and the digits
+overlay. (The ℓp-AttSVM distances on real words and the prose and tables built from the
+results are tested in tests/test_experiments_mirror_text.py, which runs md_text and
+md_text_svm once for all the tests that read them.)
 
-Oracles: a per-model loop for the normalised step, a brute-force loop for the selection rule,
-a direct ``att_svm`` + ``bregman_direction`` recomputation for the SVM distances, and a
-column count for every Markdown table.
+Oracles: a per-model loop for the normalised step, a brute-force loop for the selection rule.
 """
 
-import math
 import re
 
 import numpy as np
@@ -17,28 +16,6 @@ import attnlib as al
 from attnlib import realdata, text
 from attnlib.experiments import not_run_targets
 from attnlib.figures import mirror_text
-from attnlib.metrics import bregman_direction
-from attnlib.svm import att_svm
-
-
-def _tables_well_formed(md: str):
-    """Every Markdown table: a header, a |---| rule with as many cells, rows with as many."""
-    lines = md.splitlines()
-    i, seen = 0, 0
-    while i < len(lines):
-        if lines[i].startswith("|") and i + 1 < len(lines) and lines[i + 1].startswith("|---"):
-            ncol = lines[i].count("|")
-            assert lines[i + 1].count("|") == ncol
-            j = i + 2
-            while j < len(lines) and lines[j].startswith("|"):
-                assert lines[j].count("|") == ncol, lines[j]
-                j += 1
-            assert j > i + 2  # at least one row
-            seen += 1
-            i = j
-        else:
-            i += 1
-    return seen
 
 
 def test_normalised_fit_takes_the_per_model_normalised_step():
@@ -92,37 +69,6 @@ def test_select_keeps_only_eligible_checkpoints_against_a_loop():
         realdata.select(acc, loss, ok[:, :2])
 
 
-@pytest.fixture(scope="module")
-def svm_res():
-    return al.experiments.run("md_text_svm", cache=False, steps=600, seeds=2)
-
-
-@pytest.mark.slow
-def test_svm_distances_match_a_recomputation(svm_res):
-    D = torch.as_tensor(svm_res.arrays["ddir"])  # (p, seed, q)
-    assert D.shape == (3, 2, 3) and torch.isfinite(D).all()
-    data = text.sentiment_sentences(n=48, T=8, dim=12, distractors=3, seed=0,
-                                    dtype=torch.float64)
-    X, _, z = data.part("train")
-    run = realdata.fit(data, "gd", (0.1,), lp=2.0, steps=600, eval_every=600, seeds=(0, 1),
-                       v=data.v, normalized=True)
-    W = run["W"][0, -1]
-    alpha = text.attention(W, X, z).argmax(-1)
-    for b in range(2):
-        for j, q in enumerate((1.1, 2.0, 3.0)):
-            Wm = att_svm(X, z, alpha[b], norm=q)
-            assert float(D[1, b, j]) == pytest.approx(float(bregman_direction(Wm, W[b], q)),
-                                                      abs=1e-6)
-    n = svm_res.numbers
-    Dm = D.mean(1)
-    assert n["svm_ddir_p2"] == pytest.approx(float(Dm[1, 1]))
-    ratios = [min(float(Dm[i, j]) for j in range(3) if j != i) / float(Dm[i, i])
-              for i in range(3)]
-    assert n["svm_diag_ratio"] == pytest.approx(min(ratios))
-    assert n["svm_solved"] == 1.0
-    assert _tables_well_formed(mirror_text.svm_table(svm_res)) == 1
-
-
 def test_not_run_rows_are_declared_for_the_paper_scale_targets():
     import attnlib.experiments.mirror_text  # noqa: F401  (declares them at import)
 
@@ -136,31 +82,6 @@ def test_not_run_rows_are_declared_for_the_paper_scale_targets():
     assert "md_reviews" in rows["md_imdb_accuracy"].reason
     assert "GPU" in rows["md_cifar_vit"].reason
     assert not any(re.search(r"\blent\b", e.reason) for e in rows.values())
-
-
-@pytest.mark.slow
-def test_prose_and_closing_table_are_built_from_the_results(svm_res):
-    small = dict(n=240, steps=200, eval_every=50, seeds=2, lr_md=(0.01,), lr_gd=(0.3,),
-                 lr_md3=(30.0,), lr_adam=(0.1,))
-    res = al.experiments.run("md_text", cache=False, **small)
-    two = al.experiments.run("md_text", cache=False, distractors=2, **small)
-    dig = al.experiments.run("md_digits", cache=False, steps=50, eval_every=25, seeds=2)
-    n = res.numbers
-    summary = mirror_text.text_summary(res)
-    assert f"{n['md_mass']:.2f}" in summary and f"{100 * n['gd_hit']:.1f}%" in summary
-    assert ("Every model separates" in summary) == (n["separated"] == 1.0)
-    assert f"{two.numbers['md_mass']:.2f}" in mirror_text.two_summary(two)
-    dsum = mirror_text.digits_summary(dig)
-    assert f"{dig.numbers['md_entropy']:.2f}" in dsum
-    assert ("above" if dig.numbers["acc_diff"] > 0 else "below") in dsum
-    table = mirror_text.closing_table(res, two, dig, svm_res, not_run_targets("2410.14581"))
-    assert _tables_well_formed(table) == 1
-    assert table.count("not run:") >= 2  # the exact IMDb replica and the ViT
-    for row in table.splitlines()[2:]:  # every row says its evidence
-        evidence = row.rstrip(" |").split("|")[-1].strip()
-        assert evidence.startswith(("✓ live", "✗ live", "live", "not run: ")), row
-    assert f"{n['md_mass']:.3f} vs {n['gd_mass']:.3f}" in table
-    assert not math.isnan(dig.numbers["uniform_blank"])
 
 
 def test_digit_overlay_draws_with_a_colour_bar():
