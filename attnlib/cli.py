@@ -324,9 +324,14 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
+        args = _parser().parse_args(argv)  # --help and a usage error need no torch
+        # Every command reads the registry or the cache of attnlib.experiments, which loads
+        # torch (seconds). Load it while Ctrl-C still exits at once (the package's handler
+        # when run as the command line), then put Python's handler back: from here on Ctrl-C
+        # is a KeyboardInterrupt and an interrupted run cleans up its files.
+        from attnlib import experiments  # noqa: F401
         if getattr(signal.getsignal(signal.SIGINT), "__module__", None) == "attnlib":
             signal.signal(signal.SIGINT, signal.default_int_handler)  # the package has loaded
-        args = _parser().parse_args(argv)
         if args.command == "list":
             return cmd_list()
         if args.command == "cache":

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from experiment_fakes import CALLS, dummy, fake_dummy, fakes  # noqa: F401  (fixtures)
@@ -253,14 +254,20 @@ def test_an_interrupted_run_leaves_no_empty_output_folder(dummy, tmp_path, monke
 
 def test_ctrl_c_while_the_package_loads_is_one_line(tmp_path):
     """Ctrl-C during `python -m attnlib`'s imports (torch takes seconds): one line, status 130,
-    no traceback, no --out folder. A stand-in torch module interrupts its own import. The child
+    no traceback, no --out folder. ``import attnlib`` loads no torch: the command loads it, and
+    the package's exit-at-once handler must still be in place then (the stand-in exits with
+    another message if not). A stand-in torch module interrupts its own import. The child
     starts with SIGINT at its default: a shell that runs a job in the background ignores SIGINT,
     every process of the job inherits that, and then no Ctrl-C can reach it."""
     fake = tmp_path / "fake"
     fake.mkdir()
-    (fake / "torch.py").write_text("import os, signal, time\n"
-                                   "os.kill(os.getpid(), signal.SIGINT)\n"
-                                   "time.sleep(30)\n")
+    (fake / "torch.py").write_text(
+        "import os, signal, sys, time\n"
+        "if getattr(signal.getsignal(signal.SIGINT), '__module__', None) != 'attnlib':\n"
+        "    sys.stderr.write('torch loads under Python\\'s handler\\n')\n"
+        "    os._exit(3)\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(30)\n")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), root])}
     out = tmp_path / "out"
@@ -269,6 +276,19 @@ def test_ctrl_c_while_the_package_loads_is_one_line(tmp_path):
                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert (r.returncode, r.stdout, r.stderr) == (130, "", "python -m attnlib: interrupted\n")
     assert not out.exists()
+
+
+def test_help_and_a_usage_error_load_no_torch(tmp_path):
+    """``python -m attnlib --help`` (and a mistyped command) answer without loading torch: a
+    stand-in torch module ends the process with status 5 when imported (``list`` shows that it
+    is found)."""
+    (tmp_path / "torch.py").write_text("import os\nos._exit(5)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path),
+                                                        str(Path(__file__).parents[1])])}
+    for argv, status in ((["--help"], 0), (["frobnicate"], 2), (["list"], 5)):
+        r = subprocess.run([sys.executable, "-m", "attnlib", *argv], capture_output=True,
+                           text=True, timeout=120, cwd=tmp_path, env=env)
+        assert r.returncode == status, (argv, r.returncode, r.stderr[-2000:])
 
 
 def test_main_restores_pythons_interrupt_handler(dummy, monkeypatch):  # noqa: F811

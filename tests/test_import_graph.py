@@ -349,16 +349,88 @@ LAZY_PUBLIC = {
     "att_svm": "attnlib.svm", "InfeasibleError": "attnlib.svm", "UncertifiedError": "attnlib.svm",
     "SolveConfig": "attnlib.svm", "solve_each": "attnlib.svm",
     "is_locally_optimal": "attnlib.optimality", "enumerate_selections": "attnlib.optimality",
-    "Selections": "attnlib.optimality", "TrainConfig": "attnlib.train"}
+    "Selections": "attnlib.optimality", "TrainConfig": "attnlib.train",
+    "random_data": "attnlib.data", "train": "attnlib.train.loop",
+    "default_device": "attnlib._runtime"}
+
+
+def test_import_attnlib_loads_no_torch():
+    """``import attnlib`` (and ``dir(attnlib)``) loads no torch, numpy or cvxpy: every name
+    loads on first use. A mistyped name is an AttributeError that names the package."""
+    code = ("import sys, attnlib as al\n"
+            "names = dir(al)\n"
+            "heavy = [m for m in ('torch', 'numpy', 'cvxpy') if m in sys.modules]\n"
+            "assert not heavy, heavy\n"
+            "try:\n    al.trian\n"
+            "except AttributeError as e:\n"
+            "    assert str(e) == \"module 'attnlib' has no attribute 'trian'\", e\n"
+            "else:\n    raise AssertionError('al.trian resolved')\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_the_name_table_points_downward(graph):
+    """The package's name table names modules of the package, none of which imports the
+    package itself (``import attnlib`` in a submodule would be a cycle through the table)."""
+    import attnlib
+
+    edges, _, _ = graph
+    homes = {f"{PACKAGE}.{h}" for h in [*attnlib._HOMES, *attnlib._SUBMODULES]}
+    assert homes <= set(edges), sorted(homes - set(edges))
+    assert edges[PACKAGE] >= homes  # the checker sees the table's imports
+    up = sorted(m for m in edges if m != PACKAGE and PACKAGE in edges[m])
+    assert not up, f"modules importing the package itself: {up}"
+
+
+def test_every_public_name_resolves_to_its_home():
+    """``from attnlib import X`` works for every name in ``__all__``, gives the object of its
+    home module, and ``dir(attnlib)`` lists every one (tab completion)."""
+    import importlib
+
+    import attnlib
+
+    assert set(attnlib.__all__) <= set(dir(attnlib))
+    for name in attnlib.__all__:
+        scope = {}
+        exec(f"from attnlib import {name}", scope)  # noqa: S102 - the statement under test
+        if name in attnlib._SUBMODULES:
+            assert scope[name] is importlib.import_module(f"attnlib.{name}"), name
+        else:
+            home = importlib.import_module(f"attnlib.{attnlib._NAMES[name]}")
+            assert scope[name] is getattr(home, name), name
+    assert callable(attnlib.train) and not isinstance(attnlib.train, type(attnlib))
+
+
+def test_every_name_the_book_uses_is_listed():
+    """Every ``al.<name>`` of the book, README, CONTRIBUTING, scripts and benchmarks is in
+    ``dir(attnlib)`` (a name dropped from the table would be an AttributeError there)."""
+    import json
+    import re
+
+    import attnlib
+
+    texts = []
+    for nb in sorted((ROOT / "book").glob("*.ipynb")):
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        texts += ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    for pattern in ("README.md", "CONTRIBUTING.md", "scripts/*.py", "benchmarks/*.py"):
+        texts += [p.read_text(encoding="utf-8") for p in ROOT.glob(pattern)]
+    used = {m for t in texts for m in re.findall(r"\bal\.([A-Za-z]\w*)", t)}
+    assert {"random_data", "train", "att_svm", "explorers"} <= used  # the scan finds them
+    assert not used - set(dir(attnlib)), sorted(used - set(dir(attnlib)))
 
 
 @pytest.mark.slow
 def test_import_attnlib_stays_light():
     """``import attnlib`` loads neither cvxpy nor matplotlib; the lazy names resolve to their
-    homes on first use."""
+    homes on first use, and ``al.train`` is the function even when the subpackage
+    ``attnlib.train`` was imported first (the import system binds it on the package)."""
     code = ("import sys, attnlib as al\n"
-            "heavy = [m for m in ('cvxpy', 'matplotlib', 'ipywidgets') if m in sys.modules]\n"
+            "heavy = [m for m in ('torch', 'cvxpy', 'matplotlib', 'ipywidgets') "
+            "if m in sys.modules]\n"
             "assert not heavy, heavy\n"
+            "import attnlib.experiments, attnlib.train.loop\n"
             f"homes = {LAZY_PUBLIC!r}\n"
             "import importlib\n"
             "for name, home in homes.items():\n"
