@@ -234,6 +234,7 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
 
             bar = tqdm(total=steps, desc=f"train {cfg.param} ({cfg.method})", leave=False)
         r_idx = 0
+        cpu, any_broken = torch.device(dev).type == "cpu", False
         for k in range(steps + 1):
             rec = k == record[r_idx]
             G, Ks, out = grads(P, extras=rec)
@@ -244,11 +245,9 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
                     bar.update(k - bar.n)
             if k == steps:
                 break
-            zero, new, new_theta, g_ok = None, {}, {}, None
+            zero, new, new_theta = None, {}, {}
             for name, g in G.items():
                 rows = 2 if name == "KQ" else 1  # K and Q are normalised separately
-                f = torch.isfinite(g.reshape(B, -1)).all(1)
-                g_ok = f if g_ok is None else g_ok & f
                 g = g.reshape(B * rows, -1)
                 ks = Ks[name] if rows == 1 else Ks[name].repeat_interleave(2)
                 if cfg.normalized:
@@ -256,12 +255,15 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
                 else:
                     step = (lr * torch.exp(-ks)).unsqueeze(1) * g
                 # a zero step: (normalised, eps = 0) exactly a zero gradient, else check the step
-                is_zero = (g == 0).all(1) if cfg.normalized and eps == 0 else (step == 0).all(1)
+                step_zero = (step == 0).all(1)
+                is_zero = (g == 0).all(1) if cfg.normalized and eps == 0 else step_zero
                 if rows == 2:
                     is_zero = is_zero.view(B, 2).all(1)
                 zero = is_zero if zero is None else zero & is_zero
-                if cfg.normalized:  # a normalised step of a non-zero gradient is never zero
-                    lost = (g != 0).any(1) & (step == 0).all(1)
+                # a normalised step of a non-zero gradient is never zero (on the CPU, looked
+                # at only where some step is zero)
+                if cfg.normalized and (not cpu or bool(step_zero.any())):
+                    lost = (g != 0).any(1) & step_zero
                     stall |= lost.view(B, rows).any(1)
                 step = step.view(P[name].shape)
                 if mirror:
@@ -270,14 +272,26 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
                 else:
                     new[name] = P[name] - step
             frozen += zero  # a zero update freezes the trial for good: count, don't branch
+            if cpu and not any_broken and all(bool(t.isfinite().all()) for t in new.values()):
+                # every trial finite, none stopped before (checked on the CPU, where the
+                # check costs less than the masking it saves): the update as it is
+                P.update(new)
+                if mirror:
+                    theta.update(new_theta)
+                continue
             finite = None
             for t in new.values():
                 f = torch.isfinite(t.reshape(B, -1)).all(1)
                 finite = f if finite is None else finite & f
+            g_ok = None  # where the gradient itself was finite
+            for g in G.values():
+                f = torch.isfinite(g.reshape(B, -1)).all(1)
+                g_ok = f if g_ok is None else g_ok & f
             newly = (broken < 0) & ~finite
             grad_broke = grad_broke | (newly & ~g_ok)
             broken = torch.where(newly, k, broken)
             keep = broken >= 0  # (B,) trials stopped at a non-finite update keep their values
+            any_broken = any_broken or bool(keep.any())
             for name in new:
                 shape = (B,) + (1,) * (new[name].ndim - 1)
                 P[name] = torch.where(keep.view(shape), P[name], new[name])

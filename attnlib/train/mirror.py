@@ -99,14 +99,17 @@ def normalized_step(g: torch.Tensor, lr: float, q: float, eps: float, log_scale=
     """
     m = g.abs().amax(dim=1)  # (B,)
     tiny = torch.finfo(g.dtype).tiny ** 0.5
-    boost = torch.where(m < tiny, torch.full_like(m, 1.0 / tiny), torch.ones_like(m))
-    g = g * boost.unsqueeze(1)  # exact: 1/tiny is a power of two
-    m = m * boost
+    small = m < tiny
+    boost = None  # no row tiny (the usual case on the CPU, checked there): a boost of 1
+    if g.device.type != "cpu" or bool(small.any()):
+        boost = torch.where(small, torch.full_like(m, 1.0 / tiny), torch.ones_like(m))
+        g = g * boost.unsqueeze(1)  # exact: 1/tiny is a power of two
+        m = m * boost
     safe = torch.where(m > 0, m, torch.ones_like(m))
     gs = g / safe.unsqueeze(1)
     nrm = torch.linalg.vector_norm(gs, ord=q, dim=1)  # >= 1 where m > 0
     if eps > 0:
-        log_true_max = torch.log(safe) - torch.log(boost)
+        log_true_max = torch.log(safe) if boost is None else torch.log(safe) - torch.log(boost)
         if log_scale is not None:
             log_true_max = log_true_max - log_scale
         nrm = nrm + torch.exp(math.log(eps) - log_true_max)
