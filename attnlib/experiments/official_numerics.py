@@ -336,7 +336,7 @@ MD_REGIMES = {"exact_eps": ("exact", True), "exact_0": ("exact", False),
 
 
 @experiment(
-    "md_official_numerics", seconds=25, chapter="09_mirror_descent",
+    "md_official_numerics", seconds=5, chapter="09_mirror_descent",
     paper="2410.14581 §5.1 (p = 1.75), the official optimizer's numerics",
     title="Normalised ℓp mirror descent under four numerical regimes: ε freezes the "
           "direction, the exact gradient converges, autograd without ε diverges",
