@@ -50,7 +50,6 @@ import torch
 
 from attnlib import metrics, models
 from attnlib._runtime import resolve_device
-from attnlib.data import AttentionData
 from attnlib.examples import EPS, MD_BUDGETS, mirror_random_data
 from attnlib.figures import mirror as figures
 from attnlib.figures.mirror import (  # noqa: F401  (compatibility: moved to figures)
@@ -67,10 +66,11 @@ from attnlib.figures.mirror import (  # noqa: F401  (compatibility: moved to fig
 )
 from attnlib.metrics import bregman, bregman_direction, sparsity
 from attnlib.optimality import locally_optimal_from
-from attnlib.svm import InfeasibleError, att_svm, solve_each
+from attnlib.svm import att_svm
 from attnlib.tokens import selected_tokens, token_margins
 from attnlib.train import LpMirrorDescent, inverse_mirror_map, mirror_map, train
 
+from .mirror_svms import lq_svms, lq_svms_once
 from .official_numerics import Numerics
 from .registry import Target, experiment
 
@@ -93,48 +93,6 @@ def lp_norm(W, lp: float):
     Deprecated alias of ``attnlib.metrics.lp_norm(W, lp, dims=2)``, kept for compatibility.
     """
     return metrics.lp_norm(W, lp, dims=2)
-
-
-def _svms(data, alpha, qs):
-    """ℓq-AttSVM of the selection ``alpha`` for every q in ``qs``: (len(qs), B, d, d), and the
-    number of trials that needed the fallback solver.
-
-    All trials are solved in one call; only if that call fails (Clarabel occasionally does on
-    ℓq problems with q close to 1) are they solved one by one with the fallback of
-    :func:`attnlib.svm.solve_each` (NaN where no solver answered).
-    """
-    out, fallbacks = [], 0
-    for q in qs:
-        try:
-            out.append(att_svm(data, alpha=alpha, norm=float(q)))
-        except (RuntimeError, InfeasibleError):  # rare path: trial by trial
-            sol = solve_each(data, alpha, norm=float(q))
-            out.append(sol.W.to(device=data.device, dtype=data.dtype))
-            fallbacks += int(sol.fallback.sum())
-    return torch.stack(out), fallbacks
-
-
-def _svms_once(data, alpha, qs, solved: dict):
-    """:func:`_svms` for batched ``data``, solving each (trial, selection) once.
-
-    ``solved`` maps ``(trial, selection)`` to that trial's ℓq-AttSVMs (Q, d, d) and is filled
-    here: runs of several exponents on the same datasets often end on the same selection,
-    whose SVMs are then the same problems (at paper scale 124 distinct of 300). Solving one
-    again would only move its answer within the solver's tolerance (Clarabel's answer depends
-    slightly on the instance solved before it). Returns what :func:`_svms` returns, the
-    fallbacks counted for the newly solved trials only.
-    """
-    keys = [(b, tuple(a)) for b, a in enumerate(alpha.tolist())]
-    new = [b for b, k in enumerate(keys) if k not in solved]
-    fallbacks = 0
-    if new:
-        idx = torch.tensor(new, device=alpha.device)
-        part = AttentionData(*(None if t is None else t[idx]
-                               for t in (data.X, data.Y, data.z, data.v)))
-        Wn, fallbacks = _svms(part, alpha[idx], qs)  # (Q, len(new), d, d)
-        for j, b in enumerate(new):
-            solved[keys[b]] = Wn[:, j]
-    return torch.stack([solved[k] for k in keys], 1), fallbacks
 
 
 # ----------------------------------------------------------------------------- mechanics
@@ -341,7 +299,7 @@ def convergence(trials: int = 100, seed: int = 1, lps: tuple[float, ...] = _LPS,
         numbers[f"min_max_prob_{tag}"] = float(run.history["min_max_prob"][:, -1].min())
         min_prob = min(min_prob, numbers[f"min_max_prob_{tag}"])
         alpha = selected_tokens(data, run.W)  # (B, n)
-        Wmm, fb = _svms_once(data, alpha, lps, solved)  # (Q, B, d, d)
+        Wmm, fb = lq_svms_once(data, alpha, lps, solved)  # (Q, B, d, d)
         fallbacks += fb
         D = bregman_direction(Wmm[:, :, None], Wk[None], lp)  # (Q, B, S)
         margins = min(margins, float(token_margins(data, Wmm[j], alpha).masked_fill(
@@ -432,7 +390,7 @@ def bias(trials: int = 6, seed: int = 1, lps: tuple[float, ...] = (1.25, 2.0, 3.
         W = train(data, param="W", method="md", lp=lp, lr=lr, steps=steps, normalized=True,
                   eps=eps, init={"W": W0}, record_every=steps).W  # (B, d, d)
         alpha = selected_tokens(data, W)
-        Wmm, fb = _svms(data, alpha, lps)  # (Q, B, d, d)
+        Wmm, fb = lq_svms(data, alpha, lps)  # (Q, B, d, d)
         fallbacks += fb
         ddir[j] = bregman_direction(Wmm, W[None], lp).mean(1).cpu()
         sp.append(sparsity(W, 0.01).mean())
@@ -493,7 +451,7 @@ def unnormalized(trials: int = 3, seed: int = 1, lps: tuple[float, ...] = (1.25,
         ks = run.history["step"].cpu().numpy()
         idx = torch.as_tensor(np.searchsorted(ks, rec))
         Wk = run.history["W"][:, idx]  # (B, R, d, d)
-        Wmm = _svms(data, selected_tokens(data, run.W), (lp,))[0][0]
+        Wmm = lq_svms(data, selected_tokens(data, run.W), (lp,))[0][0]
         D = bregman_direction(Wmm[:, None], Wk, lp)  # (B, R)
         D_all.append(D)
         N_all.append(metrics.lp_norm(Wk, lp, dims=2))
