@@ -8,8 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-# Explorers run live here (ipywidgets, no browser), as a reader's Jupyter would run them.
-unset ATTNLIB_EXPLORER
+# Explorers run in "both" mode: the live explorer a reader's Jupyter shows is built and drawn
+# (ipywidgets, no browser), and the static page the website shows is returned.  What nbval
+# executes is recorded (scripts/nbval_record.py) into _build/nbval_exec/, and the build's
+# pre-execution (scripts/prerun.py) caches those records instead of executing the notebooks
+# again: in make test each notebook runs once.
+export ATTNLIB_EXPLORER=both
+export NBVAL_RECORD="$ROOT/_build/nbval_exec"
+export PYTHONPATH="$ROOT/scripts${PYTHONPATH:+:$PYTHONPATH}"
 
 mapfile -t nbs < <(find book -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' | LC_ALL=C sort)
 mapfile -t mds < <(find book -name '*.md' -not -path '*/.ipynb_checkpoints/*' -print0 \
@@ -51,4 +57,4 @@ ordered+=("${report[@]}")
 workers=()
 [ "${#ordered[@]}" -ge 2 ] && workers=(-n 2 --dist loadfile --no-loadscope-reorder)
 python -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=900 \
-  -p no:cacheprovider "${workers[@]}" -q -rfE "$@" "${ordered[@]}"
+  -p nbval_record -p no:cacheprovider "${workers[@]}" -q -rfE "$@" "${ordered[@]}"

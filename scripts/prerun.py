@@ -9,6 +9,11 @@ does, from this one process (jupyter-cache's own parallel executor races on its 
 The build then finds them cached. A notebook that fails here is simply not cached: the build
 executes it again and reports the failing cell as usual.
 
+A notebook that the test run's nbval has just executed and recorded (scripts/nbval.sh with
+scripts/nbval_record.py: explorers in ``both`` mode, the static page included) is cached from
+that record instead, when the record is of this very notebook and this version of attnlib:
+in ``make test`` every notebook is executed once.
+
 Usage: python scripts/prerun.py   (exits 0 unless the cache cannot be used at all)
 """
 
@@ -26,8 +31,11 @@ from book_toc import toc_files  # scripts/ is on sys.path: this script's own fol
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
+from nbval_record import RECORDED_MODES, file_sha, library_sha, record_path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Where scripts/nbval.sh has nbval record the notebooks it ran (scripts/nbval_record.py).
+RECORDS = ROOT / "_build" / "nbval_exec"
 
 
 def toc_notebooks() -> list[Path]:
@@ -49,6 +57,33 @@ def _as_the_build_reads(path: str):
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
     site.fold_solution_cells(raw)
     return nbformat.reads(json.dumps(raw), as_version=4)
+
+
+def recorded(path: str, library: str, records: Path = RECORDS, root: Path = ROOT):
+    """The execution of the notebook ``path`` that nbval recorded (scripts/nbval_record.py),
+    as the build reads the notebook, and its seconds; ``(None, why)`` when there is no record
+    of this very notebook, library and explorer mode, or its code cells differ."""
+    rec_file = record_path(records, Path(path), root)
+    if not rec_file.is_file():
+        return None, "no record"
+    rec = nbformat.read(rec_file, as_version=4)
+    stamp = rec.metadata.get("nbval_record", {})
+    if stamp.get("notebook_sha256") != file_sha(Path(path)):
+        return None, "the notebook changed since its record"
+    if stamp.get("attnlib_sha256") != library:
+        return None, "attnlib changed since the record"
+    if stamp.get("explorer_mode") not in RECORDED_MODES:
+        return None, f"recorded with live explorers ({stamp.get('explorer_mode')})"
+    nb = _as_the_build_reads(path)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    ran = [c for c in rec.cells if c.cell_type == "code"]
+    if len(code) != len(ran) or any(a.source != b.source for a, b in zip(code, ran)):
+        return None, "its code cells differ from the record's"
+    for cell, done in zip(code, ran):
+        cell.outputs = done.outputs
+        cell.execution_count = done.execution_count
+    nb.metadata["language_info"] = rec.metadata.get("language_info", {})
+    return nb, float(stamp.get("seconds", 0.0))
 
 
 def execute(path: str, timeout: int, allow_errors: bool):
@@ -77,6 +112,20 @@ def main() -> int:
             return False
 
     todo = [r.uri for r in records.values() if not cached(r.uri)]
+    # what the notebooks' test run (nbval) executed and recorded is cached, not executed again
+    library = library_sha(ROOT) if todo else ""
+    for uri in list(todo):
+        nb, seconds = recorded(uri, library)
+        if nb is None:
+            if RECORDS.is_dir():
+                print(f"[prerun] {Path(uri).name}: not recorded by nbval ({seconds})", flush=True)
+            continue
+        cache.cache_notebook_bundle(
+            CacheBundleIn(nb, uri, data={"execution_seconds": seconds}),
+            check_validity=False, overwrite=True)
+        todo.remove(uri)
+        print(f"[prerun] {Path(uri).name}: cached as nbval executed it ({seconds:.0f} s)",
+              flush=True)
     workers = min(len(todo), os.cpu_count() or 1)
     if workers < 2:
         print(f"[prerun] {len(todo)} notebook(s) to execute: left to the build")

@@ -18,9 +18,11 @@ redraws as moving them would, ``.figure`` is the current figure). When the book 
 (:class:`StaticExplorer`: the figure precomputed for every combination of the declared static
 values, each control a slider or a row of buttons on the page with its value beside it,
 opening on the cell's settings; images embedded as PNG, no kernel, no network; ``.html`` is
-the page fragment). An explicit ``mode="live"`` or ``mode="static"`` overrides the variable
-(:func:`explorer_mode`). Every explorer takes, besides its own settings,
-``static={control: values}`` (the settings rendered on the site) and ``mode``.
+the page fragment). ``ATTNLIB_EXPLORER=both`` builds the live explorer and returns the static
+one: the book's test run (nbval) uses it, so that one execution of a chapter checks the live
+widgets and yields the page the build shows. An explicit ``mode="live"``, ``"static"`` or
+``"both"`` overrides the variable (:func:`explorer_mode`). Every explorer takes, besides its
+own settings, ``static={control: values}`` (the settings rendered on the site) and ``mode``.
 
 The book's explorers (see each docstring; each loads on first use, with its experiments):
 

@@ -145,7 +145,7 @@ def token_plane(example: str = "e1-global", *, init="all", iterations: int = 200
         Values rendered on the static site per control, e.g. ``{"init": ("all", 5)}`` (the
         site precomputes every combination; default ``TP_STATIC``: iterations, step size,
         normalisation and loss, the example and the run fixed at theirs).
-    mode : {"live", "static"}, optional
+    mode : {"live", "static", "both"}, optional
         Default ``$ATTNLIB_EXPLORER`` or live.
 
     Returns

@@ -197,7 +197,7 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
         the website).
     static : dict, optional
         ``{control: values}``: the settings rendered on the static site.
-    mode : {"live", "static"}, optional
+    mode : {"live", "static", "both"}, optional
         As in :func:`attnlib.explorers.explorer_mode`.
     """
     controls = [

@@ -107,7 +107,7 @@ def word_attention(result=None, sentence: int | None = None, optimizer: str = "m
         Which initialisation's model is shown (live only; the website shows ``seed``).
     static : dict, optional
         ``{control: values}``: the settings rendered on the static site.
-    mode : {"live", "static"}, optional
+    mode : {"live", "static", "both"}, optional
         As in :func:`attnlib.explorers.explorer_mode`.
     """
     result = run("md_text", **TEXT_SETTINGS) if result is None else result

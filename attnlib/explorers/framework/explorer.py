@@ -5,6 +5,9 @@
 static one (:class:`~attnlib.explorers.StaticExplorer`), chosen by :func:`explorer_mode`: the
 argument ``mode``, else the environment variable ``ATTNLIB_EXPLORER`` (the book's build sets it
 to ``static``), else live. Both renderers call the same ``draw``, so they show the same figure.
+``both`` returns the static explorer after building the live one too (its widgets and first
+figure): the book's test run uses it, so that one execution of a chapter checks the live
+explorer a reader gets in Jupyter and produces the static page the website shows.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ __all__ = ["ENV_VAR", "MODES", "Explorer", "explorer_mode"]
 
 #: The environment variable that picks the renderer when ``mode`` is not given.
 ENV_VAR = "ATTNLIB_EXPLORER"
-MODES = ("live", "static")
+MODES = ("live", "static", "both")
 
 
 def explorer_mode(mode: str | None = None) -> str:
@@ -175,5 +178,11 @@ class Explorer:
         return StaticExplorer(self)
 
     def show(self, mode: str | None = None):
-        """Live widget or static HTML, by :func:`explorer_mode`."""
-        return self.live() if explorer_mode(mode) == "live" else self.static()
+        """Live widget or static HTML, by :func:`explorer_mode` (``both``: the live explorer
+        is built and drawn, not shown, and the static one returned)."""
+        mode = explorer_mode(mode)
+        if mode == "live":
+            return self.live()
+        if mode == "both":
+            self.live()
+        return self.static()
