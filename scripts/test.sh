@@ -29,8 +29,10 @@ step() {
 }
 
 step lint    ruff check .
-# (two pytest-xdist workers, one test file per worker: the machine's two cores; the ten
-# slowest tests are listed at the end of each step)
+# (two pytest-xdist workers, one test file per worker: the machine's two cores; the files
+# handed out dearest first, by their tests marked slow, tests/conftest.py, so that neither
+# worker waits long for the other at the end; the ten slowest tests are listed at the end of
+# each step)
 step unit    python -m pytest tests -m "not browser" -n 2 --dist loadfile -p no:cacheprovider -q \
                -rfEs --durations=10
 step nbval   scripts/nbval.sh

@@ -2,6 +2,7 @@
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -34,7 +35,26 @@ def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup`` on the browser tests: one work unit per page of the site (see
     :func:`page_group`), so that all tests of a page run in one worker and share the page's
     visits (site_helpers.visit).  (pytest-xdist's own loadgroup marks are lost under pytest
-    9.2, whose node ids no longer read ``_nodeid``.)"""
+    9.2, whose node ids no longer read ``_nodeid``.)  ``--dist loadfile`` (the unit tests):
+    the files in the order of :func:`file_cost`, dearest first, so that the last files handed
+    out are cheap ones and neither worker waits long for the other at the end (by number of
+    tests, xdist's order, a file of one 15-second test came last)."""
+    if config.getvalue("dist") == "loadfile":
+        from xdist.scheduler import LoadFileScheduling
+
+        class CostlyFirst(LoadFileScheduling):
+            ordered = False
+
+            def _assign_work_unit(self, node):
+                if not self.ordered:  # the first hand-out: the queue is complete
+                    units = sorted(self.workqueue.items(),
+                                   key=lambda kv: -file_cost(kv[0], list(kv[1])))
+                    self.workqueue.clear()
+                    self.workqueue.update(units)
+                    self.ordered = True
+                super()._assign_work_unit(node)
+
+        return CostlyFirst(config, log)
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -54,6 +74,22 @@ def page_group(nodeid: str) -> str:
     return m.group(1) if m else nodeid.split("::")[0]
 
 
+def file_cost(path: str, nodeids: list) -> float:
+    """A guess at a test file's seconds, for the order of ``--dist loadfile``: ten per test
+    function marked slow (3 s or more), one per further parameter case of it (often cheaper:
+    sampled settings, sizes), and a third of a second per other test."""
+    try:
+        src = Path(path).read_text()
+    except OSError:
+        src = ""
+    slow_funcs = set(re.findall(r"@pytest\.mark\.slow\n(?:@.*\n)*def (test_\w+)\(", src))
+    if re.search(r"^pytestmark = .*pytest\.mark\.slow", src, re.M):
+        return 10.0 * len(nodeids)
+    slow = [f for nid in nodeids if (f := re.split(r"[\[:]", nid.split("::", 1)[-1])[0])
+            in slow_funcs]
+    return 10.0 * len(set(slow)) + (len(slow) - len(set(slow))) + (len(nodeids) - len(slow)) / 3
+
+
 @pytest.fixture
 def small_data():
     """One random cross-attention data set, n=4, T=5, d=6, float64 on CPU."""
@@ -70,3 +106,14 @@ def batched_data():
 def paper_data():
     """The papers' standard size n=6, T=8, d=10, four trials, float64 on CPU."""
     return D.random_data(6, 8, 10, trials=4, seed=0, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def module_cache(tmp_path_factory):
+    """An experiment cache (``ATTNLIB_CACHE``) of the test module's own: what one test computes
+    through :func:`attnlib.experiments.run` the next test of the module reads, as the chapters
+    do; the project's cache is never touched.  (A cache per test recomputed the same settings
+    in every test that read them.)"""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATTNLIB_CACHE", str(tmp_path_factory.mktemp("experiment-cache")))
+        yield

@@ -11,10 +11,7 @@ import pytest
 import attnlib.experiments as E
 from attnlib.explorers import max_margin as X
 
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
+pytestmark = pytest.mark.usefixtures("module_cache")  # one experiment cache for the module
 
 
 def test_approached_ray_is_the_largest_final_cosine():

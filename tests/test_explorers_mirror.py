@@ -17,8 +17,7 @@ matplotlib.use("Agg")
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
+def _cache(module_cache):
     M.mirror_data.cache_clear()
     yield
     M.mirror_data.cache_clear()

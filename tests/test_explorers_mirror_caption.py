@@ -21,8 +21,7 @@ BOOK = Path(__file__).resolve().parents[1] / "book" / "09_mirror_descent.ipynb"
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
+def _cache(module_cache):
     M.mirror_data.cache_clear()
     yield
     M.mirror_data.cache_clear()

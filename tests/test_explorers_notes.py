@@ -11,8 +11,7 @@ from attnlib.explorers import max_margin as M
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
+def _cache(module_cache):
     M.token_plane_data.cache_clear()
     yield
     M.token_plane_data.cache_clear()

@@ -15,8 +15,7 @@ from attnlib.explorers import tf_svm_heads as H
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
+def _cache(module_cache):
     X.parameterisation_data.cache_clear()
     X._causal_result.cache_clear()
 

@@ -61,7 +61,9 @@ def test_official_prompt_loop_takes_the_papers_step():
 
 @pytest.fixture(scope="module")
 def prompt():
-    return al.experiments.run("mm_official_numerics", cache=False)
+    # chapter 2 runs this experiment at the same (default) settings: through the experiment
+    # cache (keyed by settings and attnlib's source) it is computed once, here or there
+    return al.experiments.run("mm_official_numerics")
 
 
 @pytest.mark.slow
