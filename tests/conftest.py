@@ -8,6 +8,11 @@ import pytest
 import torch
 from hypothesis import settings
 
+# The browser tests' session fixtures (tests/site_helpers.py), defined here once: one web server
+# and one headless Chromium per worker for the whole session.  (A session fixture imported into
+# a test module is defined again for that module: each module then started its own Chromium.)
+from site_helpers import browser, served_site  # noqa: F401
+
 import attnlib.data as D
 
 # Property tests: few examples and no deadline (2 shared CPU cores); HYPOTHESIS_PROFILE=thorough

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from site_helpers import SITE, browser, open_page, served_site  # noqa: F401  (pytest fixtures)
+from site_helpers import SITE, open_page
 
 PAGE = "book/02_att_svm.html"
 EX = "const m = window.attnTokenDrag; const ex = m && Object.values(m.instances)[0];"
@@ -29,7 +29,7 @@ def open_drag(driver, site, width=1280, height=1000):
 
 
 @pytest.fixture
-def page(browser, served_site):  # noqa: F811 (fixtures imported above)
+def page(browser, served_site):
     """Chapter 2 opened at 1280 x 1000 with its drag explorer started; its console entries."""
     if not (SITE / PAGE).is_file():
         pytest.skip(f"{PAGE} is not built")

@@ -22,14 +22,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from site_helpers import (  # noqa: F401  (browser, served_site: pytest fixtures)
+from site_helpers import (
     ROOT,
     SITE,
-    browser,
     console_errors,
     open_page,
     require_site,
-    served_site,
     toc_files,
 )
 from site_page_helpers import INSPECT, PAGES, page_info
@@ -73,7 +71,7 @@ def _link_problems(links: list[str], base: str, page: str) -> list[str]:
 
 @pytest.mark.parametrize("page", PAGES or [pytest.param(None, marks=pytest.mark.skip(
     reason="no built site in _build/html: run `make book` (`make test` builds it)"))])
-def test_page(page, browser, served_site):  # noqa: F811 (fixtures imported above)
+def test_page(page, browser, served_site):
     source = (SITE / page).read_text(encoding="utf-8")
     redirect = re.search(r'http-equiv="Refresh" content="0; url=([^"]+)"', source)
     if redirect:  # index.html only redirects to the root page
@@ -148,7 +146,7 @@ def test_page(page, browser, served_site):  # noqa: F811 (fixtures imported abov
     assert not problems, f"{page}:\n  " + "\n  ".join(problems)
 
 
-def test_site_works_from_disk(browser):  # noqa: F811 (fixture imported above)
+def test_site_works_from_disk(browser):
     """Opened as file:// with the network off, the preface still typesets its math."""
     pages = [p for p in PAGES if p.startswith("book/intro")] or PAGES[:1]
     entries = open_page(browser, (SITE / pages[0]).as_uri())

@@ -42,10 +42,8 @@ from site_drag_helpers import (  # noqa: F401  (page: a pytest fixture)
 from site_helpers import (  # noqa: F401  (pytest fixtures)
     SCREENSHOTS,
     SITE,
-    browser,
     console_errors,
     page_paths,
-    served_site,
 )
 
 pytestmark = pytest.mark.browser
@@ -83,7 +81,7 @@ def _margins(driver, keys, alpha, want):
     assert names == 1  # one legend entry, "margin"
 
 
-def test_plotly_is_loaded_by_chapter_2_only(page, browser):  # noqa: F811
+def test_plotly_is_loaded_by_chapter_2_only(page, browser):  # noqa: F811 (the page fixture)
     assert not console_errors(page)
     assert browser.execute_script("return typeof window.Plotly.react") == "function"
     fallback = browser.find_elements("css selector", ".attnlib-drag-fallback")
@@ -96,7 +94,7 @@ def test_plotly_is_loaded_by_chapter_2_only(page, browser):  # noqa: F811
     assert (SITE / "explorers" / "token-drag.js").is_file()
 
 
-def test_opens_on_the_chapters_default(page, browser):  # noqa: F811
+def test_opens_on_the_chapters_default(page, browser):  # noqa: F811 (the page fixture)
     got = numbers(browser)
     st, data = got["state"], drag_data(browser)
     assert st["example"] == "e2" and st["lr"] == 0.1 and st["normalized"] is True
@@ -107,7 +105,7 @@ def test_opens_on_the_chapters_default(page, browser):  # noqa: F811
     assert "After 200 steps" in text and "support tokens" in text
 
 
-def test_browser_numbers_match_attnlib(page, browser):  # noqa: F811
+def test_browser_numbers_match_attnlib(page, browser):  # noqa: F811 (the page fixture)
     """Every configuration the build exported (default of each example and the moves)."""
     data = drag_data(browser)
     assert len(data["references"]) >= 8
@@ -122,7 +120,7 @@ def test_browser_numbers_match_attnlib(page, browser):  # noqa: F811
         _margins(browser, r["keys"], r["alpha"], r["attnlib"])
 
 
-def test_choose_each_inputs_token(page, browser):  # noqa: F811
+def test_choose_each_inputs_token(page, browser):  # noqa: F811 (the page fixture)
     """E2 (three inputs): the menus choose a token per input; the page's p^mm, support tokens,
     local optimality, infeasibility and margin lines are attnlib's for that selection."""
     from selenium.webdriver.support.ui import Select
@@ -171,7 +169,7 @@ def _attnlib_alone(keys, gamma, i, a) -> bool:
     return reference([keys[i]], [gamma[i]], [a], (0, 0), iterations=0)["feasible"]
 
 
-def _drag(browser, div: str, point, by):  # noqa: F811
+def _drag(browser, div: str, point, by):
     """Drag with the mouse from a point of the plane (data coordinates) by ``by`` pixels."""
     from selenium.webdriver.common.action_chains import ActionChains
 
@@ -191,7 +189,7 @@ def _drag(browser, div: str, point, by):  # noqa: F811
 
 
 
-def test_drag_a_token_with_the_mouse(page, browser):  # noqa: F811
+def test_drag_a_token_with_the_mouse(page, browser):  # noqa: F811 (the page fixture)
     browser.find_element("css selector",
                          '.ad-control[data-control=example] button[data-value=\'"e1-global"\']'
                          ).click()
@@ -208,7 +206,7 @@ def test_drag_a_token_with_the_mouse(page, browser):  # noqa: F811
     assert after["res"]["p_mm"] != before["res"]["p_mm"]
 
 
-def test_drag_the_start_with_the_mouse(page, browser):  # noqa: F811
+def test_drag_the_start_with_the_mouse(page, browser):  # noqa: F811 (the page fixture)
     browser.find_element("css selector",
                          '.ad-control[data-control=example] button[data-value=\'"e1-local"\']'
                          ).click()
@@ -221,7 +219,7 @@ def test_drag_the_start_with_the_mouse(page, browser):  # noqa: F811
     assert after["res"]["p_end"] != before["res"]["p_end"]
 
 
-def test_every_control_changes_the_picture(page, browser):  # noqa: F811
+def test_every_control_changes_the_picture(page, browser):  # noqa: F811 (the page fixture)
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select
 
@@ -253,7 +251,7 @@ def test_every_control_changes_the_picture(page, browser):  # noqa: F811
 
 
 @pytest.mark.parametrize("width, height", [(1366, 768), (390, 844)])
-def test_fits_the_screen(browser, served_site, width, height):  # noqa: F811
+def test_fits_the_screen(browser, served_site, width, height):
     if not (SITE / PAGE).is_file():
         pytest.skip(f"{PAGE} is not built")
     try:
@@ -314,7 +312,7 @@ setTimeout(step, 0);
 """
 
 
-def test_drag_redraws_at_least_30_frames_per_second(page, browser):  # noqa: F811
+def test_drag_redraws_at_least_30_frames_per_second(page, browser):  # noqa: F811 (the page fixture)
     """A drag of 2 s (pointer moves every few milliseconds): the page draws at most once per
     animation frame (requestAnimationFrame), and it draws at least 30 times a second where the
     browser gives 60 animation frames a second (a machine loaded by other jobs gives fewer: then

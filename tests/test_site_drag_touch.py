@@ -19,8 +19,6 @@ from site_drag_helpers import (  # noqa: F401  (page: a pytest fixture)
 )
 from site_helpers import (  # noqa: F401  (pytest fixtures)
     SITE,
-    browser,
-    served_site,
 )
 
 pytestmark = pytest.mark.browser
@@ -35,7 +33,7 @@ _SCROLL = "return (document.scrollingElement || document.documentElement).scroll
 
 
 @pytest.fixture
-def phone(browser, served_site):  # noqa: F811 (fixtures imported above)
+def phone(browser, served_site):
     if not (SITE / PAGE).is_file():
         pytest.skip(f"{PAGE} is not built")
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
@@ -148,7 +146,7 @@ def _token_centres(driver):
 
 
 @pytest.mark.parametrize("touch", [False, True])
-def test_hit_targets_are_large_enough(browser, served_site, touch):  # noqa: F811
+def test_hit_targets_are_large_enough(browser, served_site, touch):
     """Every token and p(0) has a focusable handle centred on it, at least 24 x 24 px (at
     least 40 px on a touch screen), that alone takes the pointer (touch-action: none) while
     the plots let the page scroll (touch-action: pan-y)."""
@@ -182,7 +180,7 @@ def test_hit_targets_are_large_enough(browser, served_site, touch):  # noqa: F81
     assert all("pan-y" in t for t in plots), plots
 
 
-def test_keyboard_moves_a_token(page, browser):  # noqa: F811
+def test_keyboard_moves_a_token(page, browser):  # noqa: F811 (the page fixture)
     """Tab reaches the handles; the arrow keys move the focused token (not the page) and the
     picture and its label follow."""
     from selenium.webdriver.common.keys import Keys

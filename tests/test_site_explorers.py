@@ -23,12 +23,10 @@ from site_helpers import (  # noqa: F401  (pytest fixtures)
     SITE,
     SIZES,
     Action,
-    browser,
     console_errors,
     open_page,
     page_paths,
     require_site,
-    served_site,
     visited,
 )
 
@@ -132,7 +130,7 @@ ACTIONS["explorers"] = Action(20, _explore)
 
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("page", PAGES or ["(no explorer pages)"])
-def test_static_explorers_respond(browser, served_site, page, size):  # noqa: F811
+def test_static_explorers_respond(browser, served_site, page, size):
     require_site()
     if page not in PAGES:
         pytest.skip("no page with a static explorer in the built site")

@@ -25,7 +25,7 @@ import re
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from site_helpers import ROOT, SITE, browser, served_site  # noqa: F401  (pytest fixtures)
+from site_helpers import ROOT, SITE
 from site_reader_helpers import CHAPTERS, NO_SITE, collect, report
 
 pytestmark = pytest.mark.browser
@@ -101,7 +101,7 @@ def test_alt_text_classifier_catches_the_defects():
 
 
 @pytest.mark.parametrize("page", CHAPTERS or NO_SITE)
-def test_figures_numbered_with_alt_text(page, browser, served_site):  # noqa: F811
+def test_figures_numbered_with_alt_text(page, browser, served_site):
     """Every figure is numbered and captioned (``<figure>`` + ``<figcaption>`` with
     "Fig. N.k") and its alt text says what it shows."""
     info = collect(browser, served_site, page, "1366x768")
@@ -122,7 +122,7 @@ def test_figures_numbered_with_alt_text(page, browser, served_site):  # noqa: F8
 
 
 @pytest.mark.parametrize("page", CHAPTERS or NO_SITE)
-def test_figure_text_readable_on_phone(page, browser, served_site):  # noqa: F811
+def test_figure_text_readable_on_phone(page, browser, served_site):
     """At 390 px the smallest text of each figure is drawn >= 9 CSS px tall (see the module
     text for the measurement)."""
     info = collect(browser, served_site, page, "390x844")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from site_helpers import SIZES, browser, served_site  # noqa: F401  (pytest fixtures)
+from site_helpers import SIZES
 from site_page_helpers import chapter_pages, page_info
 
 pytestmark = pytest.mark.browser
@@ -23,7 +23,7 @@ CODE_OVERFLOW_PENDING: set[str] = set()
 
 @pytest.mark.parametrize("page", chapter_pages() or [pytest.param(None, marks=pytest.mark.skip(
     reason="no built site in _build/html: run `make book` (`make test` builds it)"))])
-def test_code_cells_fit(page, browser, served_site, request):  # noqa: F811
+def test_code_cells_fit(page, browser, served_site, request):
     """No code cell scrolls sideways at 1366 x 768: its comments stay readable."""
     if page in CODE_OVERFLOW_PENDING:
         request.applymarker(pytest.mark.xfail(
@@ -38,7 +38,7 @@ def test_code_cells_fit(page, browser, served_site, request):  # noqa: F811
 @pytest.mark.parametrize("page", chapter_pages()[:1] + [p for p in chapter_pages()
                                                          if "05_" in p or "10_" in p]
                          or [pytest.param(None, marks=pytest.mark.skip(reason="no built site"))])
-def test_phone(page, browser, served_site):  # noqa: F811
+def test_phone(page, browser, served_site):
     """On a 390 x 844 phone screen the page does not scroll sideways, the sidebar is folded
     away, images and tables fit, and there is one search button; a screenshot is saved."""
     seen = page_info(browser, served_site, page, "390x844")
@@ -80,7 +80,7 @@ def test_title_problems_catch_the_defects():
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("page", chapter_pages() or [pytest.param(None, marks=pytest.mark.skip(
     reason="no built site in _build/html: run `make book` (`make test` builds it)"))])
-def test_math_code_and_titles_fit(page, size, browser, served_site):  # noqa: F811
+def test_math_code_and_titles_fit(page, size, browser, served_site):
     """At 1366 x 768 and on a 390 x 844 phone every display equation and every inline code
     fits its column (no sideways scrolling, nothing clipped), and no theorem/exercise title has
     doubled brackets or a double space."""
@@ -95,7 +95,7 @@ def test_math_code_and_titles_fit(page, size, browser, served_site):  # noqa: F8
 
 @pytest.mark.parametrize("page", chapter_pages() or [pytest.param(None, marks=pytest.mark.skip(
     reason="no built site in _build/html: run `make book` (`make test` builds it)"))])
-def test_display_math_fits_phone(page, browser, served_site):  # noqa: F811
+def test_display_math_fits_phone(page, browser, served_site):
     """On a 390 x 844 phone every display equation fits its column (long equations are broken
     into aligned lines in the notebooks; the sideways scroll of book-site.css is a last resort
     that this test still fails)."""

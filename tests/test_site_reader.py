@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from site_helpers import SIZES, browser, served_site  # noqa: F401  (pytest fixtures)
+from site_helpers import SIZES
 from site_reader_helpers import CHAPTERS, NO_SITE, PAGES, collect, params, report
 
 pytestmark = pytest.mark.browser
@@ -134,7 +134,7 @@ def test_classifiers_catch_the_defects():
 # The tests
 
 @pytest.mark.parametrize("page,size", params(CHAPTERS, SIZES))
-def test_no_process_words(page, size, browser, served_site):  # noqa: F811
+def test_no_process_words(page, size, browser, served_site):
     """A chapter's visible text speaks of its subject, not of how the book was made."""
     info = collect(browser, served_site, page, size)
     problems = [f"{t['where']}: {w}" for t in info["text"] for w in process_words(t["text"])]
@@ -142,7 +142,7 @@ def test_no_process_words(page, size, browser, served_site):  # noqa: F811
 
 
 @pytest.mark.parametrize("page,size", params(CHAPTERS, SIZES))
-def test_no_raw_check_lines(page, size, browser, served_site):  # noqa: F811
+def test_no_raw_check_lines(page, size, browser, served_site):
     """No raw check line (``✓ key = value  target in [...]``, ``[live; ...]``) in view."""
     info = collect(browser, served_site, page, size)
     problems = [f"{t['where']}: {c}" for t in info["text"] for c in check_lines(t["text"])]
@@ -150,7 +150,7 @@ def test_no_raw_check_lines(page, size, browser, served_site):  # noqa: F811
 
 
 @pytest.mark.parametrize("page,size", params(CHAPTERS, SIZES))
-def test_no_bookkeeping_cells_in_view(page, size, browser, served_site):  # noqa: F811
+def test_no_bookkeeping_cells_in_view(page, size, browser, served_site):
     """No visible code cell that only records checks or prints (require, verify, Markdown,
     print, assert): such cells are removed (``remove-cell``/``remove-input``)."""
     info = collect(browser, served_site, page, size)
@@ -160,7 +160,7 @@ def test_no_bookkeeping_cells_in_view(page, size, browser, served_site):  # noqa
 
 
 @pytest.mark.parametrize("page", CHAPTERS or NO_SITE)
-def test_no_stray_outputs(page, browser, served_site):  # noqa: F811
+def test_no_stray_outputs(page, browser, served_site):
     """No return value shown as plain text (a cell ending in a bare expression)."""
     info = collect(browser, served_site, page, "1366x768")
     problems = [f"{o['where']}: {o['text']!r}" for o in info["plain"]]
@@ -170,7 +170,7 @@ def test_no_stray_outputs(page, browser, served_site):  # noqa: F811
 
 
 @pytest.mark.parametrize("page", PAGES or NO_SITE)
-def test_page_fits_phone(page, browser, served_site):  # noqa: F811
+def test_page_fits_phone(page, browser, served_site):
     """At 390 x 844 the page is no wider than the screen (no sideways scrolling)."""
     info = collect(browser, served_site, page, "390x844")
     if info["page_width"] > info["vw"] + 1:
@@ -179,7 +179,7 @@ def test_page_fits_phone(page, browser, served_site):  # noqa: F811
 
 
 @pytest.mark.parametrize("page,size", params(PAGES, SIZES))
-def test_no_console_errors(page, size, browser, served_site):  # noqa: F811
+def test_no_console_errors(page, size, browser, served_site):
     """No console error (site_helpers.CONSOLE_ALLOW is empty) at either size."""
     info = collect(browser, served_site, page, size)
     assert not info["console"], report(page, size, "console errors", info["console"])

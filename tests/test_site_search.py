@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from site_helpers import SITE, SIZES, browser, console_errors, served_site  # noqa: F401  (fixtures)
+from site_helpers import SITE, SIZES, console_errors
 
 pytestmark = pytest.mark.browser
 
@@ -36,7 +36,7 @@ poll();
 """
 
 
-def search(browser, served_site, query: str) -> tuple[list[dict], list[str]]:  # noqa: F811
+def search(browser, served_site, query: str) -> tuple[list[dict], list[str]]:
     """The results (in order) and console errors of ``query`` on the site's search page."""
     from urllib.parse import quote
 
@@ -60,7 +60,7 @@ def _need_search_page():
 
 
 @pytest.mark.parametrize("query", ["margin", "attention", "token"])
-def test_search_snippets_without_raw_tex(query, browser, served_site):  # noqa: F811
+def test_search_snippets_without_raw_tex(query, browser, served_site):
     """Search snippets show text, not TeX source (``\\(p\\)``, ``\\mathbf``)."""
     _need_search_page()
     results, errors = search(browser, served_site, query)
@@ -72,7 +72,7 @@ def test_search_snippets_without_raw_tex(query, browser, served_site):  # noqa: 
     assert not errors, f"search {query!r}: console errors: {errors}"
 
 
-def test_search_exercise_without_console_error(browser, served_site):  # noqa: F811
+def test_search_exercise_without_console_error(browser, served_site):
     """Searching "exercise 2.1" finds the exercise and logs no error (an anchor such as
     ``#book/02_att_svm-solution-5`` is no CSS selector)."""
     _need_search_page()
@@ -85,7 +85,7 @@ def test_search_exercise_without_console_error(browser, served_site):  # noqa: F
 @pytest.mark.parametrize("query,chapter", [("Att-SVM", "02_att_svm"),
                                            ("max-margin token", "01_token_selection"),
                                            ("mirror descent", "09_mirror_descent")])
-def test_search_ranks_chapters_above_api(query, chapter, browser, served_site):  # noqa: F811
+def test_search_ranks_chapters_above_api(query, chapter, browser, served_site):
     """For the book's own terms the chapter that teaches them comes before the API page."""
     _need_search_page()
     results, _ = search(browser, served_site, query)
