@@ -15,12 +15,13 @@ pages must work with the network off.  A test module uses the fixtures like this
         assert not problems["console"]
 
 Tests that read a page of the site at one of :data:`SIZES` share one visit of it:
-:func:`visit` opens the page once per size, runs every read-only script of :data:`READERS`,
-then every action of :data:`ACTIONS` (clicks, screenshots) in their order, and keeps what each
-returned.  A test module registers its scripts at import; ``make test`` runs the browser tests
-with ``--dist loadgroup`` and tests/conftest.py puts every test of one page in one group, so a
-page's tests from all modules run in one process and the page is opened twice in all (once per
-size), not once per test module.
+:func:`visit` opens the page once (at the phone's size), runs every read-only script of
+:data:`READERS`, then every action of :data:`ACTIONS` (clicks, screenshots) in their order,
+turns the window to the laptop's size and does the same again, and keeps what each returned.
+A test module registers its scripts at import; ``make test`` runs the browser tests with
+``--dist loadgroup`` and tests/conftest.py puts every test of one page in one group, so a
+page's tests from all modules run in one process and the page is loaded once in all, not once
+per size and test module.
 
 Without a built site the fixtures skip the test (``make test`` always builds first); with
 ``CI=true`` they fail it instead.
@@ -199,20 +200,25 @@ def screenshot(driver, page: str, max_height: int = 12000) -> Path:
     return path
 
 
-#: The two screens every page is read at: a laptop and a phone (the phone is emulated as a
+#: The two screens every page is read at: a phone and a laptop (the phone is emulated as a
 #: mobile device: its meta viewport honoured, overlay scroll bars, 3 device pixels per px).
-SIZES = {"1366x768": (1366, 768), "390x844": (390, 844)}
+#: A visit loads the page once, at the first (the phone: the stricter load), reads it there,
+#: then turns the window to the laptop's size and reads it again.
+SIZES = {"390x844": (390, 844), "1366x768": (1366, 768)}
 
-#: Read-only JavaScript run on every visit, registered by the test modules: name -> a script
-#: that returns what its tests read (JSON-able).  They run before any action.
+#: Read-only JavaScript run on every visit at every size, registered by the test modules: name
+#: -> a script that returns what its tests read (JSON-able); ``arguments[0]`` is the size
+#: (``"390x844"``).  They run before the actions of that size.
 READERS: dict[str, str] = {}
 
 
 class Action:
     """Something done on the open page after the readers (a click, a screenshot, a widget's
     controls moved), in the order of ``order``; ``run(driver, page, size, seen)`` returns what its
-    tests read.  ``seen`` is what the visit found so far (``seen["entries"]``: the page's
-    console entries).  An exception it raises is kept and raised again by :func:`visited`."""
+    tests read.  ``seen`` is what the visit found so far at that size (``seen["entries"]``: the
+    page's console entries).  An exception it raises is kept and raised again by
+    :func:`visited`.  An action of order 90 or more changes the page for good (every folded
+    block opened, the search field opened): these run after every size was read, laptop first."""
 
     def __init__(self, order: int, run: Callable):
         self.order, self.run = order, run
@@ -221,41 +227,79 @@ class Action:
 #: name -> Action, registered by the test modules
 ACTIONS: dict[str, Action] = {}
 
-_VISITS: dict[tuple[str, str], dict] = {}
+#: the order from which an action changes the page for good (run last)
+LATE = 90
+
+_VISITS: dict[str, dict[str, dict]] = {}
+
+_FRAMES = ("const d = arguments[arguments.length - 1];"
+           "requestAnimationFrame(() => requestAnimationFrame(() => d(true)));")
+
+
+def set_size(driver, size: str) -> None:
+    """Turn the open page to the screen ``size`` of :data:`SIZES` (a phone: emulated, a
+    mobile device) and wait until it is laid out again (two animation frames)."""
+    w, h = SIZES[size]
+    if w < 600:
+        driver.set_window_size(1366, 768)
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": w, "height": h, "deviceScaleFactor": 3, "mobile": True})
+    else:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        driver.set_window_size(w, h)
+    driver.execute_async_script(_FRAMES)
+
+
+def _run(action: Action, driver, page: str, size: str, seen: dict):
+    try:
+        return action.run(driver, page, size, seen)
+    except Exception as exc:  # noqa: BLE001 (kept for the test that reads it)
+        driver.execute_script("window.scrollTo(0, 0);")
+        return exc
 
 
 def visit(driver, served_site: str, page: str, size: str) -> dict:
-    """Open ``page`` at ``size`` once (later calls return the same dict): its console entries
-    (``"entries"``, ``"console"``: the errors :func:`console_errors` keeps), then the result of
-    every script of :data:`READERS` and every action of :data:`ACTIONS` under its name."""
-    key = (page, size)
-    if key not in _VISITS:
-        w, h = SIZES[size]
+    """What the visit of ``page`` found at ``size`` (the page is visited once: later calls
+    return the same dicts): its console entries (``"entries"``: those of the load and of the
+    reading at that size; ``"console"``: the errors :func:`console_errors` keeps), then the
+    result of every script of :data:`READERS` and every action of :data:`ACTIONS` under its
+    name.  The page is loaded once, at the first size of :data:`SIZES`, and read at each size
+    in turn (readers, then the actions of order below :data:`LATE`); then the late actions run,
+    at the last size first."""
+    if page not in _VISITS:
         old = driver.get_window_size()
-        phone = w < 600
-        if phone:
-            driver.set_window_size(1366, 768)
-            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-                "width": w, "height": h, "deviceScaleFactor": 3, "mobile": True})
-        else:
-            driver.set_window_size(w, h)
+        sizes = list(SIZES)
+        seen: dict[str, dict] = {s: {} for s in sizes}
+        early = sorted((kv for kv in ACTIONS.items() if kv[1].order < LATE),
+                       key=lambda kv: kv[1].order)
+        late = sorted((kv for kv in ACTIONS.items() if kv[1].order >= LATE),
+                      key=lambda kv: kv[1].order)
         try:
-            entries = open_page(driver, f"{served_site}/{page}")
-            seen: dict = {"entries": entries, "console": console_errors(entries)}
-            for name, js in READERS.items():
-                seen[name] = driver.execute_script(js)
-            for name, action in sorted(ACTIONS.items(), key=lambda kv: kv[1].order):
-                try:
-                    seen[name] = action.run(driver, page, size, seen)
-                except Exception as exc:  # noqa: BLE001 (kept for the test that reads it)
-                    seen[name] = exc
-                    driver.execute_script("window.scrollTo(0, 0);")
+            set_size(driver, sizes[0])
+            loaded = open_page(driver, f"{served_site}/{page}")
+            for s in sizes:
+                if s != sizes[0]:
+                    set_size(driver, s)
+                entries = loaded + driver.get_log("browser")
+                seen[s].update(entries=entries, console=console_errors(entries))
+                for name, js in READERS.items():
+                    seen[s][name] = driver.execute_script(js, s)
+                for name, action in early:
+                    seen[s][name] = _run(action, driver, page, s, seen[s])
+                seen[s]["entries"] += driver.get_log("browser")
+            for s in reversed(sizes):
+                if late:
+                    set_size(driver, s)
+                for name, action in late:
+                    seen[s][name] = _run(action, driver, page, s, seen[s])
+                seen[s]["entries"] += driver.get_log("browser")
+            for s in sizes:
+                seen[s]["console"] = console_errors(seen[s]["entries"])
         finally:
-            if phone:
-                driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
             driver.set_window_size(old["width"], old["height"])
-        _VISITS[key] = seen
-    return _VISITS[key]
+        _VISITS[page] = seen
+    return _VISITS[page][size]
 
 
 def visited(driver, served_site: str, page: str, size: str, name: str):

@@ -29,8 +29,11 @@ def chapter_pages() -> list[str]:
     return [p for p in PAGES if (ROOT / p.replace(".html", ".ipynb")).is_file()]
 
 
-# JavaScript collecting, in one round trip, what the checks below need from the open page.
+# JavaScript collecting, in one round trip, what the checks below need from the open page (on
+# the phone, arguments[0] === '390x844', only what test_phone reads there: the text, glyph and
+# link checks are the laptop's).
 INSPECT = r"""
+const full = arguments[0] !== '390x844';
 const skip = new Set(['SCRIPT', 'STYLE', 'PRE', 'CODE', 'TEXTAREA', 'MJX-CONTAINER', 'NOSCRIPT',
                       'BUTTON']);  // (a player's pause button reads '||')
 // raw math, MyST directives/roles, LaTeX commands and pipe tables left in the text
@@ -47,7 +50,7 @@ const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
     }
     return NodeFilter.FILTER_ACCEPT;
   }});
-for (let n; (n = walker.nextNode()); ) {
+for (let n; full && (n = walker.nextNode()); ) {
   const t = n.textContent;
   if (RAW.test(t)) raw.push(t.trim().slice(0, 80));
   for (const ch of t) {
@@ -72,7 +75,7 @@ for (const [ch, el] of chars) {
   if (isBox(ch, getComputedStyle(el))) boxes.push(ch);
 }
 // icons drawn by CSS (::before/::after content) of the visible elements, in their own font
-for (const el of document.querySelectorAll('body *')) {
+for (const el of full ? document.querySelectorAll('body *') : []) {
   if (!el.getClientRects().length) continue;
   for (const pseudo of ['::before', '::after']) {
     const cs = getComputedStyle(el, pseudo);
@@ -111,37 +114,39 @@ return {
 """
 
 
-def _check_dropdowns(driver) -> list[str]:
-    """Each folded (dropdown) solution is closed, and opens when its title is clicked."""
-    from selenium.webdriver.common.by import By
-
-    problems = []
-    for block in driver.find_elements(By.CSS_SELECTOR, "div.solution.dropdown, details.solution"):
-        name = block.get_attribute("id") or block.text[:40]
-        body = [e for e in block.find_elements(By.XPATH, "./*")
-                if "admonition-title" not in (e.get_attribute("class") or "")
-                and e.tag_name not in ("summary", "button")]
-        if not body:
-            problems.append(f"solution {name!r} has no content")
-            continue
-        if any(e.is_displayed() for e in body):
-            problems.append(f"solution {name!r} is not folded")
-            continue
-        title = block.find_elements(By.CSS_SELECTOR,
-                                    "summary, .admonition-title, button.toggle-button")
-        if not title:
-            problems.append(f"solution {name!r} has no title to click")
-            continue
-        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", title[0])
-        driver.execute_script("arguments[0].click();", title[0])
-        driver.implicitly_wait(0)
-        for _ in range(20):
-            if any(e.is_displayed() for e in body):
-                break
-            driver.execute_script("return new Promise(r => setTimeout(r, 100));")
-        else:
-            problems.append(f"solution {name!r} does not open on click")
-    return problems
+# JavaScript: each folded (dropdown) solution is closed, and opens when its title is clicked
+# (clicked one after the other, each awaited for at most 2 s, in one round trip); the problems
+DROPDOWNS = r"""
+const done = arguments[arguments.length - 1];
+// displayed as Selenium's is_displayed() reads it: a box, not hidden, no transparent ancestor
+const shown = e => {
+  if (!e.getClientRects().length) return false;
+  if (['hidden', 'collapse'].includes(getComputedStyle(e).visibility)) return false;
+  for (let a = e; a; a = a.parentElement) {
+    if (getComputedStyle(a).opacity === '0') return false;
+  }
+  return true;
+};
+const frame = () => new Promise(r => requestAnimationFrame(r));
+(async () => {
+  const problems = [];
+  for (const block of document.querySelectorAll('div.solution.dropdown, details.solution')) {
+    const name = block.id || (block.innerText || '').slice(0, 40);
+    const body = Array.from(block.children).filter(e =>
+        !e.classList.contains('admonition-title') && !['SUMMARY', 'BUTTON'].includes(e.tagName));
+    if (!body.length) { problems.push(`solution '${name}' has no content`); continue; }
+    if (body.some(shown)) { problems.push(`solution '${name}' is not folded`); continue; }
+    const title = block.querySelector('summary, .admonition-title, button.toggle-button');
+    if (!title) { problems.push(`solution '${name}' has no title to click`); continue; }
+    title.scrollIntoView({block: 'center'});
+    title.click();
+    const end = performance.now() + 2000;
+    while (!body.some(shown) && performance.now() < end) await frame();
+    if (!body.some(shown)) problems.push(`solution '${name}' does not open on click`);
+  }
+  return problems;
+})().then(done, e => done([`the dropdown check failed: ${e}`]));
+"""
 
 
 # JavaScript: each code cell whose box scrolls sideways (a line longer than the column), with
@@ -176,7 +181,7 @@ return {wide, page_width: document.documentElement.scrollWidth, vw, sticking,
                !== 'hidden'};
 """
 
-# JavaScript: the visible search button opens a visible, focused search field
+# JavaScript: the visible search button opens a visible, focused search field (within 500 ms)
 SEARCH = r"""
 const done = arguments[arguments.length - 1];
 const button = Array.from(document.querySelectorAll('.search-button__button'))
@@ -184,12 +189,15 @@ const button = Array.from(document.querySelectorAll('.search-button__button'))
 if (!button) { done('no visible search button'); }
 else {
   button.click();
-  setTimeout(() => {
+  const end = performance.now() + 500;
+  const check = () => {  // every frame, for at most 500 ms
     const a = document.activeElement;
-    done(a && a.matches('input[type=search]') && a.offsetWidth > 0
-         ? true : `focus on ${a ? a.outerHTML.slice(0, 80) : null}`);
+    const ok = a && a.matches('input[type=search]') && a.offsetWidth > 0;
+    if (!ok && performance.now() < end) { requestAnimationFrame(check); return; }
+    done(ok ? true : `focus on ${a ? a.outerHTML.slice(0, 80) : null}`);
     document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}));
-  }, 500);
+  };
+  requestAnimationFrame(check);
 }
 """
 
@@ -244,7 +252,7 @@ def _open_dropdowns(driver, page: str, size: str, seen: dict):
     screenshot."""
     if size != "1366x768":
         return None
-    problems = _check_dropdowns(driver)
+    problems = driver.execute_async_script(DROPDOWNS)
     screenshot(driver, page)
     return problems
 
