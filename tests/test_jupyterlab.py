@@ -9,6 +9,9 @@ sets the prefix, see book/*.ipynb cell ``myst-numbering``), and citations as aut
 ("Tarzanagh et al., 2023"), never a raw BibTeX key or a ``{cite}`` role (jupyterlab-myst does
 not read references.bib; the chapters cite as ``[Author, year](cite:KEY)`` links, _config.yml).
 Skipped without jupyterlab or Chromium (failed with CI=true, like the browser tests).
+One JupyterLab server and one page of it (in the session's Chromium) serve every chapter: each
+chapter is opened in that page (``docmanager:open``), read, then closed and its kernel shut
+down; every wait is a condition polled inside the browser, not a fixed sleep.
 Screenshots go to ``_build/screenshots/jupyterlab_<chapter>.png`` (at the first theorem).
 
 It also fails on what a reader of the book in JupyterLab must never meet:
@@ -36,7 +39,7 @@ import time
 from pathlib import Path
 
 import pytest
-from site_helpers import CHROMEDRIVER, CHROMIUM, ROOT, SCREENSHOTS, make_driver
+from site_helpers import CHROMEDRIVER, CHROMIUM, ROOT, SCREENSHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -126,17 +129,18 @@ def lab(tmp_path_factory):
          f"--IdentityProvider.token={token}", "--ServerApp.open_browser=False",
          f"--ServerApp.root_dir={book}", "--LabApp.news_url=None",
          "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-         "--LabApp.extension_manager=readonly", "--allow-root"],
+         "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True",
+         "--allow-root"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
+    for _ in range(600):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             break
         except OSError:
             if proc.poll() is not None:
                 pytest.fail(f"jupyter lab exited: {proc.stderr.read()[-2000:]}")
-            time.sleep(0.5)
+            time.sleep(0.1)
     else:
         proc.terminate()
         pytest.fail("jupyter lab did not start within 60 s")
@@ -242,24 +246,6 @@ def test_console_problems_accepts_only_the_books_site_labels():
     assert console_problems([typo, err]) == [typo["message"], err["message"]]
 
 
-def _kernel_idle(url: str, token: str, path: str, timeout: float = 90) -> bool:
-    """Wait until the notebook's kernel is idle (started, its info answered)."""
-    import urllib.request
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            with urllib.request.urlopen(f"{url}/api/sessions?token={token}", timeout=5) as r:
-                sessions = json.loads(r.read())
-            if any(s.get("path", "").endswith(path) and s.get("kernel")
-                   and s["kernel"].get("execution_state") == "idle" for s in sessions):
-                return True
-        except OSError:
-            pass
-        time.sleep(0.5)
-    return False
-
-
 def test_labextensions_are_compatible():
     """No extension marked incompatible (jupyterlab-myst shares JupyterLab's @jupyter/ydoc)."""
     if not Path(sys.executable).with_name("jupyter").exists():
@@ -279,49 +265,44 @@ _FIRST_RUN = {"cells": [
     "nbformat": 4, "nbformat_minor": 5}
 
 
-def test_first_explorer_run_shows_the_widget(lab, tmp_path):
+def test_first_explorer_run_shows_the_widget(lab, lab_page):
     """Run chapter 1's explorer cell in a fresh kernel: its controls and figure show, never
     "Error displaying widget: model not found", and the console stays clean."""
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
     url, token, book = lab
+    driver, app_console = lab_page
     (book / "first_run.ipynb").write_text(json.dumps(_FIRST_RUN))
-    driver = make_driver(tmp_path / "profile")
-    try:
-        driver.set_window_size(1366, 900)
-        driver.get(f"{url}/lab/tree/first_run.ipynb?token={token}&reset")
-        assert _kernel_idle(url, token, "first_run.ipynb", 120), "the kernel did not start"
-        for _ in range(60):
-            cells = driver.find_elements("css selector", ".jp-Notebook .jp-Cell")
-            if len(cells) >= 2:
-                break
-            time.sleep(0.5)
-        from selenium.webdriver.common.action_chains import ActionChains
-
-        cells[0].find_element("css selector", ".jp-InputArea-editor").click()
-        for _ in range(2):  # Shift+Enter: run the cell, go to the next
-            ActionChains(driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(
-                Keys.SHIFT).perform()
-            time.sleep(0.5)
-        seen = None
-        for _ in range(240):  # the first figure of the explorer: up to 2 min on a slow CPU
-            seen = driver.execute_script("""
-                const out = Array.from(document.querySelectorAll('.jp-OutputArea-output'));
-                const text = out.map(e => e.textContent).join(' ');
-                return {error: /Error displaying widget|model not found/.test(text),
-                        widgets: document.querySelectorAll(
-                          '.jp-OutputArea-output .jupyter-widgets, '
-                          + '.jp-OutputArea-output .widget-image, '
-                          + '.jp-OutputArea-output img').length,
-                        text: text.slice(0, 300)};""")
-            if seen["error"] or seen["widgets"] >= 2:
-                break
-            time.sleep(0.5)
-        console = driver.get_log("browser")
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(SCREENSHOTS / "jupyterlab_first_explorer.png"))
-    finally:
-        driver.quit()
+    driver.get_log("browser")
+    assert driver.execute_async_script(_OPEN, "first_run.ipynb", 120), "the kernel did not start"
+    assert driver.execute_async_script(_UNTIL, "document.querySelectorAll("
+                                       "'.jp-Notebook .jp-Cell').length >= 2", 30)
+    cells = driver.find_elements("css selector", ".jp-Notebook .jp-Cell")
+    cells[0].find_element("css selector", ".jp-InputArea-editor").click()
+    for k in range(2):  # Shift+Enter: run the cell, go to the next
+        ActionChains(driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(
+            Keys.SHIFT).perform()
+        if k == 0:  # the next cell is active before it is run
+            driver.execute_async_script(_UNTIL, "document.querySelectorAll("
+                                        "'.jp-Notebook .jp-Cell')[1].classList"
+                                        ".contains('jp-mod-active')", 10)
+    # the first figure of the explorer: up to 2 min on a slow CPU
+    seen = driver.execute_async_script(_UNTIL, """(() => {
+        const out = Array.from(document.querySelectorAll('.jp-OutputArea-output'));
+        const text = out.map(e => e.textContent).join(' ');
+        const seen = {error: /Error displaying widget|model not found/.test(text),
+                      widgets: document.querySelectorAll(
+                        '.jp-OutputArea-output .jupyter-widgets, '
+                        + '.jp-OutputArea-output .widget-image, '
+                        + '.jp-OutputArea-output img').length,
+                      text: text.slice(0, 300)};
+        seen.done = seen.error || seen.widgets >= 2;
+        return seen; })()""", 120)
+    console = app_console + driver.get_log("browser")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / "jupyterlab_first_explorer.png"))
+    driver.execute_async_script(_CLOSE)
     print(f"first explorer run: {seen}")
     assert not seen["error"], f"the explorer's first run shows a widget error: {seen}"
     assert seen["widgets"] >= 2, f"the explorer did not show: {seen}"
@@ -329,44 +310,130 @@ def test_first_explorer_run_shows_the_widget(lab, tmp_path):
     assert not errors, f"console errors on the explorer's first run: {errors[:5]}"
 
 
+#: JavaScript: evaluate the expression ``arguments[0]`` every 50 ms until its value is truthy
+#: (and, for an object, its ``done`` is not false), at most ``arguments[1]`` seconds; the last
+#: value.
+_UNTIL = """
+const [expr, seconds, done] = [arguments[0], arguments[1], arguments[arguments.length - 1]];
+const end = Date.now() + 1000 * seconds;
+const ok = v => v && !(typeof v === 'object' && v.done === false);
+const poll = () => {
+  let v;
+  try { v = eval(expr); } catch (e) { v = false; }
+  if (ok(v) || Date.now() > end) done(v);
+  else setTimeout(poll, 50);
+};
+poll();
+"""
+
+#: JavaScript: open the notebook ``arguments[0]`` in the running JupyterLab, wait until its
+#: kernel has started and answered its info request (at most ``arguments[1]`` seconds) and the
+#: notebook has taken the kernel's name and language (the moment a chapter could turn
+#: "modified"); true when the kernel came.
+_OPEN = """
+const [path, seconds, done] = [arguments[0], arguments[1], arguments[arguments.length - 1]];
+const app = window.jupyterapp;
+(async () => {
+  const panel = await app.commands.execute('docmanager:open', {path, factory: 'Notebook'});
+  window._attnPanel = panel;
+  await panel.context.ready;
+  const ctx = panel.sessionContext;
+  await ctx.ready;
+  const end = Date.now() + 1000 * seconds;
+  while (!(ctx.session && ctx.session.kernel) && Date.now() < end) {
+    await new Promise(r => setTimeout(r, 50));
+  }
+  if (!(ctx.session && ctx.session.kernel)) return false;
+  const kernel = ctx.session.kernel;
+  await Promise.race([kernel.info, new Promise(r => setTimeout(r, end - Date.now()))]);
+  while (kernel.status !== 'idle' && Date.now() < end) {
+    await new Promise(r => setTimeout(r, 50));
+  }
+  // the notebook takes the kernel's name and language info after the info reply
+  await new Promise(r => setTimeout(r, 300));
+  return kernel.status === 'idle';
+})().then(done, e => done('error: ' + e));
+"""
+
+#: JavaScript: close the open notebook and shut its kernel down (no dialog: disposed)
+_CLOSE = """
+const done = arguments[arguments.length - 1];
+const panel = window._attnPanel;
+(async () => {
+  if (panel && !panel.isDisposed) {
+    try { await panel.sessionContext.shutdown(); } catch (e) { /* already gone */ }
+    panel.dispose();
+  }
+})().then(() => done(true), e => done('error: ' + e));
+"""
+
+
 @pytest.fixture(scope="module")
-def lab_browser(tmp_path_factory):
-    """One Chromium for the chapters (each opens with ``&reset``: a fresh workspace)."""
-    driver = make_driver(tmp_path_factory.mktemp("lab-profile"))
+def lab_page(lab, browser):
+    """The session's Chromium on the running JupyterLab (a fresh workspace, ``&reset``), once
+    for every chapter: the driver and the console entries of the application's start."""
+    url, token, _ = lab
+    driver = browser
+    old = driver.get_window_size()
     driver.set_window_size(1366, 900)
-    yield driver
-    driver.quit()
+    driver.get_log("browser")
+    driver.get(f"{url}/lab?token={token}&reset")
+    assert driver.execute_async_script(
+        _UNTIL, "window.jupyterapp && window.jupyterapp.shell "
+                "&& document.querySelector('#jp-main-dock-panel') && true", 120), \
+        "JupyterLab did not start"
+    driver.execute_async_script("const d = arguments[arguments.length - 1];"
+                                "window.jupyterapp.restored.then(() => d(true));")
+    yield driver, driver.get_log("browser")
+    driver.set_window_size(old["width"], old["height"])
+    driver.get("about:blank")
+
+
+#: JavaScript: the chapter is rendered (``arguments[1]`` numbered blocks, ``arguments[2]``
+#: citations, some math) and what _FIND reads has not changed for 300 ms (the notebook-wide
+#: pass that numbers blocks and resolves references comes after the first render); at most
+#: ``arguments[3]`` seconds; what _FIND read last.
+_RENDERED = """
+const [keys, blocks, cites, seconds, done] = [arguments[0], arguments[1], arguments[2],
+                                              arguments[3], arguments[arguments.length - 1]];
+const find = new Function(arguments[4]);  // _FIND reads the keys as its arguments[0]
+const end = Date.now() + 1000 * seconds;
+let last = null, since = 0;
+const poll = () => {
+  const info = find(keys);
+  const key = JSON.stringify(info);
+  if (key !== last) { last = key; since = Date.now(); }
+  const ready = info.blocks.length >= blocks && info.links.length >= cites && info.typeset;
+  if ((ready && Date.now() - since >= 300) || Date.now() > end) done(info);
+  else setTimeout(poll, 50);
+};
+poll();
+"""
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_chapter_renders_myst_in_jupyterlab(lab, lab_browser, chapter):
-    url, token, _ = lab
+def test_chapter_renders_myst_in_jupyterlab(lab, lab_page, chapter):
     want = expected_blocks(chapter)
     n_cited = cited(chapter)
-    driver = lab_browser
+    driver, app_console = lab_page
     driver.get_log("browser")  # (the messages of the chapter before)
     t0 = time.monotonic()
-    driver.get(f"{url}/lab/tree/{chapter}?token={token}&reset")
-    info = None
-    for _ in range(240):  # up to ~2 min: the lab loads, then renders the notebook
-        info = driver.execute_script(_FIND, KEYS)
-        if len(info["blocks"]) >= len(want) and len(info["links"]) >= n_cited \
-                and info["typeset"]:
-            break
-        time.sleep(0.5)
-    time.sleep(1)  # the notebook-wide pass (numbers, references) after the first render
-    info = driver.execute_script(_FIND, KEYS)
-    idle = _kernel_idle(url, token, chapter)  # the kernel started and answered its info
-    time.sleep(1)
+    # the kernel started and answered its info; the notebook took the kernel's name
+    idle = driver.execute_async_script(_OPEN, chapter, 90)
+    info = driver.execute_async_script(_RENDERED, KEYS, len(want), n_cited, 120, _FIND)
     dirty = driver.execute_script(_DIRTY)
-    console = driver.get_log("browser")
+    dirty += driver.execute_script(
+        "const p = window._attnPanel; return p && p.context.model.dirty ? ['model dirty'] : [];")
+    console = app_console + driver.get_log("browser")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    driver.execute_script(
+    driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
         "const t = Array.from(document.querySelectorAll('.jp-MarkdownCell aside'))"
         ".find(e => /^(Theorem|Definition)\\b/.test((e.textContent||'').trim()));"
-        "if (t) t.scrollIntoView({block: 'start'});")
-    time.sleep(1)
+        "if (t) t.scrollIntoView({block: 'start'});"
+        "requestAnimationFrame(() => requestAnimationFrame(() => done(true)));")
     driver.save_screenshot(str(SCREENSHOTS / f"jupyterlab_{chapter[:-6]}.png"))
+    driver.execute_async_script(_CLOSE)
     print(f"jupyterlab {chapter}: {info} after {time.monotonic() - t0:.1f} s")
     assert info and info["cells"] > 0, f"no rendered Markdown cell in JupyterLab: {info}"
     assert info["typeset"] > 0, f"no math typeset in the Markdown cells: {info}"
@@ -385,5 +452,5 @@ def test_chapter_renders_myst_in_jupyterlab(lab, lab_browser, chapter):
     assert not bad, f"citations not in author-year form: {bad}"
     errors = console_problems(console)
     assert not errors, f"{len(errors)} console error(s) in JupyterLab: {errors[:5]}"
-    assert idle, "the chapter's kernel did not start"
+    assert idle is True, f"the chapter's kernel did not start: {idle}"
     assert not dirty, f"{chapter} is marked modified as soon as it opens: {dirty}"

@@ -30,7 +30,7 @@ const poll = () => {
                            score: Number(li.querySelector('a').dataset.score),
                            context: (li.querySelector('p.context') || {textContent: ''})
                                       .textContent})));
-  } else setTimeout(poll, 200);
+  } else setTimeout(poll, 50);
 };
 poll();
 """
