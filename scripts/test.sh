@@ -37,9 +37,10 @@ step unit    python -m pytest tests -m "not browser" -n 2 --dist loadfile -p no:
                -rfEs --durations=10
 step nbval   scripts/nbval.sh
 step build   scripts/build.sh --all
-# (two workers again; all tests of one page in one worker, tests/conftest.py, so that each
-# page is opened once per screen size: site_helpers.visit; groups in the order of the files,
-# so that JupyterLab's ten chapters, the longest group, start first)
+# (two workers again, one Chromium each for the whole session; all tests of one page in one
+# worker, tests/conftest.py, so that each page is loaded once and read at both screen sizes:
+# site_helpers.visit; groups in the order of the files, so that JupyterLab's ten chapters, the
+# longest group, start first)
 step site    python -m pytest tests -m browser -n 2 --dist loadgroup --no-loadscope-reorder \
                -p no:cacheprovider -q \
                -rfEs --durations=10
