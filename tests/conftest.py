@@ -11,7 +11,7 @@ from hypothesis import settings
 # The browser tests' session fixtures (tests/site_helpers.py), defined here once: one web server
 # and one headless Chromium per worker for the whole session.  (A session fixture imported into
 # a test module is defined again for that module: each module then started its own Chromium.)
-from site_helpers import browser, served_site  # noqa: F401
+from site_helpers import browser, chromium, served_site  # noqa: F401
 
 import attnlib.data as D
 

@@ -132,9 +132,9 @@ def make_driver(user_data_dir: Path):
 
 
 @pytest.fixture(scope="session")
-def browser(tmp_path_factory):
-    """One headless Chromium for the whole session (a fresh profile directory)."""
-    require_site()
+def chromium(tmp_path_factory):
+    """One headless Chromium for the whole session (a fresh profile directory), for every
+    browser test of the worker (the site's and JupyterLab's)."""
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).is_file()]
     if missing:
         reason = f"headless Chromium not installed ({', '.join(missing)} missing): " \
@@ -145,6 +145,13 @@ def browser(tmp_path_factory):
     driver = make_driver(tmp_path_factory.mktemp("chromium-profile"))
     yield driver
     driver.quit()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The session's Chromium, for a test of the built site (skipped without one)."""
+    require_site()
+    return chromium
 
 
 _WAIT_FOR_PAGE = """

@@ -369,11 +369,11 @@ const panel = window._attnPanel;
 
 
 @pytest.fixture(scope="module")
-def lab_page(lab, browser):
+def lab_page(lab, chromium):
     """The session's Chromium on the running JupyterLab (a fresh workspace, ``&reset``), once
     for every chapter: the driver and the console entries of the application's start."""
     url, token, _ = lab
-    driver = browser
+    driver = chromium
     old = driver.get_window_size()
     driver.set_window_size(1366, 900)
     driver.get_log("browser")
