@@ -334,6 +334,11 @@ _OPEN = """
 const [path, seconds, done] = [arguments[0], arguments[1], arguments[arguments.length - 1]];
 const app = window.jupyterapp;
 (async () => {
+  // (what an earlier test left open is closed first: each notebook is read alone)
+  for (const w of Array.from(app.shell.widgets('main'))) {
+    if (w.sessionContext) { try { await w.sessionContext.shutdown(); } catch (e) { /* gone */ } }
+    w.dispose();
+  }
   const panel = await app.commands.execute('docmanager:open', {path, factory: 'Notebook'});
   window._attnPanel = panel;
   await panel.context.ready;
@@ -376,6 +381,8 @@ def lab_page(lab, chromium):
     driver = chromium
     old = driver.get_window_size()
     driver.set_window_size(1366, 900)
+    # (the waits below run in the page, up to 2 min each: longer than the usual 60 s)
+    driver.set_script_timeout(300)
     driver.get_log("browser")
     driver.get(f"{url}/lab?token={token}&reset")
     assert driver.execute_async_script(
@@ -385,6 +392,7 @@ def lab_page(lab, chromium):
     driver.execute_async_script("const d = arguments[arguments.length - 1];"
                                 "window.jupyterapp.restored.then(() => d(true));")
     yield driver, driver.get_log("browser")
+    driver.set_script_timeout(60)
     driver.set_window_size(old["width"], old["height"])
     driver.get("about:blank")
 
@@ -420,7 +428,7 @@ def test_chapter_renders_myst_in_jupyterlab(lab, lab_page, chapter):
     t0 = time.monotonic()
     # the kernel started and answered its info; the notebook took the kernel's name
     idle = driver.execute_async_script(_OPEN, chapter, 90)
-    info = driver.execute_async_script(_RENDERED, KEYS, len(want), n_cited, 120, _FIND)
+    info = driver.execute_async_script(_RENDERED, KEYS, len(want), n_cited, 100, _FIND)
     dirty = driver.execute_script(_DIRTY)
     dirty += driver.execute_script(
         "const p = window._attnPanel; return p && p.context.model.dirty ? ['model dirty'] : [];")
