@@ -11,6 +11,12 @@ each notebook is executed once.
 
 A notebook with a failed, skipped or unrun cell is not written, and an older record of it is
 removed: the build then executes it itself.
+
+Widget views are left out of a record. nbval keeps no widget state, so the page could not
+render them, and the only ones a ``both`` run makes are the progress bars that a live
+explorer's redraw sends to its own output area (a frontend shows them inside the explorer;
+nbval, which has none, receives them as outputs of the cell). The build's own execution, with
+static explorers, shows no widgets.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: The modes of the explorers whose output is the static page the website shows.
 RECORDED_MODES = ("both", "static")
+#: The MIME type of a widget view (its model lives in the kernel's widget state).
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 #: The ``language_info`` a Python 3 IPython kernel reports (nbval does not keep it).
 LANGUAGE_INFO = {
     "name": "python", "version": sys.version.split()[0], "mimetype": "text/x-python",
@@ -95,7 +103,8 @@ def pytest_runtest_makereport(item, call):
         return
     run.seconds += report.duration
     cell = item.cell
-    outputs = [nbformat.from_dict(dict(o)) for o in (getattr(item, "test_outputs", None) or [])]
+    outputs = [nbformat.from_dict(dict(o)) for o in (getattr(item, "test_outputs", None) or [])
+               if WIDGET_VIEW not in o.get("data", {})]
     if cell.source.strip():
         run.count += 1
         cell.execution_count = run.count

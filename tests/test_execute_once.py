@@ -89,6 +89,21 @@ def test_the_record_carries_what_the_builds_executor_produces(tmp_path, scripts)
     assert record.metadata["language_info"]["pygments_lexer"] == "ipython3"
 
 
+def test_widget_views_are_left_out_of_the_record(tmp_path, scripts):
+    """A widget's view reaches nbval without its state (a live explorer's progress bar, sent to
+    its output area): the record keeps the cell's other outputs and no widget view."""
+    nbval_record, _ = scripts
+    path = _notebook(tmp_path, [
+        "import ipywidgets as w\nfrom IPython.display import display\n"
+        "display(w.IntProgress(value=3, max=10))\nprint('after the bar')\n'done'"])
+    assert _nbval(path, tmp_path / "records").returncode == 0
+    record = nbformat.read(nbval_record.record_path(tmp_path / "records", path), as_version=4)
+    (count, outputs), = _outputs(record)
+    assert [(kind, name, text) for kind, name, text, _ in outputs] == [
+        ("stream", "stdout", "after the bar\n"), ("execute_result", None, None)]
+    assert outputs[1][3]["text/plain"] == "'done'"
+
+
 def test_a_failing_cell_leaves_no_record_and_removes_an_old_one(tmp_path, scripts):
     nbval_record, _ = scripts
     path = _notebook(tmp_path)
