@@ -354,6 +354,13 @@ LAZY_PUBLIC = {
     "default_device": "attnlib._runtime"}
 
 
+def _run_fresh(code: str, timeout: float) -> None:
+    """Run ``code`` in a fresh Python (nothing of this process imported); fail on its error."""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
 def test_import_attnlib_loads_no_torch():
     """``import attnlib`` (and ``dir(attnlib)``) loads no torch, numpy or cvxpy: every name
     loads on first use. A mistyped name is an AttributeError that names the package."""
@@ -365,9 +372,7 @@ def test_import_attnlib_loads_no_torch():
             "except AttributeError as e:\n"
             "    assert str(e) == \"module 'attnlib' has no attribute 'trian'\", e\n"
             "else:\n    raise AssertionError('al.trian resolved')\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
+    _run_fresh(code, timeout=120)
 
 
 def test_the_name_table_points_downward(graph):
@@ -437,6 +442,4 @@ def test_import_attnlib_stays_light():
             "    assert getattr(al, name) is getattr(importlib.import_module(home), name), name\n"
             "for mod in ('optimality', 'examples', 'explorers', 'figures'):\n"
             "    assert getattr(al, mod).__name__ == 'attnlib.' + mod\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
+    _run_fresh(code, timeout=300)
