@@ -17,15 +17,24 @@ if [ "${CI:-}" = "true" ]; then
 fi
 mkdir -p _build
 
-names=(); codes=(); secs=()
+names=(); codes=(); secs=(); cpus=()
+# CPU_NOW: the CPU seconds (user + system) of this script's finished child processes so far,
+# from bash's `times` (second line), which must run in this shell: called as `cpu_now`, never
+# inside $( ), whose subshell has children of its own.
+cpu_now() {
+  times > _build/.test-cpu
+  CPU_NOW=$(awk 'NR==2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+                         printf "%.0f", u[1]*60 + u[2] + s[1]*60 + s[2] }' _build/.test-cpu)
+}
 step() {
   local name=$1; shift
   echo
   echo "================ [test] $name: $* ================"
-  local t0; t0=$(date +%s)
+  local t0 c0; t0=$(date +%s); cpu_now; c0=$CPU_NOW
   "$@"
   local rc=$?
   names+=("$name"); codes+=("$rc"); secs+=("$(( $(date +%s) - t0 ))")
+  cpu_now; cpus+=("$(( CPU_NOW - c0 ))")
 }
 
 step lint    ruff check .
@@ -47,10 +56,15 @@ step site    python -m pytest tests -m browser -n 2 --dist loadgroup --no-loadsc
 
 echo
 echo "================ [test] summary ================"
-fail=0
+# (wall seconds, and the CPU seconds of the step's processes: user + system, as `time` counts
+# them; a process that outlives its parent, such as a browser the driver left behind, is not
+# counted)
+fail=0; wall=0; cpu=0
 for i in "${!names[@]}"; do
   status=passed; [ "${codes[$i]}" -ne 0 ] && { status="FAILED (exit ${codes[$i]})"; fail=1; }
-  printf '  %-6s %-20s %5s s\n' "${names[$i]}" "$status" "${secs[$i]}"
+  printf '  %-6s %-20s %5s s   %5s CPU-s\n' "${names[$i]}" "$status" "${secs[$i]}" "${cpus[$i]}"
+  wall=$(( wall + secs[i] )); cpu=$(( cpu + cpus[i] ))
 done
+printf '  %-6s %-20s %5s s   %5s CPU-s\n' all "" "$wall" "$cpu"
 [ -d _build/screenshots ] && echo "  screenshots: _build/screenshots/"
 exit "$fail"
