@@ -130,3 +130,55 @@ def test_dual_bound_on_the_nuclear_rank_against_the_conic_solution():
     for W in (f.W[ok], c.W[ok]):  # every optimum obeys the bound
         assert (torch.linalg.matrix_rank(W, rtol=1e-6) <= bound).all()
     assert (bound < 5).any()  # the bound is informative (below n = d = 5) somewhere
+
+
+def _equality_rows():
+    """Rows of the directional SVM of the generalised equivalence (chapter 7): each input
+    ties the tokens of its selected set (equality rows) and beats the others by 1."""
+    g = np.random.default_rng(5)
+    X = torch.tensor(g.standard_normal((6, 3, 4, 5)))  # B=6, n=3, T=4, d=5
+    z = torch.tensor(g.standard_normal((6, 3, 5)))
+    O = torch.zeros(6, 3, 4, dtype=torch.bool)
+    O[:, :, 0] = True
+    O[:, 0, 2] = True  # input 0 keeps two tokens
+    O[:, 1, 1:3] = True  # input 1 keeps three
+    return X, z, O, torch.full((6, 3, 4), 0.25, dtype=torch.float64)
+
+
+def test_equality_rows_take_the_fast_path_and_agree_with_the_conic_path(monkeypatch):
+    X, z, O, s = _equality_rows()
+    ref = svm.svm_equivalence(X, O, s, z=z, config=CONIC)
+    seen = []
+    real = engine.solve_many
+
+    def spy(items, norm, config, *a, **k):
+        out = real(items, norm, config, *a, **k)
+        seen.extend(o[2] for o in out if not isinstance(o, Exception))
+        return out
+
+    monkeypatch.setattr(engine, "solve_many", spy)
+    got = svm.svm_equivalence(X, O, s, z=z, config=FAST)
+    assert seen and set(seen) == {"fast"}, seen  # no instance left to the conic solvers
+    scale = float(ref.W_dir.abs().max())
+    torch.testing.assert_close(got.W_dir, ref.W_dir, atol=1e-7 * scale, rtol=0)
+    # the answer meets its equalities and margins: each selected set tied, beaten by 1
+    logit = torch.einsum("bntd,bde,bne->bnt", X, got.W_dir, z)
+    top = logit.masked_fill(~O, -np.inf).amax(-1, keepdim=True)
+    low = logit.masked_fill(~O, np.inf).amin(-1, keepdim=True)
+    assert float((top - low).abs().max()) <= 1e-9 * scale
+    assert float((low - logit.masked_fill(O, -np.inf)).amin()) >= 1 - 1e-9
+
+
+def test_ldp_eq_eliminates_the_equalities():
+    g = np.random.default_rng(2)
+    A, C = g.standard_normal((6, 5)), g.standard_normal((2, 5))
+    b, c = np.ones(6), g.standard_normal(2)
+    status, w, lam, mu = fast.ldp_eq(A, b, C, c)
+    assert status == "solved"
+    r = engine.Rows(A, b, C, c, (5,))
+    assert certify(r, w, lam, mu, "fro", 1e-9).ok
+    # the KKT point of min |w|^2/2: w = A'lam + C'mu, lam >= 0, complementary slackness
+    np.testing.assert_allclose(w, A.T @ lam + C.T @ mu, atol=1e-10)
+    assert (lam >= 0).all() and np.abs(lam * (A @ w - b)).max() <= 1e-10
+    # equalities that fix w entirely, or inconsistent ones: left to the conic solvers
+    assert fast.ldp_eq(A, b, g.standard_normal((5, 5)), c[:1].repeat(5))[0] == "failed"

@@ -14,8 +14,9 @@ shape pay canonicalisation once. How each norm is solved:
   :math:`\\|\\mathrm{mat}(A^\\top\\lambda + C^\\top\\mu)\\|_2 \\le 1`; W from the dual of its LMI;
 * a float ``lp > 1`` -- :math:`\\min \\sum_j |w_j|^p` with one vectorized power cone.
 
-Frobenius and nuclear problems without equality rows go first to :mod:`attnlib.svm.fast`
-(``SolveConfig.fast``); what it cannot certify goes the conic way below.
+Frobenius problems and nuclear ones without equality rows go first to
+:mod:`attnlib.svm.fast` (``SolveConfig.fast``); what it cannot certify goes the conic way
+below.
 
 After every solve the answer is certified (:func:`certify`): margins
 :math:`A_k w \\ge b_k(1 - \\mathrm{tol})`, dual feasibility, and a relative duality gap
@@ -37,7 +38,7 @@ import cvxpy as cp
 import numpy as np
 
 from attnlib.svm.config import InfeasibleError, SolveConfig, UncertifiedError
-from attnlib.svm.fast import farkas_check, ldp, nuclear_ipm, rank_one
+from attnlib.svm.fast import farkas_check, ldp, ldp_eq, nuclear_ipm, rank_one
 
 __all__ = ["Rows", "Certificate", "Infeasible", "compiled", "certify", "farkas", "solve_all",
            "solve_many", "CHUNK"]
@@ -397,7 +398,11 @@ def _fast(items: list, idx: list, norm, config: SolveConfig) -> dict:
     for j in idx:
         r = items[j]
         if r.C is not None and len(r.C):
-            continue  # equality rows: the conic path
+            if norm == "fro":  # equality rows eliminated; infeasible ones: the conic path
+                status, *sol = ldp_eq(r.A, r.b, r.C, r.c)
+                if status == "solved" and certify(r, *sol, norm, config.tol).ok:
+                    out[j] = (sol[0], sol[1])
+            continue  # nuclear norm with equality rows: the conic path
         status, *sol = ldp(r.A, r.b)  # feasibility is the same for both norms
         if status == "infeasible":
             if farkas_check(r.A, r.b, sol[0], config.farkas_ratio):
