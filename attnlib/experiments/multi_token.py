@@ -153,7 +153,7 @@ def train_relu_candidates(data: AttentionData, V, W0, steps: int = 2001, lr: flo
     record = list(range(0, steps + 1, record_every))
     if record[-1] != steps:
         record.append(steps)
-    with torch.no_grad():
+    with torch.inference_mode():  # no autograd bookkeeping on the ~25 operations of a step
         K, a, vh, vg, y = _prepare(X, Y, z, V.to(X), W0.to(X))
         m = vh.shape[1]
         A = torch.zeros(T * n, B, device=dev, dtype=dt)
@@ -171,8 +171,8 @@ def train_relu_candidates(data: AttentionData, V, W0, steps: int = 2001, lr: flo
             b = a.shape[-1]
             s = torch.log_softmax(a.view(T, n, b), dim=0).exp_()  # (T, n, b)
             Vh = (vh * s.view(T, 1, n, b)).sum(0)  # V^T h_i, (m, n, b)
-            act = Vh.gt(0).to(dt)
-            f = Vh.mul_(act).sum(0)  # head output, (n, b)
+            act = Vh.gt(0)  # bool: a factor 1 or 0 below, without a float copy
+            f = Vh.clamp_min_(0).sum(0)  # head output, (n, b)
             w = torch.sigmoid(f.mul_(y).mul_(-n)).mul_(y)  # |l'(Y_i f_i)| Y_i / n
             g = (vg * act.view(m, 1, n, b)).sum(0)  # token values g_it, (T, n, b)
             pair = (g.view(T, 1, n, b) - g.view(1, T, n, b)) * s.view(1, T, n, b)
@@ -191,9 +191,10 @@ def train_relu_candidates(data: AttentionData, V, W0, steps: int = 2001, lr: flo
                     rows = rows[still]
                     K, a, vh, vg, y, A = (t[..., still].contiguous()
                                           for t in (K, a, vh, vg, y, A))
+    hist = hist.clone()  # an ordinary tensor, out of inference mode
     A_hist = hist.view(len(record), T, n, B).permute(3, 0, 2, 1)  # (B, S, n, T)
     return CandidateRuns(X, z, W0.to(X), A_hist,
-                         torch.tensor(record, device=dev), exited)
+                         torch.tensor(record, device=dev), exited.clone())
 
 
 def train_relu_reference(data: AttentionData, V, W0, steps: int = 2001, lr: float = 0.1,
