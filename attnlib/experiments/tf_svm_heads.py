@@ -153,7 +153,7 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
                    T: int = 4,
                    steps: int = 2001, record_every: int = 100, seed: int = 1,
                    max_batch: int = 16384, max_candidates: int = 200_000, chunk: int = 1024,
-                   workers: int = 2, progress: bool = True, device: str | None = None):
+                   workers: int = 1, progress: bool = True, device: str | None = None):
     r"""E4: the ReLU head f = 1ᵀReLU(Vᵀ Xᵀ s) with a fixed random V (‖V‖_F = 1), W trained by
     normalised GD. A run is kept only if its final softmax separates cleanly (no probability
     in (1e-6, 1e-3], at least one ≤ 1e-6) and both SVMs are feasible, until ``accepted`` runs
@@ -171,7 +171,9 @@ def tf_multi_token(accepted: int = 500, ds: tuple[int, ...] = (4, 6, 8, 10), n: 
     acceptance rate seen so far) and trained ``chunk`` at a time, ``workers`` chunks in
     parallel, by :func:`attnlib.experiments.multi_token.train_relu_candidates` (the same
     iteration as :func:`attnlib.train`, in kernel coordinates, with the trajectory recorded
-    on the fly); the stream stops at the chunk that fills the quota.
+    on the fly); the stream stops at the chunk that fills the quota. One worker by default:
+    the book's notebooks already run two at a time, and a second worker trains chunks past
+    the quota (counted in ``trained_d*``, the only number ``workers`` changes) for no gain.
 
     See chapter 7, *Nonlinear heads select several tokens*.
     """
