@@ -70,17 +70,21 @@ def official_nuclear_rank(data, alpha, tol: float = 1e-7) -> np.ndarray:
     a = to_numpy(alpha).astype(np.int64)
     B, n, T, d = X.shape
     ranks = np.zeros(B)
+    # one problem, its rows a parameter: cvxpy canonicalises it once, and each solve starts
+    # SCS cold (warm_start=False), so SCS gets the same data as a problem built per instance
+    R = cp.Parameter((n * (T - 1), d * d))
+    W = cp.Variable((d, d))
+    prob = cp.Problem(cp.Minimize(cp.normNuc(W)), [R @ cp.vec(W, order="C") >= 1])
     for b in range(B):  # the official notebook's protocol, one instance at a time
         D = X[b][np.arange(n), a[b]][:, None, :] - X[b]  # (n, T, d)
         keep = np.arange(T)[None, :] != a[b][:, None]
-        rows = np.einsum("itj,ik->itjk", D, z[b])[keep].reshape(-1, d * d)  # <R, W> >= 1
-        W = cp.Variable((d, d))
+        R.value = np.einsum("itj,ik->itjk", D, z[b])[keep].reshape(-1, d * d)  # <R, W> >= 1
         try:
-            cp.Problem(cp.Minimize(cp.normNuc(W)), [rows @ cp.vec(W, order="C") >= 1]).solve(
-                solver="SCS")
+            prob.solve(solver="SCS", warm_start=False)
+            value = W.value
         except cp.error.SolverError:
-            pass
-        ranks[b] = np.nan if W.value is None else np.linalg.matrix_rank(W.value, tol=tol)
+            value = None
+        ranks[b] = np.nan if value is None else np.linalg.matrix_rank(value, tol=tol)
     return ranks
 
 
