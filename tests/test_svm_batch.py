@@ -77,3 +77,23 @@ def test_bad_inputs():
         svm.solve_each(data, torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="config"):
         svm.solve_each(data, optimal_tokens(data), config="SCS")
+
+
+def test_known_feasible_trials_skip_the_feasibility_check_with_the_same_answers(monkeypatch):
+    from attnlib.data import random_data
+    from attnlib.svm import engine, solve_each
+    from attnlib.tokens import optimal_tokens
+
+    data = random_data(10, 5, 4, trials=12, seed=3, device="cpu")  # some infeasible
+    alpha = optimal_tokens(data)
+    ref = solve_each(data, alpha, "nuc")
+    calls = []
+    real = engine.ldp
+    monkeypatch.setattr(engine, "ldp", lambda A, b: calls.append(1) or real(A, b))
+    got = solve_each(data, alpha, "nuc", feasible=ref.feasible)
+    assert len(calls) == int((~ref.feasible).sum())  # the LDP only where not known
+    assert torch.equal(got.feasible, ref.feasible) and torch.equal(got.failed, ref.failed)
+    assert torch.equal(got.W.nan_to_num(7.0), ref.W.nan_to_num(7.0))
+    # a trial wrongly declared feasible is still found infeasible (certified either way)
+    wrong = solve_each(data, alpha, "nuc", feasible=torch.ones(12, dtype=torch.bool))
+    assert torch.equal(wrong.feasible, ref.feasible)

@@ -262,7 +262,8 @@ def tf_svm_rank(trials: int = 100, ds: tuple[int, ...] = (1, 2, 3, 4, 5, 10, 15,
         Wn, lam = torch.full_like(Wf, math.nan), torch.full_like(sol.lam, math.nan)
         if ok.any():  # feasibility is the same for both norms: solve the nuclear one there
             idx = torch.nonzero(ok).flatten()
-            nuc = solve_each(_subset(data, idx), opt[idx], "nuc")
+            nuc = solve_each(_subset(data, idx), opt[idx], "nuc",
+                             feasible=torch.ones(len(idx), dtype=torch.bool))
             Wn[idx], lam[idx] = nuc.W.to(Wn), nuc.lam.to(lam)
             gave_up = idx[~nuc.feasible]  # the solver gave up: leave these out, count them
             ok[gave_up], fail[gave_up] = False, True

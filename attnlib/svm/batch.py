@@ -44,7 +44,8 @@ class Solutions(NamedTuple):
     lam: torch.Tensor
 
 
-def solve_each(data, alpha, norm="fro", *, config=None, progress=False, desc="SVM") -> Solutions:
+def solve_each(data, alpha, norm="fro", *, config=None, progress=False, desc="SVM",
+               feasible=None) -> Solutions:
     """Att-SVM of every trial, first solver then the fallbacks; an infeasible or failed trial
     does not stop the others.
 
@@ -69,6 +70,10 @@ def solve_each(data, alpha, norm="fro", *, config=None, progress=False, desc="SV
         tqdm progress bar over the trials.
     desc : str
         Label of the progress bar.
+    feasible : bool tensor (B,), optional
+        Trials already known to be feasible (feasibility is the same for every norm, e.g.
+        from their Frobenius solve): the nuclear norm's fast path solves their SDP without
+        checking feasibility first. The answers are certified as always.
 
     Returns
     -------
@@ -84,6 +89,8 @@ def solve_each(data, alpha, norm="fro", *, config=None, progress=False, desc="SV
     alpha = torch.as_tensor(alpha)
     if alpha.ndim != 2 or alpha.shape[0] != B:
         raise ValueError(f"alpha: expected shape (B,n) with B={B}, got {tuple(alpha.shape)}")
+    known = frozenset() if feasible is None else frozenset(
+        torch.nonzero(torch.as_tensor(feasible, dtype=torch.bool).reshape(B)).flatten().tolist())
     key = norm_key(norm)
     items, X, _, ac, _, _ = att_rows(data, None, alpha, key, None)
     n, T = X.shape[-3:-1]
@@ -92,7 +99,7 @@ def solve_each(data, alpha, norm="fro", *, config=None, progress=False, desc="SV
     feasible = torch.zeros(B, dtype=torch.bool)
     failed = torch.zeros(B, dtype=torch.bool)
     fallback = torch.zeros(B, dtype=torch.bool)
-    outs = solve_many(items, key, cfg, progress, desc)  # an infeasible trial stops nothing
+    outs = solve_many(items, key, cfg, progress, desc, known)  # an infeasible one stops nothing
     for b, out in enumerate(outs):
         if isinstance(out, InfeasibleError):
             continue

@@ -389,11 +389,12 @@ def _solve_one(r: Rows, norm, config: SolveConfig, index: int = 0):
     raise err
 
 
-def _fast(items: list, idx: list, norm, config: SolveConfig) -> dict:
+def _fast(items: list, idx: list, norm, config: SolveConfig, known=frozenset()) -> dict:
     """The instances ``idx`` that :mod:`attnlib.svm.fast` decided: {j: (w, lam)} for answers
     that pass :func:`certify`, {j: None} for infeasibility proved by a verified Farkas
     certificate (:func:`~attnlib.svm.fast.farkas_check`). The rest is left to the conic
-    solvers."""
+    solvers. ``known``: instances already known to be feasible, whose nuclear SDP is tried
+    without the LDP that checks feasibility first."""
     out, nuc = {}, {}
     for j in idx:
         r = items[j]
@@ -403,8 +404,8 @@ def _fast(items: list, idx: list, norm, config: SolveConfig) -> dict:
                 if status == "solved" and certify(r, *sol, norm, config.tol).ok:
                     out[j] = (sol[0], sol[1])
             continue  # nuclear norm with equality rows: the conic path
-        status, *sol = ldp(r.A, r.b)  # feasibility is the same for both norms
-        if status == "infeasible":
+        status, *sol = ("solved",) if norm == "nuc" and j in known else ldp(r.A, r.b)
+        if status == "infeasible":  # feasibility is the same for both norms
             if farkas_check(r.A, r.b, sol[0], config.farkas_ratio):
                 out[j] = None
         elif status == "solved" and norm == "fro":
@@ -430,7 +431,8 @@ def _fast(items: list, idx: list, norm, config: SolveConfig) -> dict:
     return out
 
 
-def solve_many(items: list, norm, config: SolveConfig, progress=False, desc="SVM") -> list:
+def solve_many(items: list, norm, config: SolveConfig, progress=False, desc="SVM",
+               known=frozenset()) -> list:
     """Solve and certify every instance; one outcome per instance, never raising.
 
     An outcome is ``(W, lam, solver)`` -- the certified answer and who gave it (``"fast"`` for
@@ -439,6 +441,7 @@ def solve_many(items: list, norm, config: SolveConfig, progress=False, desc="SVM
     :class:`UncertifiedError` the instance raised. Instances of one shape share a compiled
     problem; Frobenius ones left by the fast solvers are solved ``CHUNK`` at a time as one
     problem, and an instance of a chunk that fails or is not certified is re-solved alone.
+    ``known``: indices of instances already known to be feasible (see :func:`_fast`).
     """
     out = [None] * len(items)
     groups = {}
@@ -455,7 +458,7 @@ def solve_many(items: list, norm, config: SolveConfig, progress=False, desc="SVM
         # the fast solvers stand in for the first Clarabel attempt (none with a cap)
         if config.fast and config.max_iters is None and config.solvers[0] == "CLARABEL" \
                 and norm in ("fro", "nuc"):
-            done = _fast(items, idx, norm, config)
+            done = _fast(items, idx, norm, config, known)
             for j, sol in done.items():
                 out[j] = Infeasible(j) if sol is None else (*_finish(items[j], *sol), "fast")
             idx = [j for j in idx if j not in done]
