@@ -23,6 +23,14 @@ def _srcs(driver, imgs):
                                  list(imgs))
 
 
+#: JavaScript: what the explorer shows after a move, in one round trip: every panel's image
+#: and the value written beside the control ``arguments[1]`` (as Selenium's ``.text`` reads it)
+_SHOWN = """
+const [imgs, value] = [arguments[0], arguments[1]];
+return [imgs.map(i => i.getAttribute('src') || ''), value.innerText.trim()];
+"""
+
+
 def _set(driver, control, value: int, start: int):
     """Move one control to the value index ``value`` as a reader would (keys or a click)."""
     from selenium.webdriver.common.by import By
@@ -44,9 +52,12 @@ def check_explorer(driver, root, tag: str) -> dict:
     """Exercise every control of the static explorer ``root`` (a ``div.attnlib-explorer``).
 
     Asserts what the module docstring says; returns ``{control name: number of values that
-    changed the figure}``.
+    changed the figure}``. (Each value costs two round trips: the move, typed or clicked, and
+    one script reading every panel and the value's label; a slider walks its values one right
+    arrow at a time, as a reader holding the key does.)
     """
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
 
     data = json.loads(driver.execute_script(
         "return arguments[0].querySelector('script.attnlib-data').textContent", root))
@@ -72,13 +83,17 @@ def check_explorer(driver, root, tag: str) -> dict:
         value = c.find_element(By.CSS_SELECTOR, ".attnlib-value")
         assert value.text == data["labels"][i][start[i]], f"{tag}/{name}: default value label"
         changed[name] = 0
+        slider = c.find_elements(By.CSS_SELECTOR, "input[type=range]")
         for v in range(sizes[i]):
-            _set(driver, c, v, start[i])
+            if slider and v > 0:  # focused, one value below: one right arrow on
+                slider[0].send_keys(Keys.ARROW_RIGHT)
+            else:  # the first value (Home), a button
+                _set(driver, c, v, start[i])
             idx = list(start)
             idx[i] = v
-            now = _srcs(driver, imgs)
+            now, label = driver.execute_script(_SHOWN, list(imgs), value)
             assert now == expected(idx), f"{tag}/{name}: value {v} shows another frame"
-            assert value.text == data["labels"][i][v], f"{tag}/{name}: label not updated"
+            assert label == data["labels"][i][v], f"{tag}/{name}: label not updated"
             changed[name] += now != default
         assert changed[name] >= 1, f"{tag}: moving {name!r} does not change the figure"
         _set(driver, c, start[i], start[i])

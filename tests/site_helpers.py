@@ -36,6 +36,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -224,11 +225,16 @@ class Action:
     controls moved), in the order of ``order``; ``run(driver, page, size, seen)`` returns what its
     tests read.  ``seen`` is what the visit found so far at that size (``seen["entries"]``: the
     page's console entries).  An exception it raises is kept and raised again by
-    :func:`visited`.  An action of order 90 or more changes the page for good (every folded
-    block opened, the search field opened): these run after every size was read, laptop first."""
+    :func:`visited`.  ``sizes``: the sizes it is run at (all by default; at the others its
+    result is None), so that the page is not turned to a size where nothing is left to do.  An
+    action of order 90 or more changes the page for good (every folded block opened): these
+    run after every size was read, laptop first."""
 
-    def __init__(self, order: int, run: Callable):
-        self.order, self.run = order, run
+    def __init__(self, order: int, run: Callable, sizes: tuple[str, ...] | None = None):
+        self.order, self.run, self.sizes = order, run, sizes
+
+    def runs_at(self, size: str) -> bool:
+        return self.sizes is None or size in self.sizes
 
 
 #: name -> Action, registered by the test modules
@@ -265,14 +271,30 @@ def _run(action: Action, driver, page: str, size: str, seen: dict):
         return exc
 
 
+#: ``ATTNLIB_VISIT_TIMES=file``: each step of each visit (load, resize, reader, action) and
+#: its seconds are appended to that file, a line each (where a page's time goes)
+_TIMES = os.environ.get("ATTNLIB_VISIT_TIMES")
+
+
+def _timed(page: str, step: str, fn: Callable, *args):
+    t0 = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        if _TIMES:
+            with open(_TIMES, "a") as f:
+                f.write(f"{page}\t{step}\t{time.perf_counter() - t0:.3f}\n")
+
+
 def visit(driver, served_site: str, page: str, size: str) -> dict:
     """What the visit of ``page`` found at ``size`` (the page is visited once: later calls
     return the same dicts): its console entries (``"entries"``: those of the load and of the
     reading at that size; ``"console"``: the errors :func:`console_errors` keeps), then the
     result of every script of :data:`READERS` and every action of :data:`ACTIONS` under its
-    name.  The page is loaded once, at the first size of :data:`SIZES`, and read at each size
-    in turn (readers, then the actions of order below :data:`LATE`); then the late actions run,
-    at the last size first."""
+    name.  The page is loaded once, at the first size of :data:`SIZES` (the window turned to it
+    on a blank page, where a new size costs no layout of the page before), and read at each
+    size in turn (readers, then the actions of order below :data:`LATE`); then the late
+    actions run, at the last size first (the page turned only to a size where one runs)."""
     if page not in _VISITS:
         old = driver.get_window_size()
         sizes = list(SIZES)
@@ -282,23 +304,27 @@ def visit(driver, served_site: str, page: str, size: str) -> dict:
         late = sorted((kv for kv in ACTIONS.items() if kv[1].order >= LATE),
                       key=lambda kv: kv[1].order)
         try:
-            set_size(driver, sizes[0])
-            loaded = open_page(driver, f"{served_site}/{page}")
+            driver.get("about:blank")
+            _timed(page, f"size {sizes[0]}", set_size, driver, sizes[0])
+            loaded = _timed(page, "load", open_page, driver, f"{served_site}/{page}")
             for s in sizes:
                 if s != sizes[0]:
-                    set_size(driver, s)
+                    _timed(page, f"size {s}", set_size, driver, s)
                 entries = loaded + driver.get_log("browser")
                 seen[s].update(entries=entries, console=console_errors(entries))
                 for name, js in READERS.items():
-                    seen[s][name] = driver.execute_script(js, s)
+                    seen[s][name] = _timed(page, f"{name} {s}", driver.execute_script, js, s)
                 for name, action in early:
-                    seen[s][name] = _run(action, driver, page, s, seen[s])
+                    seen[s][name] = _timed(page, f"{name} {s}", _run, action, driver, page, s,
+                                           seen[s]) if action.runs_at(s) else None
                 seen[s]["entries"] += driver.get_log("browser")
             for s in reversed(sizes):
-                if late:
-                    set_size(driver, s)
+                here = [(name, a) for name, a in late if a.runs_at(s)]
+                if here and s != sizes[-1]:  # (the page is at the last size already)
+                    _timed(page, f"size {s}", set_size, driver, s)
                 for name, action in late:
-                    seen[s][name] = _run(action, driver, page, s, seen[s])
+                    seen[s][name] = _timed(page, f"{name} {s}", _run, action, driver, page, s,
+                                           seen[s]) if (name, action) in here else None
                 seen[s]["entries"] += driver.get_log("browser")
             for s in sizes:
                 seen[s]["console"] = console_errors(seen[s]["entries"])
