@@ -95,7 +95,7 @@ def _subset(data: AttentionData, idx: torch.Tensor) -> AttentionData:
     chapter="07_nonlinear_heads",
     title="ReLU head: several selected tokens, GD direction vs the generalised SVM equivalence",
     plot=plot_multi,
-    seconds=72,  # measured 2026-11-29: one process beside other jobs (load average 3-4), 2-core CPU
+    seconds=56,  # measured 2026-11-29 05:58 UTC: CPU s of one process under the lock (load 2-3)
     targets=[
         Target("eq_le_dir", "SVM-eq ≤ W^dir in final 1 − corr, every run: W^eq is the "
                "projection of W(2001) on S_fin ⊕ span(W^dir), which contains W^dir", "holds", 1,

@@ -169,7 +169,7 @@ def _official_target(n, d, paper, lo, hi):
     "tf_svm_rank", paper=f"{PAPER} Fig. 4 (E3, svm_rank.ipynb)", chapter="05_w_vs_kq",
     title="Rank of the Frobenius and nuclear Att-SVM solutions over (n, T, d)",
     plot=plot_rank,
-    seconds=32,  # measured 2026-11-29: one process beside other jobs (load average 3-4), 2-core CPU
+    seconds=25,  # measured 2026-11-29 05:58 UTC: CPU s of one process under the lock (load 2-3)
     bounds={"official_trials": (0, None), "full_trials": (1, None)},
     targets=[
         Target("margin_err_max", "every feasible Frobenius solution: |min margin − 1|",
