@@ -171,6 +171,24 @@ def test_equal_step_check_is_the_exact_gradient_run_against_its_own_svm(svm_res)
 
 
 @pytest.mark.slow
+def test_equal_step_autograd_runs_are_their_own(svm_res):
+    """The equal-step autograd numbers: GD's is the table's GD run (the same call, trained
+    once, its SVMs solved once), l1.1-MD's is its own run at GD's rate, not the table's l1.1
+    run at lr_md."""
+    n = svm_res.numbers
+    assert n["ddir_gd_equal_autograd"] == pytest.approx(n["ddir_gd_q2"], rel=1e-12)
+    data = text.sentiment_sentences(n=48, T=8, dim=12, distractors=3, seed=0,
+                                    dtype=torch.float64)
+    X, _, z = data.part("train")
+    W = realdata.fit(data, "md", (0.1,), lp=1.1, steps=600, eval_every=600, seeds=(0, 1),
+                     v=data.v, normalized=True)["W"][0, -1]
+    alpha = text.attention(W, X, z).argmax(-1)
+    d = [float(bregman_direction(att_svm(X, z, alpha[b], norm=1.1), W[b], 1.1))
+         for b in range(2)]
+    assert n["ddir_md_equal_autograd"] == pytest.approx(np.mean(d), rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.slow
 def test_svm_distances_match_a_recomputation(svm_res):
     D = torch.as_tensor(svm_res.arrays["ddir"])  # (p, seed, q)
     assert D.shape == (3, 2, 3) and torch.isfinite(D).all()
