@@ -193,3 +193,19 @@ def test_train_signature_and_config_defaults():
     fields = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     assert fields == {k: documented[k] for k in fields}
     assert TrainConfig().settings() == {k: documented[k] for k in fields if k != "progress"}
+
+
+def test_results_are_ordinary_tensors_out_of_inference_mode():
+    """The loop runs under torch.inference_mode; what it returns must work like any tensor:
+    updated in place, and used by autograd (an inference tensor refuses both)."""
+    from attnlib.data import random_data
+
+    data = random_data(3, 4, 5, trials=2, seed=0)
+    for param in ("W", "KQ", "p"):
+        res = al.train(data, param, steps=20, record_every=5)
+        tensors = [res.W, res.stopped, res.nonfinite, res.stalled, *res.history.values()]
+        tensors += [t for t in (res.K, res.Q, res.p) if t is not None]
+        assert not any(t.is_inference() for t in tensors), param
+        w = res.W.clone().requires_grad_(True)
+        (w * res.W).sum().backward()  # autograd takes a returned tensor
+        res.history["loss"].add_(1.0)  # and an in-place update
