@@ -293,10 +293,11 @@ def _draw_lambda(fig, lam, T, iterations):
     k = int(iterations)
     ax0, ax1 = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(1.3, 1)))
     styles = ("-", "--", "-.", ":")
+    paths = []
     for t in range(int(T)):
         c = plots.color_of(t)
-        ax0.plot(r["steps"][:k + 1], r["s"][:k + 1, t], styles[t % 4], color=c, lw=2,
-                 label=f"$x_{{{t + 1}}}$")
+        paths += ax0.plot(r["steps"][:k + 1], r["s"][:k + 1, t], styles[t % 4], color=c, lw=2,
+                          label=f"$x_{{{t + 1}}}$")
         ax0.axhline(r["s_opt"][t], color=c, lw=0.8, ls=":")
     ax0.set_xscale("symlog", linthresh=10)
     ax0.set_xlim(0, _LH_ITERS[-1])
@@ -307,15 +308,31 @@ def _draw_lambda(fig, lam, T, iterations):
     ax0.tick_params(labelsize=_FONT)
     ax0.legend(fontsize=_FONT, loc="upper left", ncol=2 if int(T) > 4 else 1)
     x = np.arange(int(T))
-    ax1.bar(x, r["s"][k], 0.6, color=[plots.color_of(t) for t in range(int(T))],
-            label=f"GD at k = {k}")
+    bars = ax1.bar(x, r["s"][k], 0.6, color=[plots.color_of(t) for t in range(int(T))],
+                   label=f"GD at k = {k}")
     ax1.plot(x, r["s_opt"], "_", color="k", ms=22, mew=2.5, label="best $s^*$")
     ax1.set_xticks(x, [f"$x_{{{t + 1}}}$" for t in x])
     ax1.set_ylim(0, 1.02)
     ax1.set_xlabel("token", fontsize=_FONT)
     ax1.set_title(f"attention at k = {k}", fontsize=_FONT)
     ax1.tick_params(labelsize=_FONT)
-    ax1.legend(fontsize=_FONT, loc="upper right")
+    legend = ax1.legend(fontsize=_FONT, loc="upper right")
+
+    def update(lam2, T2, iterations):  # another iteration: move the paths, bars and titles
+        if float(lam2) != float(lam) or int(T2) != int(T):
+            return False
+        k = int(iterations)
+        for t, line in enumerate(paths):
+            line.set_data(r["steps"][:k + 1], r["s"][:k + 1, t])
+        for bar, h in zip(bars, r["s"][k]):
+            bar.set_height(h)
+        for text in legend.get_texts():
+            if text.get_text().startswith("GD at k"):
+                text.set_text(f"GD at k = {k}")
+        ax1.set_title(f"attention at k = {k}", fontsize=_FONT)
+        return True
+
+    return lambda lam, T, iterations: update(lam, T, iterations)
 
 
 def lambda_head(lam: float = 0.25, T: int = 4, *, iterations: int = 2000,

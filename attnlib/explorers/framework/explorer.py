@@ -50,6 +50,9 @@ class Explorer:
     ----------
     draw : callable
         ``draw(fig, **values)`` draws onto the empty :class:`matplotlib.figure.Figure` ``fig``.
+        It may return ``update(**values) -> bool``, which changes the drawn figure in place into
+        the figure of other values when it can (returning True; the same pixels as a fresh
+        draw) and else returns False: the static renderer then skips clearing and redrawing.
     controls : sequence of Control
         The controls; their names are ``draw``'s keyword arguments.
     name : str
@@ -157,7 +160,11 @@ class Explorer:
         as on the static site, whose controls show their values beside them)."""
         fig.clear()
         fig.subplots_adjust(**self.margins)
-        self.draw(fig, **values)
+        update = self.draw(fig, **values)
+        # a draw function may return ``update(**values) -> bool``: it redraws the figure in
+        # place for other values when it can (True; e.g. only the iteration moved), else
+        # False. The static renderer uses it; the result must be the figure draw would make.
+        fig.attnlib_update = update if callable(update) else None
         label = self.label(values, names)
         if label:
             fig.suptitle(label, fontsize=10, color="0.2")

@@ -258,14 +258,26 @@ class StaticExplorer:
         self.images, self.frames, self.notes = [], [], []
         seen, cuts = {}, None
         k0 = frame_key(self.start, self.sizes)
-        # the default frame first: its axes' final positions (aspect) give the cuts
-        order = [k0] + [k for k in range(math.prod(self.sizes)) if k != k0]
+        # the default frame first: its axes' final positions (aspect) give the cuts; then the
+        # play (or first slider) control varying fastest, so that a draw function's update
+        # (see Explorer) redraws in place from one frame to the next
+        fast = self.names.index(ex.play or (ex.slider or self.names)[0]) if self.names else 0
+        perm = [i for i in range(len(self.sizes)) if i != fast] + [fast]
+        order = [k0]
+        for idx in itertools.product(*(range(self.sizes[i]) for i in perm)):
+            full = [0] * len(perm)
+            for i, v in zip(perm, idx):
+                full[i] = v
+            if (k := frame_key(tuple(full), self.sizes)) != k0:
+                order.append(k)
         settings = list(self.settings())
         panels = {}
         for k in order:
             vals = settings[k]
-            ex.draw_into(fig, vals, names=[])
-            _fix_titles(fig)
+            update = getattr(fig, "attnlib_update", None)
+            if update is None or not update(**vals):
+                ex.draw_into(fig, vals, names=[])
+                _fix_titles(fig)
             canvas.draw()
             if cuts is None:
                 cuts = _cuts(fig, canvas.get_renderer())
