@@ -180,8 +180,8 @@ def _fix_titles(fig):
                 or ax.xaxis.get_label_position() == "top"
                 or any(t.get_position()[1] != 1.0 for t in titles)):
             continue
-        ax.yaxis._update_ticks()  # sets the offset text, as the draw would
-        if ax.yaxis.offsetText.get_visible() and ax.yaxis.offsetText.get_text():
+        ax.yaxis._update_ticks()  # the formatter's offset, as the draw computes it
+        if ax.yaxis.offsetText.get_visible() and ax.yaxis.major.formatter.get_offset():
             continue
         ax._autotitlepos = False
 

@@ -1,0 +1,122 @@
+"""The static renderer's shortcuts draw the same pixels as a plain clear-and-redraw.
+
+Oracles: a fresh matplotlib render of the same setting (a new figure, draw function called,
+no update, titles placed by matplotlib), compared pixel for pixel; the pages' decoded images.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from attnlib import explorers
+from attnlib.explorers import Control, Explorer
+from attnlib.explorers.framework import static as static_mod
+from attnlib.plots import BookFigure
+
+
+def _rgb(png: bytes) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=int)
+
+
+def _pixels(fig) -> np.ndarray:
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+
+
+def _frames(st) -> list[list[np.ndarray]]:
+    return [[_rgb(st.images[j]) for j in f] for f in st.frames]
+
+
+def _toy(with_update: bool, calls: list):
+    """Two panels; ``phase`` (the slider) moves the line, the bar and both titles."""
+
+    def draw(fig, slope, phase):
+        ax0, ax1 = fig.subplots(1, 2)
+        x = np.linspace(0, 1, 20)
+        (line,) = ax0.plot(x, slope * x + phase)
+        ax0.set_ylim(-1, 4)
+        ax0.set_title(f"phase {phase:g}")
+        bars = ax1.bar([0, 1], [slope, phase], label=f"phase {phase:g}")
+        ax1.set_ylim(0, 3)
+        ax1.set_title("bars")
+        legend = ax1.legend(loc="upper left")
+
+        def update(slope2, phase2):
+            if slope2 != slope:
+                return False
+            calls.append(phase2)
+            line.set_ydata(slope * x + phase2)
+            bars[1].set_height(phase2)
+            ax0.set_title(f"phase {phase2:g}")
+            legend.get_texts()[0].set_text(f"phase {phase2:g}")
+            return True
+
+        return (lambda slope, phase: update(slope, phase)) if with_update else None
+
+    controls = [Control("slope", (1.0, 2.0), default=1.0, static=(1.0, 2.0)),
+                Control("phase", (0.0, 0.5, 1.0, 2.0), default=0.5)]
+    return Explorer(draw, controls, name="toy-update", slider="phase", figsize=(5, 2),
+                    static_dpi=50)
+
+
+def test_an_update_draws_the_pixels_of_a_fresh_draw():
+    calls = []
+    plain = _toy(False, calls).static()
+    fast = _toy(True, calls).static()
+    assert calls, "the update was not used"
+    assert fast.frames == plain.frames and len(fast.images) == len(plain.images)
+    for a, b in zip(_frames(plain), _frames(fast)):
+        for x, y in zip(a, b):
+            assert np.array_equal(x, y)
+
+
+def test_titles_are_pinned_only_where_matplotlib_leaves_them():
+    def figure():
+        fig = BookFigure(figsize=(6, 2.5), dpi=60)
+        ax0, ax1, ax2 = fig.subplots(1, 3)
+        ax0.plot([0, 1], [0, 1])
+        ax0.set_title("plain")
+        ax1.plot([0, 1], [1e6, 1e6 + 1])  # a y offset text ("+1e6") beside the title
+        ax1.set_title("offset", loc="left")
+        ax2.plot([0, 1], [0, 1])
+        ax2.xaxis.tick_top()  # tick labels on top: the title moves above them
+        ax2.set_title("top")
+        return fig
+
+    fig = figure()
+    ref = _pixels(fig)
+    pinned = figure()
+    static_mod._fix_titles(pinned)
+    assert [ax._autotitlepos for ax in pinned.axes][0] is False
+    assert [ax._autotitlepos for ax in pinned.axes][1:] == [True, True]
+    assert np.array_equal(_pixels(pinned), ref)
+
+
+def test_lambda_head_update_is_a_fresh_draw():
+    ex = explorers.lambda_head(lam=0.25, T=4, mode="live").explorer
+    for lam, T, (k0, k1) in ((0.25, 4, (100, 500)), (1.0, 8, (0, 2000))):
+        moved = BookFigure(figsize=ex.figsize, dpi=50)
+        ex.draw_into(moved, ex.values(lam=lam, T=T, iterations=k0), names=[])
+        _pixels(moved)
+        assert moved.attnlib_update(lam=lam, T=T, iterations=k1)
+        assert not moved.attnlib_update(lam=0.0, T=T, iterations=k1)  # a rerun: no update
+        fresh = BookFigure(figsize=ex.figsize, dpi=50)
+        ex.draw_into(fresh, ex.values(lam=lam, T=T, iterations=k1), names=[])
+        assert np.array_equal(_pixels(moved), _pixels(fresh))
+
+
+def test_recompressing_keeps_the_pixels():
+    st = _toy(False, []).static()
+    before = _frames(st)
+    nbytes = st.nbytes
+    st._recompress(9)
+    assert st.nbytes <= nbytes
+    for a, b in zip(before, _frames(st)):
+        for x, y in zip(a, b):
+            assert np.array_equal(x, y)
