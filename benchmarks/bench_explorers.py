@@ -71,7 +71,7 @@ def bench(name, repeat):
     if heavy is not None:
         _, row["heavy_wall"], row["heavy_cpu"] = _timed(lambda: live.update(**heavy))
     st, row["static_wall"], row["static_cpu"] = _timed(lambda: make(mode="static", **kw))
-    row.update(frames=sum(p.frames for p in st.panels), panels=len(st.panels),
+    row.update(frames=len(st.frames) * len(st.frames[0]), panels=len(st.frames[0]),
                mb=st.nbytes / 1e6, dpi=st.dpi)
     return row
 
