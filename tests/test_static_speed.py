@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from attnlib import explorers
@@ -98,16 +99,30 @@ def test_titles_are_pinned_only_where_matplotlib_leaves_them():
     assert np.array_equal(_pixels(pinned), ref)
 
 
-def test_lambda_head_update_is_a_fresh_draw():
-    ex = explorers.lambda_head(lam=0.25, T=4, mode="live").explorer
-    for lam, T, (k0, k1) in ((0.25, 4, (100, 500)), (1.0, 8, (0, 2000))):
+@pytest.mark.parametrize("name, kw, pairs, other", [
+    ("lambda_head", dict(lam=0.25, T=4),
+     [(dict(lam=0.25, T=4, iterations=100), 500), (dict(lam=1.0, T=8, iterations=0), 2000)],
+     dict(lam=0.0)),
+    ("causal_explorer", dict(),
+     [(dict(iterations=0), 1000), (dict(attention="bidirectional", sequence=1,
+                                        iterations=2000), 300)],
+     dict(attention="causal", sequence=0)),
+])
+def test_an_explorer_update_is_a_fresh_draw(name, kw, pairs, other):
+    """Moved from one iteration to another in place, the figure has the pixels of a new
+    figure drawn at that iteration; another value of a control that reruns: no update."""
+    ex = getattr(explorers, name)(mode="live", **kw).explorer
+    for start, k1 in pairs:
         moved = BookFigure(figsize=ex.figsize, dpi=50)
-        ex.draw_into(moved, ex.values(lam=lam, T=T, iterations=k0), names=[])
+        vals = ex.values(**start)
+        ex.draw_into(moved, vals, names=[])
         _pixels(moved)
-        assert moved.attnlib_update(lam=lam, T=T, iterations=k1)
-        assert not moved.attnlib_update(lam=0.0, T=T, iterations=k1)  # a rerun: no update
+        new = {**vals, "iterations": k1}
+        assert moved.attnlib_update(**new)
+        if any(vals[c] != v for c, v in other.items()):
+            assert not moved.attnlib_update(**{**new, **other})
         fresh = BookFigure(figsize=ex.figsize, dpi=50)
-        ex.draw_into(fresh, ex.values(lam=lam, T=T, iterations=k1), names=[])
+        ex.draw_into(fresh, new, names=[])
         assert np.array_equal(_pixels(moved), _pixels(fresh))
 
 

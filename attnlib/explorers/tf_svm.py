@@ -328,15 +328,19 @@ def causal_explorer(n: int = 2, T: int = 6, d: int = 16, steps: int = 2000, seed
         steps = int(result.params["steps"])
         n, T = np.asarray(result.arrays["X"]).shape[1:3]
 
-    def draw(fig, attention, sequence, iterations):
+    def attention_at(attention, sequence, iterations):
         runs = causal_runs(n, T, d, steps, seed, trial, result)
         r = runs[attention]
         k = int(np.searchsorted(r["steps"], int(iterations)))
         W = torch.as_tensor(r["H"][k])
         X = torch.as_tensor(runs["X"])
         s = to_numpy(SQ.sequence_softmax(X, W, attention == "causal"))[int(sequence)]  # (T, T)
+        return r, k, s
+
+    def draw(fig, attention, sequence, iterations):
+        r, k, s = attention_at(attention, sequence, iterations)
         ax0, ax1 = fig.subplots(1, 2)
-        ax0.imshow(s, vmin=0, vmax=1, cmap="Blues")
+        image = ax0.imshow(s, vmin=0, vmax=1, cmap="Blues")
         q = np.arange(T)
         ax0.plot(r["alpha"][int(sequence)], q, "o", color=_C["target"], ms=5, label="final α_ik")
         ax0.plot(r["opt"][int(sequence)], q, "x", color="k", ms=6,
@@ -347,6 +351,18 @@ def causal_explorer(n: int = 2, T: int = 6, d: int = 16, steps: int = 2000, seed
         ax0.legend(fontsize=7, loc="lower left")
         plots.correlation_curves(r["steps"], {f"{attention} GD vs its SVM": r["corr"]}, ax=ax1,
                                  one_minus=True, mark=int(iterations), legend="upper right")
+        mark = ax1.lines[-1]  # the current iteration's vertical line, drawn last
+
+        def update(attention2, sequence2, iterations2):  # another iteration: same axes
+            if attention2 != attention or int(sequence2) != int(sequence):
+                return False
+            r2, k2, s2 = attention_at(attention2, sequence2, iterations2)
+            image.set_data(s2)
+            ax0.set_title(f"attention s_ik at step {int(r2['steps'][k2])}", fontsize=10)
+            mark.set_xdata([float(iterations2)] * 2)
+            return True
+
+        return lambda attention, sequence, iterations: update(attention, sequence, iterations)
 
     its = tuple(range(0, steps + 1, 100))
     # 11 frames for the play button: every tenth of the run
