@@ -222,16 +222,21 @@ def _wait(proc, wall):
 
 
 def _descendants(pid: int) -> list[int]:
-    """The processes under ``pid`` (children first), read from /proc."""
+    """The live processes under ``pid`` (children first), read from /proc. (A zombie, killed
+    but not yet reaped by its parent, is dead and has no children: it goes when its parent
+    does; counted, it kept :func:`_kill_tree` waiting out its patience while the parent
+    lived.)"""
     kids = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
                 with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+                ppid = int(ppid)
             except (OSError, ValueError, IndexError):
                 continue
-            kids.setdefault(ppid, []).append(int(d))
+            if state not in ("Z", "X"):
+                kids.setdefault(ppid, []).append(int(d))
     out, todo = [], [pid]
     while todo:
         for c in kids.get(todo.pop(), []):
