@@ -1,9 +1,10 @@
 """What the page tests of the built book (tests/test_site.py, tests/test_site_fit.py) read
 from each page, on the one visit per page and size that all browser tests share
 (site_helpers.visit): three read-only scripts (:data:`INSPECT`, :data:`OVERFLOW`,
-:data:`FIT`), then two actions that change the page, last (after the reader's screenshots and
-the explorers' controls): every folded block opened at 1366 x 768, the search button pressed
-on the phone. Importing this module registers them."""
+:data:`FIT`), then two actions that change the page, each at the size it checks: the search
+button pressed at the end of the phone pass, every folded block opened last of all at
+1366 x 768 (after the reader's screenshots and the explorers' controls). Importing this module
+registers them."""
 
 from __future__ import annotations
 
@@ -259,11 +260,13 @@ def _open_dropdowns(driver, page: str, size: str, seen: dict):
 
 # What this module reads from a page, on the one visit per page and size that all browser
 # tests share (site_helpers.visit): three read-only scripts, then two actions that change the
-
-
-# page, last (after the reader's screenshots and the explorers' controls).
+# page, each at the one size it checks and after that size's readers: the search button
+# pressed at the end of the phone pass (it closes the search again with Escape, so the laptop
+# pass, which counts the visible search boxes, finds one), every folded block opened last of
+# all at 1366 x 768 (after the reader's screenshots and the explorers' controls).
 READERS.update(inspect=INSPECT, overflow=OVERFLOW, fit=FIT)
-ACTIONS.update(search=Action(90, _phone_search), dropdowns=Action(91, _open_dropdowns))
+ACTIONS.update(search=Action(80, _phone_search, sizes=("390x844",)),
+               dropdowns=Action(91, _open_dropdowns, sizes=("1366x768",)))
 
 
 def page_info(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
