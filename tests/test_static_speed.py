@@ -107,6 +107,17 @@ def test_titles_are_pinned_only_where_matplotlib_leaves_them():
      [(dict(iterations=0), 1000), (dict(attention="bidirectional", sequence=1,
                                         iterations=2000), 300)],
      dict(attention="causal", sequence=0)),
+    # token_plane: another iteration, and another step size or loss of the same run (the
+    # chapters' static frames); the run reruns (its highlight and curves change)
+    ("token_plane", dict(example="e2"),
+     [(dict(iterations=10), 1000), (dict(iterations=1000, loss="exp"),
+                                    dict(iterations=10, loss="logistic", lr=1.0)),
+      (dict(init=3, iterations=0), dict(iterations=200))],
+     dict(init=2)),
+    # parameterisation: another iteration and step size; another run shown reruns
+    ("parameterisation", dict(),
+     [(dict(iterations=0), 1000), (dict(iterations=1000, lr=0.5), dict(iterations=10, lr=0.01))],
+     dict(param="W")),
 ])
 def test_an_explorer_update_is_a_fresh_draw(name, kw, pairs, other):
     """Moved from one iteration to another in place, the figure has the pixels of a new
@@ -117,7 +128,7 @@ def test_an_explorer_update_is_a_fresh_draw(name, kw, pairs, other):
         vals = ex.values(**start)
         ex.draw_into(moved, vals, names=[])
         _pixels(moved)
-        new = {**vals, "iterations": k1}
+        new = {**vals, **(k1 if isinstance(k1, dict) else {"iterations": k1})}
         assert moved.attnlib_update(**new)
         if any(vals[c] != v for c, v in other.items()):
             assert not moved.attnlib_update(**{**new, **other})

@@ -19,12 +19,14 @@ import math
 
 import numpy as np
 import torch
+from matplotlib.quiver import Quiver
 
 from attnlib import plots
 from attnlib.examples import three_token_example
 from attnlib.experiments import run
 from attnlib.experiments.max_margin_measures import SELECTION_POSITIONS, TOKEN_EXAMPLES, ray_losses
 from attnlib.explorers.framework import Control, Explorer, show_progress, with_static
+from attnlib.plots.plane import redraw_arrowheads
 from attnlib.tokens import scores
 
 _C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
@@ -116,6 +118,44 @@ def _draw_token_plane(fig, example, init, iterations, lr, normalized, loss):
     for ax in (ax1, ax2):
         ax.set_xlim(0, max(200, int(iterations)))
     ax1.set_ylim(1e-5, 2.5)
+
+    # in-place redraw for another iteration, step size, normalisation or loss of the same
+    # example and run, when every run approaches the same ray (same curves and legend):
+    # the paths, arrowheads, view, curves and x limits move; the same pixels as a new draw
+    B = d["P"].shape[0]
+    paths, starts = ax0.lines[0:2 * B:2], ax0.lines[1:2 * B:2]  # drawn first, in run order
+    quiver = [c for c in ax0.collections if isinstance(c, Quiver)]
+    quiver = quiver[0] if quiver else None
+    path_colors = [line.get_color() for line in paths]
+    corr_lines, prob_lines = list(ax1.lines), list(ax2.lines)
+    targets = [d["target"][b] for b in runs]
+    order = [b for j in range(len(d["short"])) for b in runs if d["target"][b] == j]
+
+    def update(**v):
+        nonlocal quiver
+        if v["example"] != example or v["init"] != init:
+            return False
+        e = token_plane_data(v["example"], float(v["lr"]), bool(v["normalized"]), v["loss"])
+        if [e["target"][b] for b in runs] != targets or not all(
+                np.array_equal(e[key], d[key]) for key in ("X", "gamma", "dirs", "support")):
+            return False
+        k = int(v["iterations"]) // _TP_RECORD + 1
+        P = e["P"][:, :k]
+        for b in range(B):
+            paths[b].set_data(P[b, :, 0], P[b, :, 1])
+            starts[b].set_data([P[b, 0, 0]], [P[b, 0, 1]])
+        quiver = redraw_arrowheads(ax0, quiver, starts[-1], P, path_colors)
+        plots.square_view(ax0, np.concatenate([P.reshape(-1, 2), e["X"].reshape(-1, 2)]))
+        steps = e["steps"][:k]
+        for line, b in zip(corr_lines, order):
+            line.set_data(steps, 1.0 - e["cos"][e["target"][b], b, :k])
+        for line, b in zip(prob_lines, runs):
+            line.set_data(steps, e["prob"][b, :k])
+        for ax in (ax1, ax2):
+            ax.set_xlim(0, max(200, int(v["iterations"])))
+        return True
+
+    return update
 
 
 def token_plane(example: str = "e1-global", *, init="all", iterations: int = 200,

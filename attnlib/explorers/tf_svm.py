@@ -34,6 +34,7 @@ from .. import sequences as SQ
 from .._runtime import few_threads
 from .._validate import to_numpy
 from ..metrics import correlation
+from ..plots.plane import ray_segments, redraw_arrowheads
 from .framework import Control, Explorer, with_static
 
 _C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
@@ -97,15 +98,20 @@ def _draw_parameterisation(fig, example, param, iterations, lr, normalized):
     styles = {"W": (_C["W"], "fro", "Frobenius"), "KQ": (_C["KQ"], "nuc", "nuclear")}
     svm_name = {"fro": r"$W^{mm} z_i$", "nuc": r"$W^{mm}_\star z_i$"}  # the book's notation
     plots.token_scatter(d["X"], d["gamma"], ax=ax0, colorbar=False, annotate=False)
+    moving = {}  # per run: its paths, start points, arrowheads and rays (for the update)
     for name in shown:
         color, key, norm_name = styles[name]
-        H = d[name]["H"][:k]  # (k, d, d)
-        nrm = np.linalg.norm(H, axis=(-2, -1))[:, None, None]
-        Wz = np.einsum("sij,nj->nsi", H / np.where(nrm > 0, nrm, 1.0), d["z"]) * R  # (n, k, 2)
+        Wz = _directions(d, name, k, R)
+        n0, q0 = len(ax0.lines), len(ax0.collections)
         plots.trajectories(Wz, ax=ax0, color=color, arrow_every=max(1, k // 4),
                            label=f"{name}: " + r"$W(k)\,z_i/\|W(k)\|$")
+        quiver = ax0.collections[-1] if len(ax0.collections) > q0 else None  # arrowheads
         plots.rays(d["z"] @ d[name][key].T, ax=ax0, colors=[color] * len(d["z"]), length=3 * R,
                    labels=[f"{norm_name} SVM: {svm_name[key]}"] + [None] * (len(d["z"]) - 1))
+        lines = ax0.lines[n0:]
+        m = len(Wz)
+        moving[name] = dict(paths=lines[0:2 * m:2], starts=lines[1:2 * m:2], rays=lines[2 * m:],
+                            quiver=quiver)
     plots.title(ax0, r"queries' directions $W z_i$ (scaled)")
     plots.square_view(ax0, np.concatenate([d["X"].reshape(-1, 2), np.zeros((1, 2))]), pad=0.4)
     ax0.legend(fontsize=7, loc="upper left")
@@ -124,6 +130,43 @@ def _draw_parameterisation(fig, example, param, iterations, lr, normalized):
                              colors={"W": _C["W"], "KQ": _C["KQ"]})
     for ax in (ax1, ax2):
         ax.set_xlim(0, max(200, int(iterations)))
+    curves = list(ax1.lines) + list(ax2.lines)
+
+    def update(**v):  # another iteration, step size or normalisation: the same pixels as a
+        # new draw, with the paths, arrowheads, rays and curves moved in place
+        if int(v["example"]) != int(example) or v["param"] != param:
+            return False
+        e = parameterisation_data(int(example), float(v["lr"]), bool(v["normalized"]))
+        if not all(np.array_equal(e[key], d[key]) for key in ("X", "z", "gamma")):
+            return False
+        k = int(v["iterations"]) // _PM_RECORD + 1
+        for name in shown:
+            color, key, _ = styles[name]
+            mv, Wz = moving[name], _directions(e, name, k, R)
+            for b, (path, start) in enumerate(zip(mv["paths"], mv["starts"])):
+                path.set_data(Wz[b, :, 0], Wz[b, :, 1])
+                start.set_data([Wz[b, 0, 0]], [Wz[b, 0, 1]])
+            mv["quiver"] = redraw_arrowheads(ax0, mv["quiver"], mv["starts"][-1], Wz,
+                                                   [color] * len(Wz), max(1, k // 4))
+            for ray, ends in zip(mv["rays"], ray_segments(e["z"] @ e[name][key].T, 3 * R)):
+                ray.set_data(*ends)
+        steps = e["steps"][:k]
+        ys = [e[name][f"corr_{key}"][:k] for name in shown for key in ("fro", "nuc")]
+        ys = [1.0 - y for y in ys] + [e[name]["prob"][:k] for name in shown]
+        for line, y in zip(curves, ys):
+            line.set_data(steps, y)
+        for ax in (ax1, ax2):
+            ax.set_xlim(0, max(200, int(v["iterations"])))
+        return True
+
+    return update
+
+
+def _directions(d, name, k, R):
+    """The queries' directions :math:`W(k) z_i / \\|W(k)\\|_F`, scaled by R: (n, k, 2)."""
+    H = d[name]["H"][:k]  # (k, d, d)
+    nrm = np.linalg.norm(H, axis=(-2, -1))[:, None, None]
+    return np.einsum("sij,nj->nsi", H / np.where(nrm > 0, nrm, 1.0), d["z"]) * R
 
 
 def parameterisation(example: int = 2, *, param: str = "both", iterations: int = 1000,

@@ -171,13 +171,21 @@ def rays(directions, *, ax=None, labels=None, colors=None, length=None, origin=(
         x0, x1 = ax.get_xlim()
         y0, y1 = ax.get_ylim()
         length = float(np.hypot(max(abs(x0), abs(x1)), max(abs(y0), abs(y1))))
-    o = np.asarray(origin, dtype=float)
-    for j, d in enumerate(D):
+    for j, (xs, ys) in enumerate(ray_segments(D, length, origin)):
         color = colors[j] if colors is not None else COLORS[j % len(COLORS)]
         label = labels[j] if labels is not None else None
-        ax.plot([o[0], o[0] + length * d[0]], [o[1], o[1] + length * d[1]], linestyle=linestyle,
-                color=color, lw=1.5, label=label, zorder=1)
+        ax.plot(xs, ys, linestyle=linestyle, color=color, lw=1.5, label=label, zorder=1)
     return fig
+
+
+def ray_segments(directions, length, origin=(0.0, 0.0)):
+    """The ends of :func:`rays`' half-lines: ``[(xs, ys), ...]``, one per direction (k, 2),
+    normalised, of the given length from ``origin``."""
+    D = as_points(directions, "directions", 2)  # (k, 2)
+    norms = np.linalg.norm(D, axis=-1, keepdims=True)
+    D = D / np.where(norms > 0, norms, 1.0)
+    o = np.asarray(origin, dtype=float)
+    return [([o[0], o[0] + length * d[0]], [o[1], o[1] + length * d[1]]) for d in D]
 
 
 def trajectories(P, *, ax=None, color=None, arrow_every=None, highlight=None, label=None,
@@ -203,29 +211,55 @@ def trajectories(P, *, ax=None, color=None, arrow_every=None, highlight=None, la
     fig, ax = target_axes(ax)
     P = as_points(P, "P", 3)  # (B, S, 2)
     B, S, _ = P.shape
-    step = arrow_every or max(1, S // 6)
-    heads = []  # (x, y, dx, dy, colour) of every arrowhead: one quiver call draws them all
     if color is None:
         color = PALETTE["path"]
     per_path = isinstance(color, (list, tuple)) and len(color) == B and B > 0 and \
         not isinstance(color[0], (int, float))
+    colors = []
     for b in range(B):
         hl = highlight is not None and b == highlight
         c = PALETTE["target"] if hl else (color[b] if per_path else color)
+        colors.append(c)
         ax.plot(P[b, :, 0], P[b, :, 1], color=c, lw=2.2 * lw if hl else lw, zorder=2 + hl,
                 label=label if b == 0 else None)
         ax.plot(P[b, 0, 0], P[b, 0, 1], "o", color=c, ms=3, zorder=2)
+    arrowheads(ax, P, colors, arrow_every)
+    return fig
+
+
+def arrowheads(ax, P, colors, arrow_every=None):
+    """The arrowheads of :func:`trajectories` (one quiver call draws them all): about six per
+    trajectory of ``P`` (B, S, 2), each in its trajectory's colour. Returns the Quiver, or
+    None when no trajectory moves."""
+    P = np.asarray(P)
+    B, S, _ = P.shape
+    step = arrow_every or max(1, S // 6)
+    heads = []  # (x, y, dx, dy, colour) of every arrowhead
+    for b in range(B):
         for k in range(step, S, step):
             dx, dy = P[b, k] - P[b, k - 1]
             if dx or dy:
-                heads.append((P[b, k, 0], P[b, k, 1], dx, dy, c))
-    if heads:
-        x, y, dx, dy = (np.array([h[j] for h in heads]) for j in range(4))
-        nrm = np.hypot(dx, dy)
-        ax.quiver(x, y, dx / nrm, dy / nrm, color=[h[4] for h in heads], angles="xy",
-                  scale_units="inches", scale=12.0, pivot="tip", width=0.004, headwidth=5,
-                  headlength=6, headaxislength=5, zorder=3)
-    return fig
+                heads.append((P[b, k, 0], P[b, k, 1], dx, dy, colors[b]))
+    if not heads:
+        return None
+    x, y, dx, dy = (np.array([h[j] for h in heads]) for j in range(4))
+    nrm = np.hypot(dx, dy)
+    return ax.quiver(x, y, dx / nrm, dy / nrm, color=[h[4] for h in heads], angles="xy",
+                     scale_units="inches", scale=12.0, pivot="tip", width=0.004, headwidth=5,
+                     headlength=6, headaxislength=5, zorder=3)
+
+
+def redraw_arrowheads(ax, quiver, after, P, colors, arrow_every=None):
+    """:func:`arrowheads` of the trajectories ``P`` in place of ``quiver`` (the old ones, or
+    None), drawn in the order :func:`trajectories` draws them: right after the artist
+    ``after`` (the last start point). For an explorer's in-place redraw; returns the Quiver."""
+    if quiver is not None:
+        quiver.remove()
+    quiver = arrowheads(ax, as_points(P, "P", 3), colors, arrow_every)
+    if quiver is not None:
+        ax._children.remove(quiver)
+        ax._children.insert(ax._children.index(after) + 1, quiver)
+    return quiver
 
 
 def token_plane(X, scores=None, *, paths=None, directions=None, direction_labels=None,
