@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from attnlib import svm
 from attnlib.data import random_data
 from attnlib.svm import InfeasibleError, SolveConfig, UncertifiedError
-from attnlib.svm.engine import Rows, certify, farkas
+from attnlib.svm.certificate import certify, farkas
+from attnlib.svm.engine import Rows
 from attnlib.svm.primal import att_svm_primal
 from attnlib.tokens import optimal_tokens, token_margins
 

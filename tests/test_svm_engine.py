@@ -16,7 +16,8 @@ from svm_oracles import CONIC, F64, att_oracle, att_rows, close, ldp, tiny
 
 from attnlib import svm
 from attnlib.svm import InfeasibleError, SolveConfig, UncertifiedError, engine
-from attnlib.svm.engine import Rows, certify, farkas
+from attnlib.svm.certificate import certify, farkas
+from attnlib.svm.engine import Rows
 from attnlib.svm.primal import att_svm_primal
 from attnlib.svm.rows import matrix_rows, row_basis
 

@@ -16,7 +16,8 @@ import pytest
 from svm_oracles import TIGHT, att_rows, close, ldp
 
 from attnlib.svm import SolveConfig, UncertifiedError, engine
-from attnlib.svm.engine import CHUNK, Infeasible, Rows, certify, farkas, solve_all, solve_many
+from attnlib.svm.certificate import certify, farkas
+from attnlib.svm.engine import CHUNK, Infeasible, Rows, solve_all, solve_many
 from attnlib.svm.primal import att_svm_primal
 
 NORMS = ["fro", "nuc", 1.5]

@@ -9,7 +9,7 @@ import torch
 from attnlib import svm
 from attnlib.data import random_data
 from attnlib.svm import InfeasibleError, SolveConfig, engine, fast
-from attnlib.svm.engine import certify
+from attnlib.svm.certificate import certify
 from attnlib.svm.primal import att_svm_primal
 from attnlib.tokens import optimal_tokens, token_margins
 

@@ -2,8 +2,10 @@
 
 * ``attnlib.svm.config`` -- :class:`SolveConfig` (solver order, tolerances) and the errors
   :class:`InfeasibleError` (confirmed by a Farkas certificate) and :class:`UncertifiedError`;
-* ``attnlib.svm.engine`` -- compile once per shape (cvxpy Parameters), solve, certify
-  (margins, duality gap), rescale and fall back;
+* ``attnlib.svm.engine`` -- compile once per shape (cvxpy Parameters), solve, certify,
+  rescale and fall back;
+* ``attnlib.svm.certificate`` -- the certificate of an answer (margins, dual feasibility,
+  duality gap) and of infeasibility (a verified Farkas certificate);
 * ``attnlib.svm.rows`` -- the constraint rows, one array per instance;
 * ``attnlib.svm.problems`` -- Att-SVM, Att-SVM⋆, ℓp-AttSVM (:func:`att_svm`),
   SAtt-SVM (:func:`sequence_svm`), p-SVM (:func:`prompt_svm`, :func:`relaxed_prompt_svm`),

@@ -27,7 +27,7 @@ import numpy as np
 from attnlib._validate import scalar
 
 __all__ = ["SolveConfig", "InfeasibleError", "UncertifiedError", "norm_key", "check_solver",
-           "FIRST_ORDER", "MAX_LP"]
+           "FIRST_ORDER", "MAX_LP", "CLARABEL_TIGHT"]
 
 FIRST_ORDER = ("SCS", "OSQP")  # first-order solvers: about 1e-4 accurate
 #: The largest entrywise exponent lp the SVMs accept. Its power cones get harder to solve as lp
@@ -35,6 +35,12 @@ FIRST_ORDER = ("SCS", "OSQP")  # first-order solvers: about 1e-4 accurate
 #: answer could not be certified for 1 at lp = 3, 3 at 4, 9 at 5, and a quarter of them at 16;
 #: at lp = 1e3 almost none is certified. The book's exponents are at most 3.
 MAX_LP = 4.0
+#: Clarabel's defaults stop at a 1e-8 duality gap, which leaves ~1e-5 errors in W when a
+#: constraint is nearly degenerate. We ask for 1e-10 and accept "almost solved" only at
+#: Clarabel's default full accuracy (1e-8); if even that fails, retry with the defaults.
+CLARABEL_TIGHT = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8,
+                      reduced_tol_gap_abs=1e-8, reduced_tol_gap_rel=1e-8, reduced_tol_feas=1e-8,
+                      reduced_tol_ktratio=1e-6)
 
 
 class InfeasibleError(ValueError):
@@ -71,7 +77,7 @@ class SolveConfig:
         scale before the first solve (and scaled back); others only after a failed attempt.
     farkas_ratio : float
         A Farkas certificate with :math:`b^\\top\\lambda / \\|A^\\top\\lambda\\| \\ge`
-        ``farkas_ratio`` (rows normalised, see ``attnlib.svm.engine.farkas``) confirms
+        ``farkas_ratio`` (rows normalised, see ``attnlib.svm.certificate.farkas``) confirms
         infeasibility: every feasible point would need a norm above this ratio (a geometric
         margin below its inverse).
     max_iters : int or None

@@ -100,7 +100,7 @@ def ldp_eq(A: np.ndarray, b: np.ndarray, C: np.ndarray, c: np.ndarray):
 
 def farkas_check(A, b, lam, ratio: float) -> bool:
     """Whether ``lam`` >= 0 proves :math:`Aw \\ge b` infeasible, in the units of
-    :func:`attnlib.svm.engine.farkas` (rows unit norm, right-hand sides by their largest):
+    :func:`attnlib.svm.certificate.farkas` (rows unit norm, right-hand sides by their largest):
     :math:`g = \\hat b^\\top\\hat\\lambda \\ge` ``ratio`` :math:`\\|\\hat A^\\top\\hat\\lambda\\|`.
     """
     lam = np.clip(np.asarray(lam, dtype=np.float64), 0.0, None)
