@@ -35,13 +35,14 @@ if [ "${#nbs[@]}" -eq 0 ]; then
 fi
 echo "[nbval] ${#nbs[@]} notebook(s): ${nbs[*]}"
 # Two workers take the notebooks in the order given (--no-loadscope-reorder): the slowest
-# first (scripts/notebook_order.txt), so that no core is left idle while the other runs a long
-# chapter at the end; then the others in name order; the reproduction report last: it reuses
-# the results the chapters have just cached (ATTNLIB_CACHE) and computes only what no chapter
-# runs at its default settings, on the first core to be free.  (A chapter still running on the
-# other core then is computed twice, the short chapters are last for that reason.)  The
-# per-cell timeout is long enough for the report's own experiments.
-mapfile -t slowest_first < <(grep -v -e '^#' -e '^[[:space:]]*$' scripts/notebook_order.txt)
+# first, so that no core is left idle while the other runs a long chapter at the end (the
+# order of their usual run times: update it when a chapter's cost changes); then the others in
+# name order; the reproduction report last: it reuses the results the chapters have just cached
+# (ATTNLIB_CACHE) and computes only what no chapter runs at its default settings, on the
+# first core to be free.  (A chapter still running on the other core then is computed twice,
+# the short chapters are last for that reason.)  The per-cell timeout is long enough for the
+# report's own experiments.
+slowest_first=(07 10 09 05 06 02 03 08 04 01)
 ordered=(); report=()
 for k in "${slowest_first[@]}"; do
   for nb in "${nbs[@]}"; do

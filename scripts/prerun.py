@@ -96,18 +96,6 @@ def execute(path: str, timeout: int, allow_errors: bool):
     return path, nb, result.time, None
 
 
-def dearest_first(uri: str) -> tuple:
-    """Sort key: the chapters in the order of scripts/notebook_order.txt (dearest first, as
-    scripts/nbval.sh runs them), then other pages, the reproduction report last (it reuses the
-    results the chapters cache); so that neither worker runs a long chapter alone at the end
-    and the report does not compute a chapter that is still running."""
-    lines = (ROOT / "scripts" / "notebook_order.txt").read_text(encoding="utf-8").splitlines()
-    order = [s.strip() for s in lines if s.strip() and not s.startswith("#")]
-    name = Path(uri).name
-    rank = next((i for i, k in enumerate(order) if name.startswith(f"{k}_")), len(order))
-    return (name == "reproduction.ipynb", rank, name)
-
-
 def main() -> int:
     config = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]
     if config.get("execute_notebooks") != "cache" or config.get("run_in_temp"):
@@ -139,7 +127,6 @@ def main() -> int:
         print(f"[prerun] {Path(uri).name}: cached as nbval executed it ({seconds:.0f} s)",
               flush=True)
     workers = min(len(todo), os.cpu_count() or 1)
-    todo.sort(key=dearest_first)
     if workers < 2:
         print(f"[prerun] {len(todo)} notebook(s) to execute: left to the build")
         return 0
