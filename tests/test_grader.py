@@ -7,7 +7,10 @@ deleted or untagged check cell), an endless loop, a file-deleting, a huge-output
 parent-killing submission, one that steals the master's solution through the grader's own
 path, one that imports the checks' oracle, one that writes outside its folder from C
 (``torch.save``, ``sqlite3``), one that sends ``kill(0, SIGKILL)``, and a notebook that claims
-an easier chapter, graded in one batch; no process of theirs survives it.
+an easier chapter, graded in one batch; no process of theirs survives it. The ``none`` run
+plays a machine without user namespaces, where ``--unsafe`` grades with the audit hook only
+(the attacks that the namespace alone stopped in the ``auto`` run). A submission whose attack
+needs no tensors leaves torch out of its set-up cell (its collector costs a sixth).
 tests/test_grader_sandbox.py tests the sandbox one attack at a time, among them the two
 submissions that leave their session and loop (asleep, busy) until the wall-time limit, two
 at a time as here, in both sandboxes (they ran here too, and cost this batch half its time).
@@ -41,13 +44,19 @@ def synthetic():
     return copy.deepcopy(MASTER)
 
 
-def student_with(answers: dict, nb=None, edit=None):
+def student_with(answers: dict, nb=None, edit=None, torch=True):
     """The student edition with stub ``k`` replaced by ``answers[k]``; ``edit(cells)`` may
-    then change the cells further."""
+    then change the cells further. ``torch=False``: the set-up cell imports attnlib only (no
+    torch, no ``W``), for a submission whose attack and answers need no tensors: its collector
+    starts in about 0.5 CPU-s instead of 3 (torch's import)."""
     st = editions.student_edition(nb or synthetic())
     stubs = [i for i, c in enumerate(st.cells) if "stub" in notebook.tags(c)]
     for k, src in answers.items():
         st.cells[stubs[k]].source = src
+    if not torch:
+        for c in st.cells:
+            if "import torch" in c.source and not notebook.tags(c):
+                c.source = "import attnlib as al\n"
     if edit:
         edit(st.cells)
     return st
@@ -209,11 +218,12 @@ def _attempts(*lines):
 
 
 def _if_any(attempts: list[str]) -> str:
-    """A cell that answers ex-rank correctly if any of ``attempts`` works, else r = 0."""
+    """A cell that answers ex-rank correctly (W's rank is 2) if any of ``attempts`` works,
+    else r = 0."""
     tries = "".join(f"try:\n    {a}\n    worked = True\nexcept Exception:\n    pass\n"
                     for a in attempts)
     return ("import json, os, sys\nfrom pathlib import Path\nworked = False\n" + tries
-            + "r = 0\nif worked:\n" + "".join(f"    {x}\n" for x in SOL[0].splitlines()))
+            + "r = 2 if worked else 0\n")
 
 
 def _submissions(tmp: Path) -> dict:
@@ -262,28 +272,32 @@ def _submissions(tmp: Path) -> dict:
         for i in checks(cells):
             cells[i].metadata["tags"] = []
 
+    def light(answers, edit=None):  # no torch: the attack needs no tensors
+        return student_with(answers, edit=edit, torch=False)
+
     return {
         "honest_correct": (student_with({0: SOL[0], 1: SOL[1]}), "passed", "passed"),
         "honest_wrong": (student_with({0: "r = 3", 1: WRONG_MD}), "failed", "failed"),
-        "fake_printing_check": (student_with({}, edit=printing_checks), "missing", "missing"),
+        "fake_printing_check": (light({}, edit=printing_checks), "missing", "missing"),
         # importing attnlib.check is refused while grading: the cell stops before r = 0
         "fake_monkeypatch": (student_with({0: monkey, 1: WRONG_MD}), "missing", "failed"),
-        "fake_hook": (student_with({0: hook}), "failed", "missing"),
+        "fake_hook": (light({0: hook}), "failed", "missing"),
         "fake_reference": (student_with({0: redefine}), "failed", "missing"),
-        "fake_duplicate": (student_with({0: "r = 0"}, edit=duplicate), "failed", "missing"),
+        "fake_duplicate": (light({0: "r = 0"}, edit=duplicate), "failed", "missing"),
         "fake_deleted_check": (student_with({0: "r = 0", 1: WRONG_MD}, edit=drop_checks),
                                "failed", "failed"),
-        "fake_untagged_check": (student_with({0: "r = 0"}, edit=untag), "failed", "missing"),
-        "endless_loop": (student_with({0: SOL[0], 1: "while True:\n    pass\n"}),
+        "fake_untagged_check": (light({0: "r = 0"}, edit=untag), "failed", "missing"),
+        # a busy loop after a correct answer: stopped at the CPU-time limit, the answer kept
+        "endless_loop": (light({0: "r = 2", 1: "while True:\n    pass\n"}),
                          "passed", "missing"),
-        "deletes_files": (student_with({0: delete}), "failed", "missing"),
-        "huge_output": (student_with({0: huge + "r = 1"}), "failed", "missing"),
-        "kills_parent": (student_with({0: _attempts("os.kill(os.getppid(), 9)",
-                                                    "os.killpg(0, 9)")}), "failed", "missing"),
-        "steals_master": (student_with({0: steal}), "failed", "missing"),
-        "imports_oracle": (student_with({0: oracle}), "failed", "missing"),
+        "deletes_files": (light({0: delete}), "failed", "missing"),
+        "huge_output": (light({0: huge + "r = 1"}), "failed", "missing"),
+        "kills_parent": (light({0: _attempts("os.kill(os.getppid(), 9)", "os.killpg(0, 9)")}),
+                         "failed", "missing"),
+        "steals_master": (light({0: steal}), "failed", "missing"),
+        "imports_oracle": (light({0: oracle}), "failed", "missing"),
         "writes_outside": (student_with({0: writes}), "failed", "missing"),
-        "kill_zero": (student_with({0: _attempts("os.kill(0, 9)")}), "failed", "missing"),
+        "kill_zero": (light({0: _attempts("os.kill(0, 9)")}), "failed", "missing"),
         "08_other_swap": (swap, "error", "error"),  # named 08_..., its metadata says 01_test
     }
 
@@ -308,16 +322,20 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox, monkeyp
         expected = {k: v for k, v in expected.items() if k in (
             "honest_correct", "fake_monkeypatch", "deletes_files", "kills_parent",
             "imports_oracle", "kill_zero", "08_other_swap")}
+    if sandbox == "none":  # a machine without user namespaces, where --unsafe grades anyway
+        monkeypatch.setattr(sb, "namespace_works", lambda: False)
     paths = []
     for name, (nb, *_) in expected.items():
         nb.metadata["course_kit"] = {"chapter": "01_test"}
         nbformat.write(nb, subs_dir / f"{name}.ipynb")
         paths.append(subs_dir / f"{name}.ipynb")
     before = _snapshot(tmp_path)
-    lim = sb.Limits(wall=30, cpu=10, memory_mb=6144, output=10_000)
+    # an honest collector uses about 3 CPU-s (IPython, torch); the endless loop stops at the
+    # CPU-time limit long before the wall-time limit, even on a machine shared by many
+    lim = sb.Limits(wall=60, cpu=6, memory_mb=6144, output=10_000)
     t0 = time.perf_counter()
     rows, ok = batch.grade_batch(paths, tmp_path / "out", book=book, lim=lim, jobs=2,
-                                  sandbox=sandbox, unsafe=sandbox == "none")
+                                  sandbox="auto", unsafe=sandbox == "none")
     took = time.perf_counter() - t0
     left = survivors(str(sandboxes))
     assert not left, f"processes outlived the grading: {left}"
@@ -347,12 +365,12 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox, monkeyp
     assert len(list(fb.glob("*.md"))) == len(paths)
     assert "Score: 3 / 3" in next(fb.glob("*honest_correct.md")).read_text()
     assert "Score: 0 / 3" in next(fb.glob("*fake_monkeypatch.md")).read_text()
-    if sandbox == "auto":
+    if "endless_loop" in expected:
         loop = next(r for r in got if "endless" in r["submission"]
                     and r["exercise"] == "Exercise 2")
-        assert "limit" in loop["message"]
-        huge = fb.glob("*huge_output.md")
-        assert all(p.stat().st_size < 20_000 for p in huge)
+        assert f"the CPU-time limit of {lim.cpu} s" in loop["message"], loop
+        huge = list(fb.glob("*huge_output.md"))
+        assert huge and all(p.stat().st_size < 20_000 for p in huge)
 
 
 @pytest.mark.slow
@@ -367,7 +385,7 @@ def test_unreadable_submission_is_recorded_and_the_exit_status_says_so(tmp_path)
     nbformat.write(master, book / "01_test.ipynb")
     (tmp_path / "01_test_broken.ipynb").write_text("{not json")
     good = tmp_path / "01_test_alice.ipynb"
-    alice = student_with({0: SOL[0]}, nb=master)
+    alice = student_with({0: "r = 2"}, nb=master, torch=False)  # W's rank: right
     alice.cells[-1].source = "Two singular values are nonzero."
     nbformat.write(alice, good)
     rc = cli.main(["grade", str(tmp_path / "01_test_broken.ipynb"), str(good), "--book",
