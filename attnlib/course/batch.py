@@ -150,11 +150,12 @@ def grade_batch(subs: list[Path], out: Path, master: Path | None = None, book: P
     rows, texts = [], {}
     for m in sorted(set(masters[n] for n in todo), key=str):
         group = [n for n in todo if masters[n] == m]
-        verdicts, problem = _check(m, {n: runs[n] for n in group}, check_timeout)
+        verdicts, problem = _check(m, master_nbs[m], {n: runs[n] for n in group},
+                                   check_timeout)
         if problem and len(group) > 1 and "master notebook is broken" not in problem:
             verdicts, problem = {}, None  # one answer file may have broken it: one at a time
             for n in group:
-                v, p = _check(m, {n: runs[n]}, check_timeout)
+                v, p = _check(m, master_nbs[m], {n: runs[n]}, check_timeout)
                 verdicts[n] = v.get(n) or {str(k): {"status": "error", "message": p}
                                            for k in range(len(exercises(master_nbs[m])))}
         exs = exercises(master_nbs[m])
@@ -186,8 +187,9 @@ def grade_batch(subs: list[Path], out: Path, master: Path | None = None, book: P
     return rows, graded
 
 
-def _check(master: Path, runs: dict, timeout: float):
-    """Run the checker for one master over the runs' answers; (verdicts, problem)."""
+def _check(master: Path, nb, runs: dict, timeout: float):
+    """Run the checker for one master (its path and notebook ``nb``) over the runs' answers;
+    (verdicts, problem)."""
     with tempfile.TemporaryDirectory(prefix="attnlib-check-") as d:
         d = Path(d)
         subs = {}
@@ -197,6 +199,9 @@ def _check(master: Path, runs: dict, timeout: float):
             p.write_text(json.dumps(data))
             subs[name] = str(p)
         job = {"master": str(master.resolve()), "cwd": str(master.resolve().parent),
+               "cells": [[c.cell_type, c.source] for c in nb.cells],
+               "exercises": [{"cell": e.cell, "label": e.label, "answers": e.answers}
+                             for e in exercises(nb)],
                "submissions": subs, "out": str(d / "verdicts.json")}
         (d / "job.json").write_text(json.dumps(job))
         env = {**os.environ, "ATTNLIB_CHECK_STRICT": "0", "MPLBACKEND": "Agg"}

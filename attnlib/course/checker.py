@@ -2,6 +2,8 @@
 
 ``python -m attnlib.course.checker JOB`` (started by :func:`attnlib.course.batch.grade_batch`)
 runs the master notebook from top to bottom in an IPython shell that no student code touched.
+The job names the master's cells and exercises (the grader has read the notebook already), so
+this process loads no notebook reader: only IPython and what the master itself imports.
 At each check cell it evaluates the master's own check once per submission, with the
 submission's answer (read from JSON by :func:`decode`, never unpickled) in place of the first
 argument, and records the :class:`attnlib.check.Feedback` it returns. The master's own answers
@@ -17,7 +19,6 @@ import signal
 import sys
 from pathlib import Path
 
-from attnlib.course.grading import exercises
 from attnlib.course.notebook import CHECK_CALL, parse_cell
 
 CHECK_SECONDS = 120  # one check on one answer, in the checker
@@ -114,12 +115,11 @@ def _verdict(code, n, ns, answers, feedback_cls):
 
 def _check_main(job_path: str) -> int:
     job = json.loads(Path(job_path).read_text())
-    import nbformat
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    master = nbformat.read(job["master"], as_version=4)
-    exs = exercises(master)
+    cells = job["cells"]  # the master's cells: [cell type, source]
+    exs = job["exercises"]  # its graded checks: {"cell", "label", "answers"}
     subs = {}
     for name, path in job["submissions"].items():
         try:
@@ -132,29 +132,29 @@ def _check_main(job_path: str) -> int:
     shell = InteractiveShell.instance(config=cfg)
     results = {name: {} for name in subs}
     master_errors, warnings = [], []
-    by_cell = {e.cell: k for k, e in enumerate(exs)}
+    by_cell = {e["cell"]: k for k, e in enumerate(exs)}
     real_stdout = sys.stdout
     sys.stdout = open(os.devnull, "w")  # the master's own output is not needed
-    for i, cell in enumerate(master.cells):
-        if cell.cell_type != "code":
+    for i, (cell_type, source) in enumerate(cells):
+        if cell_type != "code":
             continue
         if i in by_cell:
             k = by_cell[i]
             from attnlib.check import Feedback
 
-            code, n = instrumented(cell.source)
+            code, n = instrumented(source)
             ns = shell.user_ns
             try:
-                ref = [eval(compile(a, "<answer>", "eval"), ns) for a in exs[k].answers]
+                ref = [eval(compile(a, "<answer>", "eval"), ns) for a in exs[k]["answers"]]
                 ok, msg = _verdict(code, n, ns, ref, Feedback)
             except Exception as e:  # noqa: BLE001
                 ok, msg = False, f"{type(e).__name__}: {e}"
             if not ok:
-                master_errors.append(f"{exs[k].label}: the master's own answer fails its check "
-                                     f"({msg.splitlines()[0] if msg else ''})")
+                master_errors.append(f"{exs[k]['label']}: the master's own answer fails its "
+                                     f"check ({msg.splitlines()[0] if msg else ''})")
             for name, data in subs.items():
                 results[name][str(k)] = grade_one(code, n, ns, data, k, Feedback)
-        res = shell.run_cell(cell.source, store_history=False)
+        res = shell.run_cell(source, store_history=False)
         err = res.error_in_exec or res.error_before_exec
         if err is not None and i not in by_cell:  # e.g. a widget without a front end
             warnings.append(f"master cell {i} raised {type(err).__name__}: {err}"[:300])
