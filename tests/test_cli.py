@@ -158,19 +158,22 @@ def test_cache_info_and_clear(dummy, capsys):  # noqa: F811
 
 
 @pytest.mark.slow
-def test_module_entry_point(tmp_path):
-    """The real registry and the error path, through `python -m attnlib` in fresh processes."""
+def test_module_entry_point(tmp_path, capsys, monkeypatch):
+    """The real registry through `python -m attnlib` in a fresh process (every experiment
+    registers itself when the command loads them), and its error path for a real experiment.
+    (The error's exit status through the entry point: test_help_and_a_usage_error_load_no_torch;
+    each fresh process loads torch and every experiment, some 5 CPU-s.)"""
     env = {**os.environ, "ATTNLIB_CACHE": str(tmp_path)}
     out = subprocess.run([sys.executable, "-m", "attnlib", "list"], capture_output=True,
                          text=True, timeout=120, check=True, env=env).stdout
     for name in experiments.names():
         assert f"\n{name} " in out
-    bad = subprocess.run([sys.executable, "-m", "attnlib", "reproduce", experiments.names()[0],
-                          "--set", "steps=-5"], capture_output=True, text=True, timeout=120,
-                         env=env)
-    assert bad.returncode == 2 and bad.stdout == ""
-    assert bad.stderr.startswith("python -m attnlib: error: experiment ") and \
-        bad.stderr.count("\n") == 1
+    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
+    assert main(["reproduce", experiments.names()[0], "--set", "steps=-5"]) == 2
+    bad = capsys.readouterr()
+    assert bad.out == ""
+    assert bad.err.startswith("python -m attnlib: error: experiment ") and \
+        bad.err.count("\n") == 1
 
 
 def test_a_time_bar_for_experiments_without_their_own(dummy, fakes, tmp_path,  # noqa: F811

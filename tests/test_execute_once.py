@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 
-pytestmark = pytest.mark.slow  # two kernels start
+pytestmark = pytest.mark.slow  # kernels start
 
 CELLS = [
     "x = 6 * 7\nprint('forty-two:', x)",
@@ -45,13 +45,34 @@ def _notebook(folder: Path, cells=CELLS, name="tiny.ipynb") -> Path:
     return path
 
 
-def _nbval(path: Path, records: Path, mode: str = "both") -> subprocess.CompletedProcess:
+def _nbval(paths, records: Path, mode: str = "both") -> subprocess.CompletedProcess:
+    """nbval with the record plugin over ``paths`` (one notebook or several: one pytest, one
+    kernel each), as scripts/nbval.sh runs it."""
+    paths = [paths] if isinstance(paths, Path) else list(paths)
     env = {**os.environ, "NBVAL_RECORD": str(records), "ATTNLIB_EXPLORER": mode,
            "PYTHONPATH": os.pathsep.join([str(SCRIPTS), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
-         "-p", "nbval_record", "-p", "no:cacheprovider", "-q", str(path)],
-        cwd=path.parent, env=env, capture_output=True, text=True, timeout=300)
+         "-p", "nbval_record", "-p", "no:cacheprovider", "-q", *map(str, paths)],
+        cwd=paths[0].parent, env=env, capture_output=True, text=True, timeout=300)
+
+
+WIDGET_CELLS = ["import ipywidgets as w\nfrom IPython.display import display\n"
+                "display(w.IntProgress(value=3, max=10))\nprint('after the bar')\n'done'"]
+
+
+@pytest.fixture(scope="module")
+def both_run(tmp_path_factory):
+    """One nbval run in ``both`` mode (what ``make test`` records) over three notebooks: the
+    tiny chapter, one that shows a widget, and a copy of the tiny one that a test breaks
+    later; one pytest start for the three (each costs seconds)."""
+    folder = tmp_path_factory.mktemp("both")
+    paths = {"tiny": _notebook(folder), "widget": _notebook(folder, WIDGET_CELLS, "widget.ipynb"),
+             "to_break": _notebook(folder, name="to_break.ipynb")}
+    records = folder / "records"
+    run = _nbval(paths.values(), records)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return paths, records
 
 
 @pytest.fixture()
@@ -70,17 +91,16 @@ def _outputs(nb) -> list:
             for c in nb.cells if c.cell_type == "code"]
 
 
-def test_the_record_carries_what_the_builds_executor_produces(tmp_path, scripts):
+def test_the_record_carries_what_the_builds_executor_produces(both_run, scripts):
     nbval_record, _ = scripts
     from jupyter_cache.executors.utils import single_nb_execution
 
-    path = _notebook(tmp_path)
-    run = _nbval(path, tmp_path / "records")
-    assert run.returncode == 0, run.stdout + run.stderr
-    record = nbformat.read(nbval_record.record_path(tmp_path / "records", path), as_version=4)
+    paths, records = both_run
+    path = paths["tiny"]
+    record = nbformat.read(nbval_record.record_path(records, path), as_version=4)
 
     built = nbformat.read(path, as_version=4)
-    result = single_nb_execution(built, cwd=str(tmp_path), timeout=120, allow_errors=False)
+    result = single_nb_execution(built, cwd=str(path.parent), timeout=120, allow_errors=False)
     assert result.err is None
     assert _outputs(record) == _outputs(built)
     stamp = record.metadata["nbval_record"]
@@ -89,29 +109,25 @@ def test_the_record_carries_what_the_builds_executor_produces(tmp_path, scripts)
     assert record.metadata["language_info"]["pygments_lexer"] == "ipython3"
 
 
-def test_widget_views_are_left_out_of_the_record(tmp_path, scripts):
+def test_widget_views_are_left_out_of_the_record(both_run, scripts):
     """A widget's view reaches nbval without its state (a live explorer's progress bar, sent to
     its output area): the record keeps the cell's other outputs and no widget view."""
     nbval_record, _ = scripts
-    path = _notebook(tmp_path, [
-        "import ipywidgets as w\nfrom IPython.display import display\n"
-        "display(w.IntProgress(value=3, max=10))\nprint('after the bar')\n'done'"])
-    assert _nbval(path, tmp_path / "records").returncode == 0
-    record = nbformat.read(nbval_record.record_path(tmp_path / "records", path), as_version=4)
+    paths, records = both_run
+    record = nbformat.read(nbval_record.record_path(records, paths["widget"]), as_version=4)
     (count, outputs), = _outputs(record)
     assert [(kind, name, text) for kind, name, text, _ in outputs] == [
         ("stream", "stdout", "after the bar\n"), ("execute_result", None, None)]
     assert outputs[1][3]["text/plain"] == "'done'"
 
 
-def test_a_failing_cell_leaves_no_record_and_removes_an_old_one(tmp_path, scripts):
+def test_a_failing_cell_leaves_no_record_and_removes_an_old_one(both_run, scripts):
     nbval_record, _ = scripts
-    path = _notebook(tmp_path)
-    records = tmp_path / "records"
-    assert _nbval(path, records).returncode == 0
+    paths, records = both_run
+    path = paths["to_break"]
     target = nbval_record.record_path(records, path)
     assert target.is_file()
-    _notebook(tmp_path, [*CELLS[:2], "1 / 0", *CELLS[2:]])  # the same notebook, now failing
+    _notebook(path.parent, [*CELLS[:2], "1 / 0", *CELLS[2:]], path.name)  # now failing
     assert _nbval(path, records).returncode != 0
     assert not target.exists()
 
