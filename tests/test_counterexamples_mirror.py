@@ -195,12 +195,33 @@ P_PATH = 1.75
 RADII = (1.0, 3.0, 10.0, 30.0)
 
 
-def _path(data):
-    return al.regularization_path(data, RADII, norm=P_PATH, steps=2000, lr=0.1, device="cpu")
+def _path(data, radii=RADII):
+    return al.regularization_path(data, radii, norm=P_PATH, steps=2000, lr=0.1, device="cpu")
+
+
+def _infeasible():
+    """Input 2 is input 1 scaled by 2 with the opposite label (see below: no ℓp-AttSVM)."""
+    one = one_input(FAR, V_LOCAL)
+    return AttentionData(torch.cat([one.X, 2 * one.X]), torch.tensor([1.0, -1.0], dtype=F64),
+                         one.z.expand(2, 3), one.v)
+
+
+# Each path is computed once for the module (a path's radii are one batch, and a radius's
+# point depends only on the radii up to its own: RADII's points are the same with or without
+# R = 100 added).
+@pytest.fixture(scope="module")
+def feasible_path():
+    return _path(one_input(FAR, V_LOCAL))
+
+
+@pytest.fixture(scope="module")
+def infeasible_path():
+    """R = 100 first, out of order (the path sorts the radii), then RADII."""
+    return _path(_infeasible(), (100.0,) + RADII)
 
 
 @pytest.mark.slow
-def test_path_point_is_the_constrained_minimiser():
+def test_path_point_is_the_constrained_minimiser(feasible_path):
     """One point of the library's path against SLSQP from eight starts (w: the first column)."""
     data = one_input(FAR, V_LOCAL)
     X, Y, z, v = (t.numpy() for t in (data.X, data.Y, data.z, data.v))
@@ -218,16 +239,16 @@ def test_path_point_is_the_constrained_minimiser():
     best = min((minimize(loss, x0, method="SLSQP", constraints=[ball],
                          options=dict(ftol=1e-14, maxiter=500))
                 for x0 in np.random.default_rng(0).normal(size=(8, 3))), key=lambda r: r.fun)
-    W_R = _path(data).W[1]
+    W_R = feasible_path.W[1]
     assert loss(W_R[:, 0].numpy()) <= best.fun + 1e-9
     np.testing.assert_allclose(W_R[:, 0].numpy(), best.x, atol=1e-4)
 
 
-def test_path_turns_to_the_svm_of_the_globally_optimal_tokens():
+def test_path_turns_to_the_svm_of_the_globally_optimal_tokens(feasible_path):
     data = one_input(FAR, V_LOCAL)
     opt = int(al.optimal_tokens(data)[0])
     assert opt == 2
-    W = _path(data).W
+    W = feasible_path.W
     W_glob, _ = svm_cvxpy(data.X, data.z, [opt], P_PATH)
     W_loc, _ = svm_cvxpy(data.X, data.z, [0], P_PATH)  # locally optimal, not global
     D = [ddir(W_glob, w, P_PATH) for w in W]
@@ -236,37 +257,31 @@ def test_path_turns_to_the_svm_of_the_globally_optimal_tokens():
 
 
 @pytest.mark.slow
-def test_path_without_feasibility_stays_bounded():
+def test_path_without_feasibility_stays_bounded(infeasible_path, feasible_path):
     """Input 2 is input 1 scaled by 2 with the opposite label: its best token is 2, input 1's
     is 3, and their rows (x_3 - x_2) z^T and 2 (x_2 - x_3) z^T contradict (no ℓp-AttSVM). The
     minimiser over the ball stops growing: ||W_R||_p < R, so W_R / R -> 0."""
-    one = one_input(FAR, V_LOCAL)
-    X = torch.cat([one.X, 2 * one.X])
-    data = AttentionData(X, torch.tensor([1.0, -1.0], dtype=F64), one.z.expand(2, 3), one.v)
+    data = _infeasible()
     opt = al.optimal_tokens(data).tolist()
     assert opt == [2, 1]
     A = rows(data.X, data.z, opt)
     assert np.allclose(A[3], -2 * A[1])  # the contradiction
-    res = _path(data)
-    norms = res.W.abs().pow(P_PATH).sum((-1, -2)).pow(1 / P_PATH)
+    norms = infeasible_path.W[1:].abs().pow(P_PATH).sum((-1, -2)).pow(1 / P_PATH)  # RADII
     assert float(norms[-1]) < 0.25 * RADII[-1]
     assert float(norms[-1]) == pytest.approx(float(norms[-2]), rel=1e-3)
     # the control: with the hypothesis (one input, feasible) the ball's constraint is active
-    norms_ok = _path(one).W.abs().pow(P_PATH).sum((-1, -2)).pow(1 / P_PATH)
+    norms_ok = feasible_path.W.abs().pow(P_PATH).sum((-1, -2)).pow(1 / P_PATH)
     torch.testing.assert_close(norms_ok, torch.tensor(RADII, dtype=F64), rtol=1e-6, atol=0)
 
 
 @pytest.mark.slow
-def test_path_loss_does_not_increase_with_the_radius_on_the_infeasible_instance():
+def test_path_loss_does_not_increase_with_the_radius_on_the_infeasible_instance(
+        infeasible_path):
     """A point of a smaller ball lies in a larger one, so the path's loss cannot increase with
     R. Steps scaled by R^(p-1) alone left R = 100 on a flat, saturated point of the boundary
     (token 1 selected for both inputs, loss log 2 against 0.590 at R = 30); the path's
     minimiser is interior (norm 2.19) for every R >= 3, and every radius must reach it."""
-    one = one_input(FAR, V_LOCAL)
-    data = AttentionData(torch.cat([one.X, 2 * one.X]), torch.tensor([1.0, -1.0], dtype=F64),
-                         one.z.expand(2, 3), one.v)
-    res = al.regularization_path(data, (100.0,) + RADII, norm=P_PATH, steps=2000, lr=0.1,
-                                 device="cpu")  # radii out of order: the path sorts them
+    res = infeasible_path  # radii (100,) + RADII, out of order: the path sorts them
     loss = res.loss[[1, 2, 3, 4, 0]]
     assert bool((loss.diff() <= 1e-12).all())
     assert float(loss[-1]) < math.log(2) - 0.1
@@ -275,8 +290,7 @@ def test_path_loss_does_not_increase_with_the_radius_on_the_infeasible_instance(
     assert float(norms[0]) < 0.05 * 100.0
     # R = 100 alone (no smaller radius to continue from): the step on the iterate's own
     # scale reaches the same minimiser
-    alone = al.regularization_path(data, (100.0,), norm=P_PATH, steps=2000, lr=0.1,
-                                   device="cpu")
+    alone = _path(_infeasible(), (100.0,))
     assert float(alone.loss[0]) == pytest.approx(float(loss[-1]), abs=1e-8)
 
 
