@@ -56,10 +56,14 @@ def _rgb(png: bytes) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def toy():
-    """The toy explorer and its static page (24 frames), built once for the tests that only
-    read them."""
-    ex = _toy()
+    """The toy explorer (with a note per setting) and its static page (24 frames), built
+    once for the tests that only read them."""
+    ex = _toy(note=_note)
     return ex, ex.static()
+
+
+def _note(slope, phase, style):
+    return f"slope {slope:g}, phase {phase:g}"
 
 
 @pytest.mark.slow
@@ -116,8 +120,8 @@ def test_identical_panels_are_stored_once(toy):
 
 
 @pytest.mark.slow
-def test_page_controls_labels_and_default_images():
-    st = _toy(note=lambda slope, phase, style: f"slope {slope:g}, phase {phase:g}").static()
+def test_page_controls_labels_and_default_images(toy):
+    st = toy[1]
     html, data = st.html, _data(st)
     assert html.count('class="attnlib-control"') == 3
     assert html.count('type="range"') == 2  # slope and phase: sliders over numbers
