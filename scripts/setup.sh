@@ -38,16 +38,26 @@ fi
 # 2. Python packages ------------------------------------------------------------------------
 want_py="$(hash_of requirements.txt pyproject.toml)|${TORCH_INDEX_URL:-}"
 stamp_py=$VENV/.attnlib-setup-stamp
+warm_up="import attnlib, attnlib.experiments, attnlib.explorers, attnlib.check, attnlib.course, \
+torch, cvxpy, scipy.stats, sklearn, matplotlib.pyplot, ipywidgets, ipykernel.kernelapp, nbformat, \
+nbclient, jupytext, pytest, xdist, nbval, hypothesis, selenium.webdriver, sphinx.application, \
+myst_nb, jupyter_book, jupyter_cache, jupyterlab, tqdm.auto"
 if [ "$(cat "$stamp_py" 2>/dev/null)" != "$want_py" ]; then
   extra=()
   [ -n "${TORCH_INDEX_URL:-}" ] && extra=(--extra-index-url "$TORCH_INDEX_URL")
   torch_pin=$(grep -E '^torch==' requirements.txt) || die "requirements.txt must pin torch==..."
+  # (--no-compile: pip would byte-compile every module of every package, a minute of CPU on two
+  # cores; Python compiles a module the first time it is imported and keeps the result, and the
+  # warm-up below does that now for what the book, its build and its tests import)
   log "installing $torch_pin (first, so that no other torch build is pulled in)"
-  "$PY" -m pip install --quiet "${extra[@]}" "$torch_pin"
+  "$PY" -m pip install --quiet --no-compile "${extra[@]}" "$torch_pin"
   log "installing requirements.txt"
-  "$PY" -m pip install --quiet "${extra[@]}" -r requirements.txt
+  "$PY" -m pip install --quiet --no-compile "${extra[@]}" -r requirements.txt
   log "installing attnlib (editable)"
-  "$PY" -m pip install --quiet --no-deps -e .
+  "$PY" -m pip install --quiet --no-compile --no-deps -e .
+  log "compiling what the chapters, the build and the tests import"
+  (cd / && env -u PYTHONDONTWRITEBYTECODE "$ROOT/$PY" -c "$warm_up") \
+    || die "the installed packages do not import: $warm_up"
   echo "$want_py" > "$stamp_py"
 fi
 # The editable install must point at THIS checkout (a copied or moved venv would not).
