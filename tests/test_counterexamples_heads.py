@@ -170,16 +170,23 @@ def capped_svm_oracle(X, z, alpha, m, starts=(), n_random=12, seed=0):
     return sorted(out, key=lambda o: o[0])
 
 
-@functools.cache
-def kq_path(seed, m, radii=(1.0, 4.0, 16.0, 64.0)):
+def kq_path(seed, m):
     """The library's (K, Q) path of width m on :func:`instance` (seed) from a small seeded
-    start: K Q^T per radius (cached: two tests share the seed-0 path)."""
-    data = instance(seed)[0]
+    start: K Q^T per radius (R = 1, 4, 16, 64)."""
+    return _kq_paths(m)[seed]
+
+
+@functools.cache
+def _kq_paths(m, seeds=(0, 5), radii=(1.0, 4.0, 16.0, 64.0)):
+    """The paths of width m of both instances as one batch of trials, the same seeded start
+    for each (cached: the two tests share them)."""
+    one = [instance(s)[0] for s in seeds]
+    data = al.AttentionData(*(torch.stack([getattr(d, k) for d in one]) for k in "XYzv"))
     g = torch.Generator().manual_seed(0)
     K0, Q0 = (0.1 * torch.randn(data.d, m, generator=g, dtype=F64) for _ in range(2))
     res = al.regularization_path(data, radii, param="KQ", init={"K": K0, "Q": Q0},
                                  steps=2000, device="cpu")
-    return res.W.numpy()
+    return {s: res.W[b].numpy() for b, s in enumerate(seeds)}
 
 
 def instance(seed):
