@@ -38,7 +38,6 @@ def _lp_svm(data, alpha, lp):
     return torch.as_tensor(W)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("lp", [1.1, 1.75, 2.0, 3.0])
 def test_normalized_md_saturation(lp):
     """Normalised MD into saturation: no NaN, saturated softmax, and the direction keeps
@@ -60,7 +59,6 @@ def test_normalized_md_saturation(lp):
     assert D[-1] < 0.05 and D[-1] <= D[len(D) // 2] + 1e-6 and D[len(D) // 2] <= D[2] + 1e-6
 
 
-@pytest.mark.slow
 def test_long_run_to_norm_1e4_no_nan_and_direction_improves():
     # 2,500 steps of 5.0 carry ||W|| to about 1e4 (logits of order 1e4: softmax saturates
     # completely, the true gradient underflows), as 100,000 steps of 0.1 do, at 1/40 of the cost

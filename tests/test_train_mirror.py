@@ -61,7 +61,6 @@ def test_lp_mirror_descent_at_2_is_sgd():
     assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_lp_mirror_descent_lp11_long_run_finite(dtype):
     """Unnormalised l1.1 steps (the real-data setting) on logistic regression: finite (the
