@@ -164,9 +164,9 @@ const done = arguments[arguments.length - 1];
   await Promise.all(imgs.map(img => img.complete ? null :
       new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); })));
   // MathJax 3 has typeset the page (if the page loads it)
-  for (let i = 0; i < 100 && document.querySelector('script[src*="mathjax"]')
+  for (let i = 0; i < 500 && document.querySelector('script[src*="mathjax"]')
                    && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++) {
-    await new Promise(r => setTimeout(r, 100));
+    await new Promise(r => setTimeout(r, 20));
   }
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await MathJax.startup.promise;

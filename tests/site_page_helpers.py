@@ -8,6 +8,7 @@ registers them."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from site_helpers import (
@@ -44,12 +45,13 @@ const RAW = new RegExp([String.raw`\$\$`, String.raw`\\\(`, String.raw`\\\[`,
   String.raw`\|\s*:?-{3,}`, String.raw`^\s*\|.*\|\s*$`].join('|'), 'm');
 const raw = [];
 const chars = new Map();
-const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
+// (the text nodes outside the skipped elements: a skipped element is rejected with its whole
+// subtree, so no text node walks up its ancestors)
+const walker = document.createTreeWalker(document.body,
+  NodeFilter.SHOW_ELEMENT | NodeFilter.SHOW_TEXT, {
   acceptNode(node) {
-    for (let e = node.parentElement; e; e = e.parentElement) {
-      if (skip.has(e.tagName)) return NodeFilter.FILTER_REJECT;
-    }
-    return NodeFilter.FILTER_ACCEPT;
+    if (node.nodeType === Node.TEXT_NODE) return NodeFilter.FILTER_ACCEPT;
+    return skip.has(node.tagName) ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_SKIP;
   }});
 for (let n; full && (n = walker.nextNode()); ) {
   const t = n.textContent;
@@ -68,9 +70,17 @@ const draw = (ch, font) => {
   return ctx.getImageData(0, 0, 64, 64).data.join(',');
 };
 const boxes = [];
+// (each character is drawn once per font, and each font's .notdef once: MathJax draws every
+// glyph of every formula as a ::before of its own element, mostly the same few characters)
+const notdef = new Map(), verdict = new Map();
 const isBox = (ch, cs) => {
   const font = `${cs.fontStyle} ${cs.fontWeight} 40px ${cs.fontFamily}`;
-  return draw(ch, font) === draw('\u0378', font);
+  const key = ch + '\u0000' + font;
+  if (!verdict.has(key)) {
+    if (!notdef.has(font)) notdef.set(font, draw('\u0378', font));
+    verdict.set(key, draw(ch, font) === notdef.get(font));
+  }
+  return verdict.get(key);
 };
 for (const [ch, el] of chars) {
   if (isBox(ch, getComputedStyle(el))) boxes.push(ch);
@@ -240,22 +250,33 @@ return {math, code, titles};
 
 def _phone_search(driver, page: str, size: str, seen: dict):
     """On the phone: a screenshot of the screen, then the search button pressed (the result of
-    ``SEARCH``: True or what has the focus instead)."""
+    ``SEARCH``: True or what has the focus instead).  On a chapter the reader's pass took the
+    same picture already (the top of the page at 390 x 844, site_reader_helpers): it is copied,
+    not taken again."""
     if size != "390x844":
         return None
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(SCREENSHOTS / f"phone_{Path(page).stem}.png"))
+    path = SCREENSHOTS / f"phone_{Path(page).stem}.png"
+    shots = seen.get("reader_screenshots")
+    top = shots.get("top") if isinstance(shots, dict) else None
+    if top and driver.execute_script("return window.scrollY") == 0:
+        shutil.copyfile(top, path)
+    else:
+        driver.execute_script("window.scrollTo(0, 0);")
+        driver.save_screenshot(str(path))
     return driver.execute_async_script(SEARCH)
 
 
 def _open_dropdowns(driver, page: str, size: str, seen: dict):
-    """At 1366 x 768: every folded block opened (the problems found), then a full-page
-    screenshot."""
+    """At 1366 x 768: every folded block opened (the problems found)."""
     if size != "1366x768":
         return None
-    problems = driver.execute_async_script(DROPDOWNS)
-    screenshot(driver, page)
-    return problems
+    return driver.execute_async_script(DROPDOWNS)
+
+
+def _page_screenshot(driver, page: str, size: str, seen: dict):
+    """At 1366 x 768, after every folded block was opened: a full-page screenshot."""
+    return screenshot(driver, page) if size == "1366x768" else None
 
 
 # What this module reads from a page, on the one visit per page and size that all browser
@@ -263,10 +284,12 @@ def _open_dropdowns(driver, page: str, size: str, seen: dict):
 # page, each at the one size it checks and after that size's readers: the search button
 # pressed at the end of the phone pass (it closes the search again with Escape, so the laptop
 # pass, which counts the visible search boxes, finds one), every folded block opened last of
-# all at 1366 x 768 (after the reader's screenshots and the explorers' controls).
+# all at 1366 x 768 (after the reader's screenshots and the explorers' controls); then the
+# full-page screenshot, an action of its own (ATTNLIB_VISIT_TIMES times it apart).
 READERS.update(inspect=INSPECT, overflow=OVERFLOW, fit=FIT)
 ACTIONS.update(search=Action(80, _phone_search, sizes=("390x844",)),
-               dropdowns=Action(91, _open_dropdowns, sizes=("1366x768",)))
+               dropdowns=Action(91, _open_dropdowns, sizes=("1366x768",)),
+               page_screenshot=Action(92, _page_screenshot, sizes=("1366x768",)))
 
 
 def page_info(browser, served_site, page: str, size: str) -> dict:  # noqa: F811

@@ -135,7 +135,7 @@ def collect(browser, served_site, page: str, size: str) -> dict:  # noqa: F811
     return {**seen["collect"], "console": seen["console"]}
 
 
-def _screenshots(browser, page: str, size: str) -> None:  # noqa: F811
+def _screenshots(browser, page: str, size: str) -> dict:  # noqa: F811
     """A chapter as a reader sees it, the top of the page and a section in the middle, saved
     to ``_build/screenshots/reader/`` to be looked at. The page must be one of the book's (not a
     server's error page) and each image must have content (not one flat colour)."""
@@ -144,11 +144,12 @@ def _screenshots(browser, page: str, size: str) -> None:  # noqa: F811
     folder = SCREENSHOTS / "reader"
     folder.mkdir(parents=True, exist_ok=True)
     # a page of the book (a server's error page has no article and no book title)
-    assert browser.execute_script("return !!document.querySelector('article, .bd-article')"), \
-        f"{page} at {size}: not a page of the book (it did not load)"
-    height = browser.execute_script("return window.innerHeight")
-    total = browser.execute_script("return document.documentElement.scrollHeight")
+    book, height, total = browser.execute_script(  # (one round trip)
+        "return [!!document.querySelector('article, .bd-article'), window.innerHeight, "
+        "document.documentElement.scrollHeight]")
+    assert book, f"{page} at {size}: not a page of the book (it did not load)"
     name = page.split("/")[-1].removesuffix(".html")
+    paths = {}
     for where, y in (("top", 0), ("middle", max(0, total // 2 - height // 2))):
         browser.execute_script("window.scrollTo(0, arguments[0]);", y)
         path = folder / f"{name}-{size}-{where}.png"
@@ -156,12 +157,14 @@ def _screenshots(browser, page: str, size: str) -> None:  # noqa: F811
         with Image.open(path) as im:
             colours = len(set(im.convert("RGB").resize((64, 64)).getdata()))
         assert colours > 8, f"{page} at {size} ({where}): the screenshot is blank"
+        paths[where] = path
     browser.execute_script("window.scrollTo(0, 0);")
+    return paths
 
 
-def _reader_screenshots(driver, page: str, size: str, seen: dict) -> None:
-    if page in CHAPTERS:
-        _screenshots(driver, page, size)
+def _reader_screenshots(driver, page: str, size: str, seen: dict) -> dict | None:
+    """On a chapter: the reader's screenshots (:func:`_screenshots`), their paths by place."""
+    return _screenshots(driver, page, size) if page in CHAPTERS else None
 
 
 READERS["collect"] = COLLECT

@@ -80,13 +80,12 @@ SHARP = {1366: 1.6, 390: 1.5}
 
 def _check_sharp(driver, root, tag):
     """Every panel's natural width is at least SHARP times its displayed width."""
-    from selenium.webdriver.common.by import By
-
     width = int(tag.rsplit("_", 1)[1])
-    for img in root.find_elements(By.CSS_SELECTOR, "img.attnlib-panel"):
-        natural, shown = driver.execute_script(
-            "return [arguments[0].naturalWidth, arguments[0].getBoundingClientRect().width]",
-            img)
+    panels = driver.execute_script(  # (one round trip for every panel)
+        "return Array.from(arguments[0].querySelectorAll('img.attnlib-panel'))"
+        ".map(i => [i.naturalWidth, i.getBoundingClientRect().width])", root)
+    assert panels, f"{tag}: no panel"
+    for natural, shown in panels:
         assert natural >= SHARP[width] * shown - 1, (
             f"{tag}: a panel of {natural} px is shown {shown:.0f} px wide (soft on 2x screens)")
 
