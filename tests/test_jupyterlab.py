@@ -428,7 +428,9 @@ def test_chapter_renders_myst_in_jupyterlab(lab, lab_page, chapter):
     t0 = time.monotonic()
     # the kernel started and answered its info; the notebook took the kernel's name
     idle = driver.execute_async_script(_OPEN, chapter, 90)
+    t_open = time.monotonic() - t0
     info = driver.execute_async_script(_RENDERED, KEYS, len(want), n_cited, 100, _FIND)
+    t_rendered = time.monotonic() - t0
     dirty = driver.execute_script(_DIRTY)
     dirty += driver.execute_script(
         "const p = window._attnPanel; return p && p.context.model.dirty ? ['model dirty'] : [];")
@@ -442,7 +444,8 @@ def test_chapter_renders_myst_in_jupyterlab(lab, lab_page, chapter):
         "requestAnimationFrame(() => requestAnimationFrame(() => done(true)));")
     driver.save_screenshot(str(SCREENSHOTS / f"jupyterlab_{chapter[:-6]}.png"))
     driver.execute_async_script(_CLOSE)
-    print(f"jupyterlab {chapter}: {info} after {time.monotonic() - t0:.1f} s")
+    print(f"jupyterlab {chapter}: {info} after {time.monotonic() - t0:.1f} s (kernel idle "
+          f"after {t_open:.1f} s, rendered after {t_rendered:.1f} s)")
     assert info and info["cells"] > 0, f"no rendered Markdown cell in JupyterLab: {info}"
     assert info["typeset"] > 0, f"no math typeset in the Markdown cells: {info}"
     assert info["raw"] == 0, f"{info['raw']} Markdown cell(s) show raw MyST: {info}"
