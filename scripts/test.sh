@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# make test: every test of the project, in this order (make test runs scripts/setup.sh first):
+# make test: every test of the project (make test runs scripts/setup.sh first):
 #   0. lint   ruff check (the configuration in pyproject.toml)
-#   1. unit   pytest tests/ (all but the browser tests)
-#   2. nbval  every notebook under book/, top to bottom (scripts/nbval.sh)
-#   3. build  a strict build of the book, every page re-read (scripts/build.sh --all)
-#   4. site   the browser test against that build (pytest -m browser)
+#   1. nbval  every notebook under book/, top to bottom (scripts/nbval.sh)
+#   2. build  a strict build of the book, every page re-read (scripts/build.sh --all)
+#   3. site   the browser test against that build (pytest -m browser)
+#   4. unit   pytest tests/ (all but the browser tests), run beside steps 2 and 3
+# The browser test mostly waits (for pages, for the browser, for animations played in real
+# time) and the build uses one core, so the unit tests fill the cores they leave: they start
+# when nbval is done, their output is kept and shown once the browser test has finished.
 # Every step runs even when an earlier one failed (so one run shows every failure); the exit
 # status is non-zero if any step failed.  With CI=true the build starts from an empty _build/.
 set -uo pipefail
@@ -18,33 +21,48 @@ fi
 mkdir -p _build
 
 names=(); codes=(); secs=(); cpus=()
-# CPU_NOW: the CPU seconds (user + system) of this script's finished child processes so far,
-# from bash's `times` (second line), which must run in this shell: called as `cpu_now`, never
-# inside $( ), whose subshell has children of its own.
-cpu_now() {
-  times > _build/.test-cpu
-  CPU_NOW=$(awk 'NR==2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
-                         printf "%.0f", u[1]*60 + u[2] + s[1]*60 + s[2] }' _build/.test-cpu)
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+# CPU_OF FILE: the CPU seconds (user + system) of finished child processes in the output of
+# bash's `times` (its second line), written by the shell whose children they were.
+cpu_of() {
+  awk 'NR==2 { split($1, u, /[ms]/); split($2, s, /[ms]/)
+               printf "%.0f", u[1]*60 + u[2] + s[1]*60 + s[2] }' "$1"
+}
+# RUN NAME COMMAND...: the command in a subshell that writes its exit status, wall seconds and
+# its processes' CPU seconds to $logs/NAME.{rc,sec,cpu} (each step counts its own processes,
+# also while another step runs beside it).
+run() {
+  local name=$1; shift
+  ( t0=$(date +%s)
+    "$@"
+    echo $? > "$logs/$name.rc"; echo $(( $(date +%s) - t0 )) > "$logs/$name.sec"
+    times > "$logs/$name.cpu" )
+}
+record() {
+  names+=("$1"); codes+=("$(cat "$logs/$1.rc")"); secs+=("$(cat "$logs/$1.sec")")
+  cpus+=("$(cpu_of "$logs/$1.cpu")")
 }
 step() {
   local name=$1; shift
   echo
   echo "================ [test] $name: $* ================"
-  local t0 c0; t0=$(date +%s); cpu_now; c0=$CPU_NOW
-  "$@"
-  local rc=$?
-  names+=("$name"); codes+=("$rc"); secs+=("$(( $(date +%s) - t0 ))")
-  cpu_now; cpus+=("$(( CPU_NOW - c0 ))")
+  run "$name" "$@"
+  record "$name"
 }
+t_all=$(date +%s)
 
 step lint    ruff check .
-# (two pytest-xdist workers, one test file per worker: the machine's two cores; the files
-# handed out dearest first, by their tests marked slow, tests/conftest.py, so that neither
-# worker waits long for the other at the end; the ten slowest tests are listed at the end of
-# each step)
-step unit    python -m pytest tests -m "not browser" -n 2 --dist loadfile -p no:cacheprovider -q \
-               -rfEs --durations=10
 step nbval   scripts/nbval.sh
+# (two pytest-xdist workers, one test file per worker; the files handed out dearest first, by
+# their tests marked slow, tests/conftest.py, so that neither worker waits long for the other
+# at the end; the ten slowest tests are listed at the end of the step)
+unit=(python -m pytest tests -m "not browser" -n 2 --dist loadfile -p no:cacheprovider -q
+      -rfEs --durations=10)
+echo
+echo "================ [test] unit (beside build and site; output below): ${unit[*]} ================"
+run unit "${unit[@]}" > "$logs/unit.log" 2>&1 &
+unit_pid=$!
 step build   scripts/build.sh --all
 # (two workers again, one Chromium each for the whole session; all tests of one page in one
 # worker, tests/conftest.py, so that each page is loaded once and read at both screen sizes:
@@ -53,18 +71,24 @@ step build   scripts/build.sh --all
 step site    python -m pytest tests -m browser -n 2 --dist loadgroup --no-loadscope-reorder \
                -p no:cacheprovider -q \
                -rfEs --durations=10
+wait "$unit_pid"
+echo
+echo "================ [test] unit: ${unit[*]} ================"
+cat "$logs/unit.log"
+record unit
 
 echo
 echo "================ [test] summary ================"
 # (wall seconds, and the CPU seconds of the step's processes: user + system, as `time` counts
 # them; a process that outlives its parent, such as a browser the driver left behind, is not
 # counted)
-fail=0; wall=0; cpu=0
+fail=0; cpu=0
 for i in "${!names[@]}"; do
   status=passed; [ "${codes[$i]}" -ne 0 ] && { status="FAILED (exit ${codes[$i]})"; fail=1; }
   printf '  %-6s %-20s %5s s   %5s CPU-s\n' "${names[$i]}" "$status" "${secs[$i]}" "${cpus[$i]}"
-  wall=$(( wall + secs[i] )); cpu=$(( cpu + cpus[i] ))
+  cpu=$(( cpu + cpus[i] ))
 done
-printf '  %-6s %-20s %5s s   %5s CPU-s\n' all "" "$wall" "$cpu"
+wall=$(( $(date +%s) - t_all ))
+printf '  %-6s %-20s %5s s   %5s CPU-s   (unit ran beside build and site)\n' all "" "$wall" "$cpu"
 [ -d _build/screenshots ] && echo "  screenshots: _build/screenshots/"
 exit "$fail"
