@@ -35,6 +35,20 @@ if [ ! -x "$PY" ]; then
   "$interp" -m venv "$VENV" || die "'$interp -m venv' failed (on Debian/Ubuntu: apt-get install python3-venv)"
 fi
 
+# 3a. The npm packages are fetched in the background while pip installs the Python packages
+# (npm and pip each wait on the network and on the disk much of the time); step 3 waits for them.
+want_js=$(hash_of "$JS/package.json" "$JS/package-lock.json")
+stamp_js=$JS/node_modules/.attnlib-setup-stamp
+npm_pid=""
+if [ "${1:-}" != "--python-only" ] && [ "$(cat "$stamp_js" 2>/dev/null)" != "$want_js" ]; then
+  command -v npm >/dev/null || die "npm is required for MathJax (Debian/Ubuntu: apt-get install nodejs npm)"
+  log "installing MathJax 3, RequireJS, @jupyter-widgets/html-manager and plotly.js from npm (in the background)"
+  npm_log=$(mktemp)
+  trap 'rm -f "$npm_log"' EXIT
+  (cd "$JS" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) > "$npm_log" 2>&1 &
+  npm_pid=$!
+fi
+
 # 2. Python packages ------------------------------------------------------------------------
 want_py="$(hash_of requirements.txt pyproject.toml)|${TORCH_INDEX_URL:-}"
 stamp_py=$VENV/.attnlib-setup-stamp
@@ -77,12 +91,9 @@ fi
 rm -rf "$VENV/share/jupyter/labextensions/jupyterlab-jupytext"
 
 # 3. Offline JavaScript ---------------------------------------------------------------------
-want_js=$(hash_of "$JS/package.json" "$JS/package-lock.json")
-stamp_js=$JS/node_modules/.attnlib-setup-stamp
-if [ "$(cat "$stamp_js" 2>/dev/null)" != "$want_js" ]; then
-  command -v npm >/dev/null || die "npm is required for MathJax (Debian/Ubuntu: apt-get install nodejs npm)"
-  log "installing MathJax 3, RequireJS, @jupyter-widgets/html-manager and plotly.js from npm"
-  (cd "$JS" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+if [ -n "$npm_pid" ]; then
+  wait "$npm_pid" || { cat "$npm_log" >&2; die "npm ci failed in $JS (its output above)"; }
+  cat "$npm_log"
   echo "$want_js" > "$stamp_js"
 fi
 want_off="$want_js|$(hash_of scripts/setup.sh "$JS/widgets-offline.js" "$JS/token-drag.js")"
