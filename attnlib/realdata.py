@@ -227,33 +227,54 @@ class AttentionClassifier(torch.nn.Module):
                              f"got {len(lrs)}")
         return [{"params": [W, v], "lr": float(lr)} for W, v, lr in zip(self.Ws, self.vs, lrs)]
 
+    def _stacked(self, pars):
+        """The groups' parameters as one (B, ...) tensor (the parameter itself for one group:
+        no copy, in the forward pass nor in the backward)."""
+        return pars[0] if len(pars) == 1 else torch.cat(list(pars))
+
     def logits(self, X, z):
-        """Attention logits ``x_it^T W_b z_i`` laid out (N, T, B) (one bmm over samples)."""
-        Wz = torch.einsum("bde,ne->ndb", self.W, z)  # (N, d, B)
+        """Attention logits ``x_it^T W_b z_i`` laid out (N, T, B): ``W_b z_i`` for every
+        model and sample as one matrix product (N, d) × (d, d·B), then one bmm over samples."""
+        W = self._stacked(self.Ws)
+        B, d, e = W.shape
+        Wz = torch.bmm(z[None], W.permute(2, 1, 0).reshape(1, e, d * B)).view(-1, d, B)
         return torch.bmm(X, Wz)  # (N, T, B)
 
     def attention(self, X, z):
         """Softmax attention ``s`` (B, N, T) of every model on every sample."""
         return torch.softmax(self.logits(X, z), dim=1).permute(2, 0, 1)
 
-    def forward(self, X, z):
-        """Outputs ``f`` (B, N)."""
-        values = X @ self.v.T  # (N, T, B)
+    def values(self, X):
+        """The values ``v_b^T x_it`` laid out (N, T, B)."""
+        return X @ self._stacked(self.vs).T
+
+    def forward(self, X, z, values=None):
+        """Outputs ``f`` (B, N).
+
+        ``values``: :meth:`values` of ``X``, when it is already at hand (a fixed head: the
+        values do not change from step to step); computed here otherwise.
+        """
+        values = self.values(X) if values is None else values  # (N, T, B)
         s = torch.softmax(self.logits(X, z), dim=1)  # (N, T, B)
         return (s * values).sum(1).T
 
 
-def _loss_acc(model, X, Y, z):
+def _loss(f, Y):
+    """Mean logistic loss of each model's outputs ``f`` (B, N): (B,)."""
+    return torch.nn.functional.softplus(-Y * f).mean(-1)
+
+
+def _loss_acc(model, X, Y, z, values=None):
     """Mean logistic loss and accuracy of each model: two (B,) tensors."""
-    f = model(X, z)  # (B, N)
-    loss = torch.nn.functional.softplus(-Y * f).mean(-1)
+    f = model(X, z, values)  # (B, N)
     acc = ((f > 0) == (Y > 0)).to(f.dtype).mean(-1)
-    return loss, acc
+    return _loss(f, Y), acc
 
 
-def _make_optimizer(name: str, groups: list[dict], lp: float):
-    if name == "md":
-        return LpMirrorDescent(groups, lr=groups[0]["lr"], lp=lp)
+def _make_optimizer(name: str, groups: list[dict], lps: list[float]):
+    if name == "md":  # each group its own exponent
+        return LpMirrorDescent([g | {"lp": p} for g, p in zip(groups, lps)],
+                               lr=groups[0]["lr"], lp=lps[0])
     if name == "gd":
         return torch.optim.SGD(groups, lr=groups[0]["lr"])
     if name == "adam":
@@ -261,7 +282,7 @@ def _make_optimizer(name: str, groups: list[dict], lp: float):
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
 
 
-def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
+def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float | tuple = 1.1,
         steps: int = 1000, eval_every: int = 25, seeds=(0, 1, 2, 3, 4),
         init_scale: float = 0.1, progress: bool = False, v=None,
         normalized: bool = False) -> dict:
@@ -276,8 +297,12 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
         the L·S models train independently.
     lrs : sequence of float
         The learning-rate grid (L values); one parameter group each.
-    lp, steps, eval_every
-        Mirror-descent exponent (``"md"`` only), full-batch steps, checkpoint spacing.
+    lp : float or sequence of float
+        Mirror-descent exponent (``"md"`` only): one for every learning rate, or one per
+        learning rate (L values; p = 2 is gradient descent), so that runs of several p train
+        as one computation.
+    steps, eval_every
+        Full-batch steps, checkpoint spacing.
     seeds, init_scale
         See :class:`AttentionClassifier`.
     v : Tensor (d,), optional
@@ -305,10 +330,14 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
                          f"{normalized!r}")
     steps = number("steps", steps, lo=1, integer=True)
     eval_every = number("eval_every", eval_every, lo=1, integer=True)
-    lp = number("lp", lp, lo=1, lo_open=True)
     lrs = [number("lrs", lr, lo=0, lo_open=True) for lr in lrs]
     if not lrs:
         raise ValueError("lrs: expected at least one positive learning rate, got none")
+    lps = [number("lp", p, lo=1, lo_open=True) for p in
+           (lp if isinstance(lp, (list, tuple)) else [lp] * len(lrs))]
+    if len(lps) != len(lrs):
+        raise ValueError(f"lp: expected one exponent or one per learning rate ({len(lrs)}), "
+                         f"got {len(lps)}")
     from tqdm.auto import tqdm
 
     L, S = len(lrs), len(tuple(seeds))
@@ -320,8 +349,13 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
             raise ValueError(f"v: expected shape ({data.d},), got {tuple(v.shape)}")
         for p in model.vs:
             p.requires_grad_(False).copy_(v.expand_as(p))
-    opt = _make_optimizer(optimizer, model.param_groups(lrs), lp)
+    opt = _make_optimizer(optimizer, model.param_groups(lrs), lps)
     tr, va, te = data.part("train"), data.part("val"), data.part("test")
+    if v is not None:  # a fixed head: the values of every split are constants of the run
+        with torch.no_grad():
+            tr, va, te = ((*p, model.values(p[0])) for p in (tr, va, te))
+    Xtr, Ytr, ztr = tr[:3]
+    vtr = tr[3] if v is not None else None
     rec = {k: [] for k in ("train_loss", "train_acc", "val_loss", "val_acc", "test_acc", "W",
                            "v")}
     steps_seen = []
@@ -345,10 +379,10 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float = 1.1,
         record(0)
         for k in tqdm(range(1, steps + 1), disable=not progress, desc=optimizer):
             opt.zero_grad(set_to_none=True)
-            loss = _loss_acc(model, *tr)[0].sum()  # sum over models: independent gradients
-            loss.backward()
+            # the sum over models: independent gradients
+            _loss(model(Xtr, ztr, vtr), Ytr).sum().backward()
             if normalized:
-                _normalize(model, 2.0 if optimizer == "gd" else lp / (lp - 1.0))
+                _normalize(model, [2.0 if optimizer == "gd" else p / (p - 1.0) for p in lps])
             opt.step()
             if k % eval_every == 0 or k == steps:
                 record(k)
@@ -371,12 +405,22 @@ def _status(out: dict, opt) -> RunStatus:
                      first_nonfinite=first, causes=causes)
 
 
-def _normalize(model, q: float) -> None:
-    """Each model's gradient divided by its ℓq norm, in place (W and v separately)."""
-    for par in (*model.Ws, *model.vs):
-        if par.grad is not None:
-            g = par.grad
-            par.grad = normalized_step(g.reshape(g.shape[0], -1), 1.0, q, 0.0).view_as(g)
+def _normalize(model, qs: list[float]) -> None:
+    """Each model's gradient divided by its ℓq norm, in place (W and v separately), with
+    ``qs[g]`` the dual exponent of group g.
+
+    The gradients of the groups that share q are normalised together, one row per model (the
+    norm is a row's own, so this is the group-by-group result, in one call)."""
+    for pars in (model.Ws, model.vs):
+        for q in dict.fromkeys(qs):
+            same = [p for p, qg in zip(pars, qs) if qg == q and p.grad is not None]
+            if not same:
+                continue
+            g = torch.cat([p.grad.flatten(1) for p in same]) if len(same) > 1 else \
+                same[0].grad.flatten(1)
+            step = normalized_step(g, 1.0, q, 0.0)
+            for p, s in zip(same, step.split([p.shape[0] for p in same])):
+                p.grad = s.view_as(p)
 
 
 def select(val_acc, val_loss, eligible=None) -> tuple[int, torch.Tensor]:
