@@ -69,7 +69,9 @@ def log_softmax(a: torch.Tensor) -> torch.Tensor:
 
 def attend(X: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """Attention output :math:`h_i = X_i^\\top s_i = \\sum_t s_{it} x_{it}`, shape (..., n, d)."""
-    return torch.einsum("...nt,...ntd->...nd", s, X)
+    if s.dtype == X.dtype and s.shape == X.shape[:-1]:  # einsum's own bmm, without its parsing
+        return (s.unsqueeze(-2) @ X).squeeze(-2)
+    return torch.einsum("...nt,...ntd->...nd", s, X)  # mixed dtypes or broadcast trials
 
 
 # ----------------------------------------------------------------------------- heads

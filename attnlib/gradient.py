@@ -69,7 +69,11 @@ def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, va
         head = head or LinearHead()
         h = attend(X, s)
         f = head.value(h, v)
-        g = torch.einsum("...ntd,...nd->...nt", X, head.grad(h, v))  # token values
+        gh = head.grad(h, v)  # token values x_it^T grad psi(h_i), as einsum's own bmm; einsum
+        # where it promotes mixed dtypes or broadcasts trials (and contracts in another order)
+        g = ((X @ gh.unsqueeze(-1)).squeeze(-1)
+             if gh.dtype == X.dtype and gh.shape[:-1] == X.shape[:-2]
+             else torch.einsum("...ntd,...nd->...nt", X, gh))
     else:
         h, g = None, values
         f = (s * g).sum(-1)
@@ -78,14 +82,20 @@ def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, va
     u = Y * f
     la = loss_log_abs_derivative(u, loss)  # log|l'(u_i)|
     lw = ls.unsqueeze(-1) + (ls + la.unsqueeze(-1)).unsqueeze(-2)  # (..., n, T, T)
-    lw = lw + _off_diagonal(a.shape[-1], a.dtype, a.device)
+    # a fresh tensor: updated in place (the same values, no new (..., n, T, T) buffers) unless
+    # autograd tracks it or pair_diff would broadcast it to a larger shape
+    inplace = not lw.requires_grad and torch.broadcast_shapes(lw.shape,
+                                                              pair_diff.shape) == lw.shape
+    off = _off_diagonal(a.shape[-1], a.dtype, a.device)
+    lw = lw.add_(off) if inplace else lw + off
     if scaled and a.shape[-1] > 1:
         top = lw.flatten(-3).amax(-1)  # (...,): the largest pair weight, finite for T > 1
-        lw = lw - top[..., None, None, None]
+        lw = lw.sub_(top[..., None, None, None]) if inplace else lw - top[..., None, None, None]
         K = -top
     else:
         K = torch.zeros(a.shape[:-2], dtype=a.dtype, device=a.device)
-    coef = (torch.exp(lw) * pair_diff).sum(-1)  # (..., n, T)
+    w = lw.exp_().mul_(pair_diff) if inplace else torch.exp(lw) * pair_diff
+    coef = w.sum(-1)  # (..., n, T)
     if y_weight is None:
         y_weight = (-Y / X.shape[-3]).unsqueeze(-1)
     da = coef * y_weight  # l' < 0 for every loss
@@ -178,7 +188,10 @@ def risk_gradient(X, Y, *, z=None, W=None, p=None, v=None, head=None, loss="logi
             la = loss_log_abs_derivative(out["u"], loss)  # log|l'_i|, (..., n)
             kv = -la.amax(-1) if scaled else torch.zeros_like(la[..., 0])
             w = (-Y / n) * torch.exp(la + kv.unsqueeze(-1))  # l'_i Y_i / n, scaled
-            G["v"], K["v"] = torch.einsum("...n,...nd->...d", w, out["h"]), kv
+            h = out["h"]
+            G["v"], K["v"] = ((w.unsqueeze(-2) @ h).squeeze(-2)
+                              if w.dtype == h.dtype and w.shape == h.shape[:-1]
+                              else torch.einsum("...n,...nd->...d", w, h)), kv
         out["W"] = Wc
         return G, K, out
 

@@ -250,3 +250,49 @@ def test_normalized_step_exact_for_subnormal_zero_and_plain_rows():
     got = normalized_step(g, 0.5, 2.0, 1e-300, log_scale=K)
     true_norm = torch.tensor(5.0, dtype=F64) * torch.exp(-K[2])
     assert torch.allclose(got[2], 0.5 * u[2] * true_norm / (true_norm + 1e-300), rtol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("eps", [0.0, 1e-300, 1e30])
+@pytest.mark.parametrize("q", [2.0, 1.5, 5.0])
+def test_per_row_zero_and_finite_checks_match_the_entries(dtype, eps, q):
+    """The trainer's per-row summaries against the straightforward passes over the entries:
+    ``_normalized_step``'s (gradient zero, step zero) are ``(g == 0).all(1)`` and
+    ``(step == 0).all(1)``, its step is :func:`normalized_step`'s, and ``_finite_rows`` is
+    ``isfinite(t).all(1)`` (``_within``: LpMirrorDescent's whole-tensor checks); rows: plain,
+    zero, subnormal, huge, with NaN, +inf, -inf, and a true scale that makes ``eps`` dominate
+    (a step that underflows to exactly zero)."""
+    from attnlib.train.loop import _finite_rows
+    from attnlib.train.mirror import _normalized_step, normalized_step
+
+    fi = torch.finfo(dtype)
+    g = torch.randn(10, 7, generator=torch.Generator().manual_seed(3), dtype=F64).to(dtype)
+    g[1] = 0
+    g[2] = g[2] * fi.tiny * 2.0 ** -3  # subnormal entries
+    g[3] = g[3] * fi.max / 8
+    g[4, 2] = float("nan")
+    g[5, 0] = float("inf")
+    g[6, 6] = float("-inf")
+    g[7, 1:] = 0  # one non-zero entry
+    log_scale = torch.zeros(10, dtype=dtype)
+    log_scale[8] = 700.0  # the true gradient is e^-700 times g: eps dominates the norm
+    log_scale[9] = -700.0
+    for lr in (0.1, fi.tiny):
+        step, g_zero, step_zero = _normalized_step(g, lr, q, eps, log_scale)
+        assert torch.equal(step.nan_to_num(7.0), normalized_step(g, lr, q, eps, log_scale)
+                           .nan_to_num(7.0))
+        assert torch.equal(g_zero, (g == 0).all(1))
+        assert torch.equal(step_zero, (step == 0).all(1))
+        if eps == 1e30:
+            assert step_zero[8] and not g_zero[8]  # exactly zero: eps swamps the true norm
+    assert torch.equal(_finite_rows([g], 10), torch.isfinite(g).all(1))
+    h = torch.ones(10, 2, 3, dtype=dtype)
+    h[0, 1, 2] = float("-inf")
+    both = _finite_rows([g, h], 10)
+    assert torch.equal(both, torch.isfinite(g).all(1) & torch.isfinite(h.flatten(1)).all(1))
+    # LpMirrorDescent's whole-tensor checks: all finite, all within the dtype's range
+    from attnlib.train.mirror import _within
+
+    for row in list(g) + [g[:0]]:
+        assert _within(row, float("inf")) == bool(torch.isfinite(row).all())
+        assert _within(row, fi.max / 16) == bool((row.abs() <= fi.max / 16).all())

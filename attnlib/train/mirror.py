@@ -97,6 +97,19 @@ def normalized_step(g: torch.Tensor, lr: float, q: float, eps: float, log_scale=
     log_scale : tensor (B,), optional
         ``g`` is the gradient times ``exp(log_scale)``.
     """
+    return _normalized_step(g, lr, q, eps, log_scale)[0]
+
+
+def _normalized_step(g, lr, q, eps, log_scale=None):
+    """:func:`normalized_step`, and per row whether the gradient and the step are zero.
+
+    Returns ``(step, g_zero, step_zero)``: ``g_zero`` (B,) is ``(g == 0).all(1)`` and
+    ``step_zero`` (B,) is ``(step == 0).all(1)``, read off per-row scalars instead of the
+    (B, N) entries (what :func:`attnlib.train` checks every step). The largest entry of a
+    row of ``g / max|g|`` is exactly 1 in magnitude, so the largest of the step's row is
+    exactly ``lr / nrm``: the step is zero where ``g`` is or ``lr / nrm`` underflows, and NaN
+    rows are neither (``amax`` propagates NaN).
+    """
     m = g.abs().amax(dim=1)  # (B,)
     tiny = torch.finfo(g.dtype).tiny ** 0.5
     small = m < tiny
@@ -105,7 +118,7 @@ def normalized_step(g: torch.Tensor, lr: float, q: float, eps: float, log_scale=
         boost = torch.where(small, torch.full_like(m, 1.0 / tiny), torch.ones_like(m))
         g = g * boost.unsqueeze(1)  # exact: 1/tiny is a power of two
         m = m * boost
-    safe = torch.where(m > 0, m, torch.ones_like(m))
+    safe = torch.where(m > 0, m, 1.0)
     gs = g / safe.unsqueeze(1)
     nrm = torch.linalg.vector_norm(gs, ord=q, dim=1)  # >= 1 where m > 0
     if eps > 0:
@@ -114,7 +127,9 @@ def normalized_step(g: torch.Tensor, lr: float, q: float, eps: float, log_scale=
             log_true_max = log_true_max - log_scale
         nrm = nrm + torch.exp(math.log(eps) - log_true_max)
     nrm = nrm.clamp_min(torch.finfo(g.dtype).tiny)  # a zero row (nrm 0) takes a zero step
-    return (lr / nrm).unsqueeze(1) * gs
+    c = lr / nrm  # (B,): the largest |entry| of each row of the step (where m > 0)
+    g_zero = m == 0
+    return c.unsqueeze(1) * gs, g_zero, g_zero | (c == 0)
 
 
 class LpMirrorDescent(torch.optim.Optimizer):
@@ -218,7 +233,7 @@ class LpMirrorDescent(torch.optim.Optimizer):
                 if w.grad is None:
                     continue
                 g = w.grad
-                if not bool(torch.isfinite(g).all()):
+                if not _within(g, math.inf):
                     return self._skip(k, f"the gradient of a parameter of shape "
                                          f"{tuple(w.shape)} has NaN or Inf entries", loss)
                 if lp == 2.0 and not group["normalized"]:
@@ -243,7 +258,7 @@ class LpMirrorDescent(torch.optim.Optimizer):
                     theta = theta - step.to(theta.dtype)
                     new = inverse_mirror_map(theta, lp)
                 big = torch.finfo(w.dtype).max
-                if not bool((new.abs() <= big).all()):  # NaN, Inf or beyond w's dtype
+                if not _within(new, big):  # NaN, Inf or beyond w's dtype
                     return self._skip(k, f"the update of a parameter of shape {tuple(w.shape)} "
                                          f"leaves {w.dtype}'s range (lp={lp:g}, lr={lr:g})",
                                       loss)
@@ -262,6 +277,16 @@ class LpMirrorDescent(torch.optim.Optimizer):
                           f"last finite values (see .status)", RuntimeWarning, stacklevel=5)
             report(self.status)
         return loss
+
+
+def _within(t: torch.Tensor, bound: float) -> bool:
+    """Every entry of ``t`` has :math:`|t| \\le` ``bound`` (never for NaN); with ``bound`` = inf:
+    every entry is finite. One ``abs().amax()`` (which propagates NaN) and one comparison,
+    instead of a boolean tensor the size of ``t`` and its ``all()``."""
+    if t.numel() == 0:
+        return True
+    top = t.abs().amax()
+    return bool(top < bound) if bound == math.inf else bool(top <= bound)
 
 
 def _checked_group(group: dict) -> dict:
