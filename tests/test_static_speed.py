@@ -118,6 +118,19 @@ def test_titles_are_pinned_only_where_matplotlib_leaves_them():
     ("parameterisation", dict(),
      [(dict(iterations=0), 1000), (dict(iterations=1000, lr=0.5), dict(iterations=10, lr=0.01))],
      dict(param="W")),
+    # softmax: another norm along the same angle; another angle redraws
+    ("softmax_explorer", dict(),
+     [(dict(angle=96, norm=1.0), dict(norm=8.0)), (dict(angle=270, norm=16.0), dict(norm=0.0))],
+     dict(angle=45)),
+    # global_share: another d at the same (n, T); another n redraws
+    ("global_share", dict(n=6, T=8, d=10),
+     [(dict(d=2), dict(d=20)), (dict(n=3, T=4, d=10), dict(d=3))],
+     dict(n=4)),
+    # mirror_descent: more or fewer steps of the same run (from none: no arrowheads yet);
+    # another exponent, seed or ε redraws
+    ("mirror_descent", dict(lp=1.75),
+     [(dict(iterations=0), 500), (dict(iterations=1500, eps="2⁻⁵² (official)"), 100)],
+     dict(lp=2.0)),
 ])
 def test_an_explorer_update_is_a_fresh_draw(name, kw, pairs, other):
     """Moved from one iteration to another in place, the figure has the pixels of a new
@@ -146,3 +159,52 @@ def test_recompressing_keeps_the_pixels():
     for a, b in zip(before, _frames(st)):
         for x, y in zip(a, b):
             assert np.array_equal(x, y)
+
+
+def test_a_strip_drawn_before_is_not_encoded_again():
+    fig = BookFigure(figsize=(4, 2), dpi=40)
+    ax0, ax1 = fig.subplots(1, 2)
+    ax0.plot([0, 1], [0, 1])
+    (line,) = ax1.plot([0, 1], [1, 0])
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    cuts = static_mod._cuts(fig, canvas.get_renderer())
+    known = {}
+    first = static_mod._strips(canvas, cuts, known=known)
+    assert first == static_mod._strips(canvas, cuts) and len(known) == 2
+    line.set_color("r")  # the right panel changes, the left one does not
+    canvas.draw()
+    again = static_mod._strips(canvas, cuts, known=known)
+    assert again[0] is first[0] and again[1] != first[1] and len(known) == 3
+    assert again == static_mod._strips(canvas, cuts)
+
+
+class _TextResult:
+    """The arrays of ``md_text`` that the word-attention explorer reads, made up (3 sentences
+    of 7 words, 2 seeds)."""
+
+    def __init__(self):
+        rng = np.random.default_rng(0)
+        att = {f"attention_{k}": rng.dirichlet(np.ones(7), size=(2, 3))
+               for k in ("md", "gd", "md3", "adam")}
+        self.arrays = dict(vocab=np.array([f"w{j}" for j in range(12)]),
+                           words=np.array([[-1, 3, 4, 5, 6, 7, 8], [-1, 1, 2, 9, 10, 11, 0],
+                                           [-1, 0, 1, 2, 3, 4, 5]]),
+                           relevant=np.array([2, 4, 1]), distractor=np.array([[3], [5], [6]]),
+                           label=np.array([1, -1, 1]), **att)
+
+
+def test_word_attention_update_is_a_fresh_draw():
+    ex = explorers.word_attention(_TextResult(), sentence=1, mode="live").explorer
+    assert ex.fast == "optimizer"
+    for start, new in [(dict(optimizer="md", seed=0), dict(optimizer="adam", seed=1)),
+                       (dict(optimizer="gd", seed=1), dict(optimizer="md3", seed=1))]:
+        moved = BookFigure(figsize=ex.figsize, dpi=50)
+        vals = ex.values(**start)
+        ex.draw_into(moved, vals, names=[])
+        _pixels(moved)
+        assert moved.attnlib_update(**{**vals, **new})
+        assert not moved.attnlib_update(**{**vals, **new, "sentence": 2})
+        fresh = BookFigure(figsize=ex.figsize, dpi=50)
+        ex.draw_into(fresh, {**vals, **new}, names=[])
+        assert np.array_equal(_pixels(moved), _pixels(fresh))

@@ -311,32 +311,52 @@ def selection(position: str = "(0, 0)", *, score: float = 0.0, alpha: int = 1,
 
 
 # -- softmax (chapter 1) ----------------------------------------------------------------------
-def _draw_softmax(fig, angle, norm):
-    """Chapter 1 explorer: p = norm·(cos angle, sin angle) on the 3-token example."""
-    ex = three_token_example("global", device="cpu")
+def _softmax_at(ex, angle, norm):
+    """The prompt p (2,), the softmax s (T,) and the loss of p = norm·(cos angle, sin angle)."""
     u = torch.tensor([[math.cos(math.radians(angle)), math.sin(math.radians(angle)), 0.0]],
                      dtype=torch.float64)
     risk, s = ray_losses(ex, u, [norm])
-    s = s[0, 0, 0].numpy()  # (T,): the one input
+    return norm * u[0, :2].numpy(), s[0, 0, 0].numpy(), float(risk[0, 0])  # s: the one input
+
+
+def _draw_softmax(fig, angle, norm):
+    """Chapter 1 explorer: p = norm·(cos angle, sin angle) on the 3-token example."""
+    ex = three_token_example("global", device="cpu")
+    p, s, loss = _softmax_at(ex, angle, norm)
     gamma = scores(ex.data)[0].numpy()
     ax0, ax1 = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(1.1, 1)))
     plots.token_scatter(ex.data.X[0, :, :2], gamma, ax=ax0, colorbar=False)
-    p = norm * u[0, :2].numpy()
-    ax0.annotate("", xy=p, xytext=(0, 0), arrowprops=dict(arrowstyle="-|>", color=_C["target"],
-                                                          lw=1.8))
-    ax0.text(*(p * 1.05), "p", color=_C["target"], fontsize=11)
-    lim = max(1.3, 1.1 * norm)
-    ax0.set_xlim(-lim, lim)
-    ax0.set_ylim(-lim, lim)
+    arrow = ax0.annotate("", xy=p, xytext=(0, 0),
+                         arrowprops=dict(arrowstyle="-|>", color=_C["target"], lw=1.8))
+    label = ax0.text(*(p * 1.05), "p", color=_C["target"], fontsize=11)
     ax0.set_aspect("equal", adjustable="box")
     ax0.set_title("tokens (plane) and the prompt p", fontsize=10)
-    ax1.bar([f"$x_{t + 1}$\nγ={g:g}" for t, g in enumerate(gamma)], s,
-            color=[_C["target"], _C["other"], _C["third"]])
+    bars = ax1.bar([f"$x_{t + 1}$\nγ={g:g}" for t, g in enumerate(gamma)], s,
+                   color=[_C["target"], _C["other"], _C["third"]])
     ax1.set_ylim(0, 1.05)
-    f = float((s * gamma).sum())
-    ax1.set_title(f"softmax s;  Y f = Σ s γ = {f:.3f},  loss = {float(risk[0, 0]):.3f}",
-                  fontsize=9)
     ax1.set_ylabel("attention probability")
+
+    def show(p, s, loss, norm):
+        """What moves with p: the arrow, its label, the view, the bars and the title."""
+        arrow.xy = p
+        label.set_position(p * 1.05)
+        lim = max(1.3, 1.1 * norm)
+        ax0.set_xlim(-lim, lim)
+        ax0.set_ylim(-lim, lim)
+        for bar, h in zip(bars, s):
+            bar.set_height(h)
+        f = float((s * gamma).sum())
+        ax1.set_title(f"softmax s;  Y f = Σ s γ = {f:.3f},  loss = {loss:.3f}", fontsize=9)
+
+    show(p, s, loss, norm)
+
+    def update(angle2, norm2):  # another norm along the same angle: the same pixels
+        if angle2 != angle:
+            return False
+        show(*_softmax_at(ex, angle2, norm2), norm2)
+        return True
+
+    return lambda angle, norm: update(angle, norm)
 
 
 def softmax_explorer(mode=None):

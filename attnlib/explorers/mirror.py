@@ -14,10 +14,12 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from matplotlib.quiver import Quiver
 
 from attnlib import plots
 from attnlib.experiments import run
 from attnlib.explorers.framework import Control, Explorer, show_progress, with_static
+from attnlib.plots.plane import redraw_arrowheads
 
 _C = plots.PALETTE  # the book's colour roles (attnlib.plots.style)
 
@@ -128,6 +130,8 @@ def _draw_mirror(fig, lp, iterations, seed, normalized, eps=0.0):
     rows, cols = [r0, r1], [c0, c1]
     P = d["H"][:k][:, rows, cols]  # (k, 2)
     plots.trajectories(P, ax=ax0, color="0.3", arrow_every=max(1, k // 5), label="W(k)")
+    path, start = ax0.lines[0], ax0.lines[1]  # drawn first: the path, then its start point
+    quiver = next((c for c in ax0.collections if isinstance(c, Quiver)), None)
     rays = np.stack([d["svm_lp"][rows, cols], d["svm_2"][rows, cols]])
     full = d["H"][:, rows, cols]
     L = max(np.linalg.norm(full[-1]), 1.0)
@@ -144,6 +148,7 @@ def _draw_mirror(fig, lp, iterations, seed, normalized, eps=0.0):
     rel = {f"W({int(iterations)})": np.abs(Wk) / max(np.abs(Wk).max(), 1e-300),
            f"ℓ{lp:g}-AttSVM": np.abs(d["svm_lp"]) / np.abs(d["svm_lp"]).max()}
     plots.histogram(rel, ax=ax1, bins=20, range=(0.0, 1.0), xlabel=r"$|W_{jk}|\,/\max|W|$")
+    bars = ax1.containers[0]  # the iterate's histogram (the first entry of ``rel``)
     ax1.set_ylim(0, 100)
     plots.title(ax1, "entries: sparse for lp → 1")
     # (c) the directional Bregman divergence to the lp-SVM and to the l2-SVM
@@ -154,6 +159,36 @@ def _draw_mirror(fig, lp, iterations, seed, normalized, eps=0.0):
                  title="divergence from each SVM direction", legend="lower left")
     ax2.set_xlim(0, MD_ITERATIONS[-1])
     ax2.set_ylim(1e-4, 2.5)
+    curves = ax2.lines[:2]
+
+    def update(lp2, iterations2, seed2, normalized2, eps2):
+        """Another number of steps of the same run: the path and its arrowheads, the
+        iterate's histogram and legend entry, the divergence curves (the view, the SVMs and
+        everything else stay); the same pixels as a new draw."""
+        nonlocal quiver
+        if (float(lp2), int(seed2), bool(normalized2), _eps(eps2)) != (
+                lp, int(seed), bool(normalized), _eps(eps)):
+            return False
+        k = int(iterations2) // _RECORD + 1
+        P = d["H"][:k][:, rows, cols]
+        path.set_data(P[:, 0], P[:, 1])
+        quiver = redraw_arrowheads(ax0, quiver, start, P[None], ["0.3"],
+                                         max(1, k // 5))
+        Wk = d["H"][k - 1]
+        counts, _ = np.histogram((np.abs(Wk) / max(np.abs(Wk).max(), 1e-300)).reshape(-1),
+                                 bins=20, range=(0.0, 1.0))
+        for bar, h in zip(bars, counts):
+            bar.set_height(float(h))
+        bars[0].set_label(f"W({int(iterations2)})")  # the bar the legend shows
+        for text in ax1.get_legend().get_texts():
+            if text.get_text().startswith("W("):
+                text.set_text(f"W({int(iterations2)})")
+        for line, key in zip(curves, ("D_lp", "D_2")):
+            line.set_data(d["steps"][:k], d[key][:k])
+        return True
+
+    return lambda lp, iterations, seed, normalized, eps: update(lp, iterations, seed,
+                                                               normalized, eps)
 
 
 def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
@@ -211,6 +246,7 @@ def mirror_descent(lp: float = 1.75, *, iterations: int = 1500, seed: int = 1,
     ]
     static = {"iterations": MD_ITERATIONS_STATIC, **(static or {})}
     ex = Explorer(_draw_mirror, with_static(controls, static), name="mirror-descent",
-                  slider="lp", figsize=(11.5, 3.6), margins=dict(left=0.05, right=0.98),
+                  slider="lp", fast="iterations", figsize=(11.5, 3.6),
+                  margins=dict(left=0.05, right=0.98),
                   caption=MD_CAPTION, note=mirror_note)
     return ex.show(mode)

@@ -48,11 +48,12 @@ def _draw_words(fig, sentence, optimizer, seed, result):
     label = "positive" if a["label"][i] > 0 else "negative"
     titles = (f"{TEXT_NAMES[k]}, seed {int(seed)}, label {label}",
               f"planted word '{words[rel]}' (red)")
+    bars = []
     for ax, ts, ttl in zip(axes, (range(half), range(half, T)), titles):
         ts = list(ts)
         colors = [_C["target"] if t == rel else (_C["support"] if t in dis else "0.6")
                   for t in ts]
-        ax.barh(np.arange(len(ts)), s[ts], color=colors)
+        bars.append((ax.barh(np.arange(len(ts)), s[ts], color=colors), ts))
         ax.axvline(1.0 / T, color="0.4", ls=":", lw=1, label="uniform 1/T")
         ax.set_yticks(np.arange(len(ts)), [words[t] for t in ts], fontsize=11)
         for tick, t in zip(ax.get_yticklabels(), ts):
@@ -70,6 +71,21 @@ def _draw_words(fig, sentence, optimizer, seed, result):
         ax.tick_params(labelsize=11)
         ax.xaxis.label.set_size(11)
         ax.yaxis.label.set_size(11)
+
+    def update(sentence2, optimizer2, seed2):
+        """Another optimizer or seed on the same sentence: the bars and the left title move
+        (the words, colours and axes stay); the same pixels as a new draw."""
+        if int(sentence2) != i:
+            return False
+        k2 = str(optimizer2)
+        s2 = np.asarray(a[f"attention_{k2}"][int(seed2), i], dtype=float)
+        for container, ts in bars:
+            for bar, t in zip(container, ts):
+                bar.set_width(s2[t])
+        plots.title(axes[0], f"{TEXT_NAMES[k2]}, seed {int(seed2)}, label {label}", fontsize=11)
+        return True
+
+    return lambda sentence, optimizer, seed: update(sentence, optimizer, seed)
 
 
 def representative_sentence(result, optimizer: str = "md", seed: int = 0) -> int:
@@ -126,7 +142,7 @@ def word_attention(result=None, sentence: int | None = None, optimizer: str = "m
     ]
 
     def draw(fig, sentence, optimizer, seed):
-        _draw_words(fig, sentence, optimizer, seed, result)
+        return _draw_words(fig, sentence, optimizer, seed, result)
 
     a = result.arrays
 
@@ -141,7 +157,7 @@ def word_attention(result=None, sentence: int | None = None, optimizer: str = "m
                 f"{len(dis)} distractors.")
 
     ex = Explorer(draw, with_static(controls, static), name="word-attention",
-                  slider="sentence", figsize=(8.0, 3.6), note=note,
+                  slider="sentence", fast="optimizer", figsize=(8.0, 3.6), note=note,
                   margins=dict(left=0.19, right=0.96, bottom=0.14, top=0.84, wspace=0.62),
                   caption=WORD_CAPTION)
     return ex.show(mode)

@@ -142,10 +142,11 @@ def _draw_global_share(fig, n, T, d, runs, steps, seed, chapter):
     ax0, ax1 = fig.subplots(1, 2)
     thr = max(int(T) - 1, int(n))
     ax0.axvspan(thr, ds[-1] + 1, color=_C["axis"], alpha=0.6, lw=0)
+    rings = []
     for (_label, role, marker), key, ls in zip(_KIND, ("global", "local", "other"),
                                               ("-", "--", ":")):
         ax0.plot(ds, r[key], ls, marker=marker, ms=5, lw=2, color=_C[role])
-        ax0.plot([ds[j]], [r[key][j]], marker, ms=13, mfc="none", mec="k", mew=1.5)
+        rings += ax0.plot([ds[j]], [r[key][j]], marker, ms=13, mfc="none", mec="k", mew=1.5)
     if chapter is not None and (int(n), int(T)) == chapter[0]:
         ax0.plot(chapter[1], chapter[2], color="k", lw=1,
                  label="global, chapter's sweep\n(50 runs, 2000 steps)")
@@ -157,22 +158,39 @@ def _draw_global_share(fig, n, T, d, runs, steps, seed, chapter):
     ax0.set_title(f"n = {int(n)}, T = {int(T)}; shaded: $d \\geq \\max(T-1, n)$",
                   fontsize=_FONT)
     ax0.tick_params(labelsize=_FONT)
-    k, own, opt = r["kind"][j], r["corr_own"][j], r["corr_opt"][j]
-    for c, (label, role, marker) in enumerate(_KIND):
-        m = (k == c) & np.isfinite(opt)
-        ax1.plot(opt[m], own[m], marker, ms=7, ls="none", color=_C[role], alpha=0.8,
-                 label=f"{label}: {int((k == c).sum())}")
+    points = [ax1.plot([], [], marker, ms=7, ls="none", color=_C[role], alpha=0.8)[0]
+              for _label, role, marker in _KIND]
     ax1.axhline(0.95, color=_C["ink"], lw=0.8, ls=":")
     ax1.set_xlim(-1.05, 1.05)
     ax1.set_ylim(-1.05, 1.05)
     ax1.set_xlabel("corr with the global $W^{mm}$", fontsize=_FONT)
     ax1.set_ylabel("corr with $W^{mm}_\\alpha$ of its selection", fontsize=_FONT)
-    hidden = int((~np.isfinite(opt)).sum())
-    ax1.set_title(f"the {len(k)} runs at d = {int(d)}" + (f" ({hidden} not shown: no global "
-                                                        "SVM)" if hidden else ""),
-                  fontsize=_FONT)
     ax1.tick_params(labelsize=_FONT)
-    ax1.legend(fontsize=_FONT, loc="lower left", framealpha=0.9)
+
+    def show(j):
+        """The runs at the j-th d: the rings on the left, the points, counts and title on
+        the right (the rest of the figure does not depend on d)."""
+        for ring, key in zip(rings, ("global", "local", "other")):
+            ring.set_data([ds[j]], [r[key][j]])
+        k, own, opt = r["kind"][j], r["corr_own"][j], r["corr_opt"][j]
+        for c, (line, (label, _role, _marker)) in enumerate(zip(points, _KIND)):
+            m = (k == c) & np.isfinite(opt)
+            line.set_data(opt[m], own[m])
+            line.set_label(f"{label}: {int((k == c).sum())}")
+        hidden = int((~np.isfinite(opt)).sum())
+        ax1.set_title(f"the {len(k)} runs at d = {int(ds[j])}" + (
+            f" ({hidden} not shown: no global SVM)" if hidden else ""), fontsize=_FONT)
+        ax1.legend(fontsize=_FONT, loc="lower left", framealpha=0.9)
+
+    show(j)
+
+    def update(n2, T2, d2):  # another d at the same (n, T): the same pixels as a new draw
+        if (int(n2), int(T2)) != (int(n), int(T)):
+            return False
+        show(list(_GS_DS).index(int(d2)))
+        return True
+
+    return lambda n, T, d: update(n, T, d)
 
 
 def global_share(result=None, *, n: int = 6, T: int = 8, d: int = 10, runs: int = 16,
@@ -211,7 +229,7 @@ def global_share(result=None, *, n: int = 6, T: int = 8, d: int = 10, runs: int 
         chapter = (cell, np.asarray(A["ds"]), np.asarray(A["global"]).reshape(-1))
 
     def draw(fig, n, T, d):
-        _draw_global_share(fig, n, T, d, runs, steps, seed, chapter)
+        return _draw_global_share(fig, n, T, d, runs, steps, seed, chapter)
 
     def note(n, T, d):
         return global_share_note(n, T, d, runs, steps, seed)

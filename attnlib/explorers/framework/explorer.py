@@ -88,13 +88,18 @@ class Explorer:
         named ``iterations``, ``steps``, ``step`` or ``time``; ``""``: no play button.
     margins : dict, optional
         ``Figure.subplots_adjust`` arguments (fixed margins; no layout engine, for speed).
+    fast : str, optional
+        The control the static renderer varies fastest from one frame to the next: the one
+        whose change ``draw``'s update handles in place; default: ``play``, else the first
+        slider.
     """
 
     def __init__(self, draw: Callable, controls: Sequence[Control], *, name: str = "explorer",
                  slider: str | Sequence[str] | None = None, figsize=(8.6, 3.6), dpi: float = 80,
                  static_dpi: float | None = None, max_bytes: float = 2.5e6, max_frames: int = 160,
                  caption: str = "", note: Callable | None = None, fps: float = 4.0,
-                 margins: dict | None = None, play: str | None = None):
+                 margins: dict | None = None, play: str | None = None,
+                 fast: str | None = None):
         if not callable(draw):
             raise ValueError(f"draw must be callable draw(fig, **values), got {type(draw)}")
         self.draw = draw
@@ -131,6 +136,11 @@ class Explorer:
             raise ValueError(f"play must name a control among {list(self.controls)}, "
                              f"got {play!r}")
         self.play = play
+        fast = fast or play or (self.slider or list(self.controls) or [""])[0]
+        if fast and fast not in self.controls:
+            raise ValueError(f"fast must name a control among {list(self.controls)}, "
+                             f"got {fast!r}")
+        self.fast = fast
 
     # -- values --------------------------------------------------------------------------
     def defaults(self) -> dict:

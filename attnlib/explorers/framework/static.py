@@ -139,15 +139,30 @@ def _png(img, level: int = PNG_LEVEL) -> bytes:
     return buf.getvalue()
 
 
-def _strips(canvas, cuts, level: int = PNG_LEVEL) -> list[bytes]:
-    """The drawn ``canvas`` cut into vertical strips at ``cuts``, each a 64-colour PNG."""
+def _strips(canvas, cuts, level: int = PNG_LEVEL, known: dict | None = None) -> list[bytes]:
+    """The drawn ``canvas`` cut into vertical strips at ``cuts``, each a 64-colour PNG.
+
+    ``known`` (optional) maps the digest of a strip's pixels to its PNG: a strip drawn before
+    (a panel that did not change) is not quantised and encoded again."""
     from PIL import Image
 
     w, h = canvas.get_width_height(physical=True)
     rgba = Image.frombuffer("RGBA", (w, h), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-    return [_png(rgba.crop((round(a * w), 0, round(b * w), h)).convert("RGB")
-                 .quantize(colors=64, method=Image.Quantize.FASTOCTREE), level)
-            for a, b in zip(cuts, cuts[1:])]
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        strip = rgba.crop((round(a * w), 0, round(b * w), h))
+        key = None
+        if known is not None:
+            key = (level, strip.size, hashlib.sha1(strip.tobytes()).digest())
+            if key in known:
+                out.append(known[key])
+                continue
+        png = _png(strip.convert("RGB").quantize(colors=64, method=Image.Quantize.FASTOCTREE),
+                   level)
+        if key is not None:
+            known[key] = png
+        out.append(png)
+    return out
 
 
 def png_panels(fig, cuts=None) -> list[bytes]:
@@ -160,6 +175,19 @@ def png_panels(fig, cuts=None) -> list[bytes]:
     if cuts is None:
         cuts = _cuts(fig, canvas.get_renderer())
     return _strips(canvas, cuts)
+
+
+def _y_offset(ax) -> str:
+    """The y axis's offset text (``1e3``), as the draw's tick update computes it: the major
+    formatter given the major tick locations (without making the tick objects, which the draw
+    makes anyway)."""
+    from matplotlib.ticker import NullLocator
+
+    axis = ax.yaxis
+    if (axis._tick_group_visible(axis._major_tick_kw)
+            and not isinstance(axis.get_major_locator(), NullLocator)):
+        axis.major.formatter.format_ticks(axis.get_majorticklocs())
+    return axis.major.formatter.get_offset()
 
 
 def _fix_titles(fig):
@@ -180,8 +208,7 @@ def _fix_titles(fig):
                 or ax.xaxis.get_label_position() == "top"
                 or any(t.get_position()[1] != 1.0 for t in titles)):
             continue
-        ax.yaxis._update_ticks()  # the formatter's offset, as the draw computes it
-        if ax.yaxis.offsetText.get_visible() and ax.yaxis.major.formatter.get_offset():
+        if ax.yaxis.offsetText.get_visible() and _y_offset(ax):
             continue
         ax._autotitlepos = False
 
@@ -259,9 +286,10 @@ class StaticExplorer:
         seen, cuts = {}, None
         k0 = frame_key(self.start, self.sizes)
         # the default frame first: its axes' final positions (aspect) give the cuts; then the
-        # play (or first slider) control varying fastest, so that a draw function's update
+        # explorer's ``fast`` control varying fastest, so that a draw function's update
         # (see Explorer) redraws in place from one frame to the next
-        fast = self.names.index(ex.play or (ex.slider or self.names)[0]) if self.names else 0
+        fast = (self.names.index(getattr(ex, "fast", "") or ex.play
+                                 or (ex.slider or self.names)[0]) if self.names else 0)
         perm = [i for i in range(len(self.sizes)) if i != fast] + [fast]
         order = [k0]
         for idx in itertools.product(*(range(self.sizes[i]) for i in perm)):
@@ -271,7 +299,7 @@ class StaticExplorer:
             if (k := frame_key(tuple(full), self.sizes)) != k0:
                 order.append(k)
         settings = list(self.settings())
-        panels = {}
+        panels, known = {}, {}
         for k in order:
             vals = settings[k]
             update = getattr(fig, "attnlib_update", None)
@@ -281,15 +309,15 @@ class StaticExplorer:
             canvas.draw()
             if cuts is None:
                 cuts = _cuts(fig, canvas.get_renderer())
-                pngs = _strips(canvas, cuts, level)
+                pngs = _strips(canvas, cuts, level, known)
                 # all frames as big as the default one and distinct (identical panels are
                 # stored once): near the budget, the smaller encoding from the start
                 if level < 9 and (4 / 3 * sum(map(len, pngs)) * (len(order) + 1)
                                   > 0.9 * ex.max_bytes):
                     level = 9
-                    pngs = _strips(canvas, cuts, level)
+                    pngs = _strips(canvas, cuts, level, known)
             else:
-                pngs = _strips(canvas, cuts, level)
+                pngs = _strips(canvas, cuts, level, known)
             ids = []
             for png in pngs:
                 h = hashlib.sha1(png).digest()
