@@ -194,6 +194,31 @@ class _TextResult:
                            label=np.array([1, -1, 1]), **att)
 
 
+def test_joint_update_is_a_fresh_draw():
+    from attnlib.experiments import run
+
+    res = run("mm_e3_joint", cache=False, steps=60)
+    ex = explorers.joint_explorer(res, mode="live").explorer
+    for start, new in [(dict(example="tight", iterations=10), dict(iterations=50)),
+                       (dict(example="non-tight", iterations=50), dict(iterations=20))]:
+        moved = BookFigure(figsize=ex.figsize, dpi=50)
+        vals = ex.values(**start)
+        ex.draw_into(moved, vals, names=[])
+        _pixels(moved)
+        assert moved.attnlib_update(**{**vals, **new})
+        fresh = BookFigure(figsize=ex.figsize, dpi=50)
+        ex.draw_into(fresh, {**vals, **new}, names=[])
+        assert np.array_equal(_pixels(moved), _pixels(fresh))
+    # no paths before (iteration 0), a mark beyond the run's steps, another example: redraw
+    for start, new in [(dict(iterations=0), dict(iterations=50)),
+                       (dict(iterations=50), dict(iterations=200)),
+                       (dict(iterations=50), dict(example="tight"))]:
+        fig = BookFigure(figsize=ex.figsize, dpi=50)
+        vals = ex.values(**start)
+        ex.draw_into(fig, vals, names=[])
+        assert not fig.attnlib_update(**{**vals, **new})
+
+
 def test_word_attention_update_is_a_fresh_draw():
     ex = explorers.word_attention(_TextResult(), sentence=1, mode="live").explorer
     assert ex.fast == "optimizer"

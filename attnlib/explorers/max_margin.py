@@ -388,9 +388,13 @@ def _draw_joint(fig, example, iterations, arrays):
     k = int(np.searchsorted(a["steps"], iterations, side="right"))
     ax0, ax1 = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(1.1, 1)))
     plots.token_scatter(a["X"][j], ax=ax0, colorbar=False, annotate=False)
+    paths = []  # (path line, start point, quiver, colour, key) of p and of v
     if k > 1:
-        plots.trajectories(a["p_path"][j, :k], ax=ax0, color=_C["target"], label="p")
-        plots.trajectories(a["v_path"][j, :k], ax=ax0, color=_C["other"], label="v")
+        for key, color, label in (("p_path", _C["target"], "p"), ("v_path", _C["other"], "v")):
+            n_lines, n_coll = len(ax0.lines), len(ax0.collections)
+            plots.trajectories(a[key][j, :k], ax=ax0, color=color, label=label)
+            quiver = next((c for c in ax0.collections[n_coll:] if isinstance(c, Quiver)), None)
+            paths.append([ax0.lines[n_lines], ax0.lines[n_lines + 1], quiver, color, key])
     dirs = [a["p_relax"][j], a["v_mm"][j], a["p_mm"][j]]
     plots.rays(dirs, ax=ax0, labels=[r"$p^{relax}$", r"$v^{mm}$", r"$p^{mm}$"],
                colors=[_C["target"], _C["other"], "0.6"], length=25)
@@ -405,6 +409,24 @@ def _draw_joint(fig, example, iterations, arrays):
                  ylabel="1 − cos", title="distance to the SVM directions",
                  colors=dict(zip(curves, (_C["target"], "0.6", _C["other"]))))  # as the rays
     ax1.set_ylim(1e-6, 2.5)
+    mark = ax1.lines[-1]  # the current iteration's vertical line, drawn last
+
+    def update(example2, iterations2):
+        """Another iteration of the same example, with paths drawn before and after: the
+        paths, their arrowheads and the mark move; the same pixels as a new draw."""
+        k2 = int(np.searchsorted(a["steps"], iterations2, side="right"))
+        inside = [a["steps"][0] <= float(t) <= a["steps"][-1] for t in (iterations, iterations2)]
+        if example2 != example or k <= 1 or k2 <= 1 or not all(inside):
+            return False  # (a mark outside the recorded steps widens the x axis)
+        for path in paths:
+            line, start, quiver, color, key = path
+            P = a[key][j, :k2]
+            line.set_data(P[:, 0], P[:, 1])
+            path[2] = redraw_arrowheads(ax0, quiver, start, P[None], [color])
+        mark.set_xdata([float(iterations2)] * 2)
+        return True
+
+    return lambda example, iterations: update(example, iterations)
 
 
 def joint_explorer(result=None, mode=None):
