@@ -36,6 +36,13 @@ def _off_diagonal(T, dtype, device):
     return _OFF_DIAG[key]
 
 
+def _fits(shape, into) -> bool:
+    """``shape`` broadcasts to ``into`` without enlarging it (a plain check: the cost of
+    ``torch.broadcast_shapes`` would be a sizeable part of a small training step)."""
+    return len(shape) <= len(into) and all(a in (1, b) for a, b in zip(reversed(shape),
+                                                                      reversed(into)))
+
+
 def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, values=None,
                    pair_diff=None, extras=True, y_weight=None):
     """Gradient of the risk with respect to the logits, and the forward quantities.
@@ -84,8 +91,7 @@ def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, va
     lw = ls.unsqueeze(-1) + (ls + la.unsqueeze(-1)).unsqueeze(-2)  # (..., n, T, T)
     # a fresh tensor: updated in place (the same values, no new (..., n, T, T) buffers) unless
     # autograd tracks it or pair_diff would broadcast it to a larger shape
-    inplace = not lw.requires_grad and torch.broadcast_shapes(lw.shape,
-                                                              pair_diff.shape) == lw.shape
+    inplace = not lw.requires_grad and _fits(pair_diff.shape, lw.shape)
     off = _off_diagonal(a.shape[-1], a.dtype, a.device)
     lw = lw.add_(off) if inplace else lw + off
     if scaled and a.shape[-1] > 1:

@@ -118,7 +118,7 @@ def _normalized_step(g, lr, q, eps, log_scale=None):
         boost = torch.where(small, torch.full_like(m, 1.0 / tiny), torch.ones_like(m))
         g = g * boost.unsqueeze(1)  # exact: 1/tiny is a power of two
         m = m * boost
-    safe = torch.where(m > 0, m, 1.0)
+    safe = torch.where(m > 0, m, torch.ones_like(m))
     gs = g / safe.unsqueeze(1)
     nrm = torch.linalg.vector_norm(gs, ord=q, dim=1)  # >= 1 where m > 0
     if eps > 0:
