@@ -189,7 +189,7 @@ SVM_PS = (1.1, 2.0, 3.0)
     chapter="10_real_data",
     title="The mechanism on real words: the trained direction against the ℓp-AttSVM of the "
           "selected tokens",
-    seconds=22,  # measured 2026-11-29: 20-25 CPU s beside other jobs (load average 3), 2-core CPU
+    seconds=15,  # measured 2026-11-29: 13-17 s beside other jobs (load average 2-3), 2-core CPU
     targets=[
         Target("svm_solved", "ℓq-AttSVMs of the selected tokens solved and certified (of "
                "3 p × seeds × 3 q)", "feasible (theory's assumption)", 1.0, 1.0, "all",
