@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import torch
 from scipy.optimize import nnls
 
 __all__ = ["ldp", "ldp_eq", "farkas_check", "rank_one", "nuclear_ipm", "aop", "aadj"]
@@ -152,11 +153,26 @@ def _chol(M):
         return L, ok
 
 
+def _eigvalsh(M):
+    """Eigenvalues of a batch of symmetric matrices, ascending (LAPACK through torch, which
+    decides a stack of small matrices faster than numpy; numpy where torch's fails)."""
+    try:
+        return torch.linalg.eigvalsh(torch.from_numpy(M)).numpy()
+    except RuntimeError:
+        return np.linalg.eigvalsh(M)
+
+
 def _max_step(Li, dM):
     """Largest t with L L' + t dM >= 0 (inf when dM >= 0), batched; Li = L^-1."""
-    ev = np.linalg.eigvalsh(Li @ dM @ np.swapaxes(Li, -1, -2)).min(axis=-1)
+    ev = _eigvalsh(Li @ dM @ np.swapaxes(Li, -1, -2)).min(axis=-1)
     with np.errstate(divide="ignore"):
         return np.where(ev < 0, -1.0 / ev, np.inf)
+
+
+def _tri_inv(L):
+    """Inverses of a batch of lower-triangular factors (a triangular solve, not an LU)."""
+    eye = torch.eye(L.shape[-1], dtype=torch.float64).expand(L.shape)
+    return torch.linalg.solve_triangular(torch.from_numpy(L), eye, upper=False).numpy()
 
 
 def _ratio(x, dx):
@@ -194,7 +210,7 @@ class _Iter(NamedTuple):
     rp: np.ndarray  # primal residual b - <Â, X> + s
     Rd: np.ndarray  # dual residual C - sum lam Â - S
     Si: np.ndarray  # S^-1
-    H: np.ndarray  # the Schur matrix H + diag(s / lam)
+    LH: np.ndarray  # Cholesky factor of the Schur matrix H + diag(s / lam)
     Lxi: np.ndarray  # inverse Cholesky factors of X and S
     Lsi: np.ndarray
     base: np.ndarray  # <Â, X + X Rd S^-1>
@@ -207,7 +223,8 @@ def _direction(it: _Iter, sig_mu, XcS, sc):
     rhs = it.rp + it.base - sig_mu[:, None] * it.aSi \
         + (0 if XcS is None else aop(XcS, it.U, it.V)) \
         + (sig_mu[:, None] - it.s * it.lam - sc) / it.lam
-    y = np.linalg.solve(it.H, rhs[..., None])[..., 0]
+    y = torch.cholesky_solve(torch.from_numpy(rhs[..., None]),
+                             torch.from_numpy(it.LH)).numpy()[..., 0]
     dS = it.Rd - aadj(y, it.U, it.V)
     dX = sig_mu[:, None, None] * it.Si - it.X - it.X @ dS @ it.Si
     if XcS is not None:
@@ -289,26 +306,29 @@ def _iterate(U, V, b, C, X, S, s, lam, done, bad, bn, cn, tol) -> bool:
     Xa, Sa, sa, la, rp, Rd = Xa[keep], Sa[keep], sa[keep], la[keep], rp[keep], Rd[keep]
     Ls, ok_s = _chol(Sa)
     Lx, ok_x = _chol(Xa)
-    Li = np.linalg.inv(Ls)  # S^-1 = L^-T L^-1 (a failed factor is the identity)
+    Li = _tri_inv(Ls)  # S^-1 = L^-T L^-1 (a failed factor is the identity)
     Si = np.swapaxes(Li, 1, 2) @ Li
     mu = ((Xa * Sa).sum((1, 2)) + (sa * la).sum(1)) / (N + m)
     # Schur matrix H_kj = tr(Â_k X Â_j S^-1) from the rank-one factors
     # (p_k = (u_k, 0), q_k = (0, v_k): only the blocks of X and S^-1 that u, v touch)
+    #   4 H = QXP o QSP' + QXQ o PSP + PXP o QSQ + PXQ o PSQ',
+    # and X, S^-1 symmetric make PXQ = QXP', PSQ = QSP': the last term is the first one
+    # transposed, which the symmetrisation below accounts for
     Ut, Vt = np.swapaxes(Ua, 1, 2), np.swapaxes(Va, 1, 2)
-    XU, XV, SU, SV = Xa[:, :, :d] @ Ua, Xa[:, :, d:] @ Va, Si[:, :, :d] @ Ua, Si[:, :, d:] @ Va
-    QXP, QXQ, PXP, PXQ = Vt @ XU[:, d:], Vt @ XV[:, d:], Ut @ XU[:, :d], Ut @ XV[:, :d]
-    QSP, PSP, QSQ, PSQ = Vt @ SU[:, d:], Ut @ SU[:, :d], Vt @ SV[:, d:], Ut @ SV[:, :d]
-    H = 0.25 * (QXP * np.swapaxes(QSP, 1, 2) + QXQ * PSP + PXP * QSQ
-                + PXQ * np.swapaxes(PSQ, 1, 2))
-    H = 0.5 * (H + np.swapaxes(H, 1, 2))
+    XU, SU = Xa[:, :, :d] @ Ua, Si[:, :, :d] @ Ua  # (B, N, m)
+    QXP, PXP, QXQ = Vt @ XU[:, d:], Ut @ XU[:, :d], Vt @ (Xa[:, d:, d:] @ Va)
+    QSP, PSP, QSQ = Vt @ SU[:, d:], Ut @ SU[:, :d], Vt @ (Si[:, d:, d:] @ Va)
+    H1 = QXP * np.swapaxes(QSP, 1, 2)
+    H = QXQ * PSP + PXP * QSQ
+    H = 0.125 * (H + np.swapaxes(H, 1, 2)) + 0.25 * (H1 + np.swapaxes(H1, 1, 2))
     H[:, np.arange(m), np.arange(m)] += sa / la
     LH, ok_h = _chol(H)
     ok = ok_s & ok_x & ok_h
     bad[act[~ok]] = True
     base = aop(Xa, Ua, Va) + aop(Xa @ Rd @ Si, Ua, Va)  # <Â, X + X Rd S^-1>
 
-    it = _Iter(Ua, Va, Xa, Sa, sa, la, rp, Rd, Si, np.where(ok[:, None, None], H, np.eye(m)),
-               np.linalg.inv(Lx), Li, base, aop(Si, Ua, Va))
+    it = _Iter(Ua, Va, Xa, Sa, sa, la, rp, Rd, Si, np.where(ok[:, None, None], LH, np.eye(m)),
+               _tri_inv(Lx), Li, base, aop(Si, Ua, Va))
     zero = np.zeros(len(act))
     dXa, dsa, dSa, dla = _direction(it, zero, None, 0.0)  # predictor (affine scaling)
     ap, ad = _steps(it, dXa, dsa, dSa, dla, 1.0)
