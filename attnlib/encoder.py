@@ -34,7 +34,7 @@ from torch.nn import functional as F
 
 from ._validate import number
 
-__all__ = ["EncoderConfig", "ReviewEncoder", "bce_sum", "qkv_weights", "cls_attention"]
+__all__ = ["EncoderConfig", "ReviewEncoder", "bce_sum", "qkv_weights", "cls_attention", "min_max"]
 
 
 @dataclass(frozen=True)
@@ -203,10 +203,22 @@ def cls_attention(model: ReviewEncoder, tokens, mask, normalize: bool = False):
     _, maps = model(tokens, mask, attention=True)
     model.train(was)
     s = maps[-1][:, :, :, 0, :].mean(2)  # (M, B, T)
+    s = torch.where(mask.expand_as(s), s, torch.zeros_like(s))
+    return min_max(s, mask) if normalize else s
+
+
+def min_max(s, mask):
+    r"""Min-max normalisation of attention rows over each sentence's tokens:
+    :math:`(s_t-\min_u s_u)/(\max_u s_u-\min_u s_u)`, padding excluded (and set to 0).
+
+    ``s`` (M, B, T), e.g. :func:`cls_attention`'s raw rows (normalised from them, the same
+    numbers as ``normalize=True`` without a second forward pass); ``mask`` (B, T) or
+    (M, B, T).
+    """
+    if s.ndim != 3 or mask.shape[-2:] != s.shape[-2:]:
+        raise ValueError(f"s must be (M, B, T) and mask (B, T) or (M, B, T), got "
+                         f"{tuple(s.shape)} and {tuple(mask.shape)}")
     m = mask.expand_as(s)
-    s = torch.where(m, s, torch.zeros_like(s))
-    if normalize:
-        hi = torch.where(m, s, torch.full_like(s, -math.inf)).amax(-1, keepdim=True)
-        lo = torch.where(m, s, torch.full_like(s, math.inf)).amin(-1, keepdim=True)
-        s = torch.where(m, (s - lo) / (hi - lo).clamp_min(1e-30), torch.zeros_like(s))
-    return s
+    hi = torch.where(m, s, torch.full_like(s, -math.inf)).amax(-1, keepdim=True)
+    lo = torch.where(m, s, torch.full_like(s, math.inf)).amin(-1, keepdim=True)
+    return torch.where(m, (s - lo) / (hi - lo).clamp_min(1e-30), torch.zeros_like(s))

@@ -85,6 +85,23 @@ def test_members_are_independent_models(small):
     assert torch.allclose(model(tokens, mask)[1], alone(tokens, mask)[0], rtol=0, atol=1e-12)
 
 
+def test_min_max_of_the_raw_rows_is_the_normalised_cls_attention(small):
+    """min_max(cls_attention(...)) = cls_attention(..., normalize=True), exactly; each row is
+    (s - min)/(max - min) over the sentence's own tokens, padding 0."""
+    model, tokens, mask = small
+    raw = encoder.cls_attention(model, tokens, mask)
+    nrm = encoder.min_max(raw, mask)
+    assert torch.equal(nrm, encoder.cls_attention(model, tokens, mask, normalize=True))
+    for b, n in enumerate(mask.sum(1).tolist()):
+        r = raw[:, b, :n]
+        lo, hi = r.amin(-1, keepdim=True), r.amax(-1, keepdim=True)
+        want = (r - lo) / (hi - lo).clamp_min(1e-30)
+        torch.testing.assert_close(nrm[:, b, :n], want)
+        assert (nrm[:, b, n:] == 0).all()
+    with pytest.raises(ValueError, match="mask"):
+        encoder.min_max(raw, mask[:, :3])
+
+
 def test_bce_sum_is_the_official_loss():
     f = torch.tensor([[0.3, -2.0, 5.0]], dtype=torch.float64)
     Y = torch.tensor([1.0, 1.0, -1.0], dtype=torch.float64)

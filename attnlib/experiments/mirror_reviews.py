@@ -76,9 +76,8 @@ def lexicon_positions(data: reviews.ReviewData, split: str = "test", min_valence
 def _attention_on(model, tokens, mask, pos):
     """Raw and min-max normalised [CLS] attention on position ``pos[b]``: two (M, B)."""
     rows = torch.arange(len(pos))
-    raw = encoder.cls_attention(model, tokens, mask)[:, rows, pos]
-    nrm = encoder.cls_attention(model, tokens, mask, normalize=True)[:, rows, pos]
-    return raw, nrm
+    s = encoder.cls_attention(model, tokens, mask)  # (M, B, T): one forward pass for both
+    return s[:, rows, pos], encoder.min_max(s, mask)[:, rows, pos]
 
 
 def _mean_std(x):
