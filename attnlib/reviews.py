@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from ._validate import choice, number
-from .realdata import split_indices
+from .splits import split_indices
 
 __all__ = ["CORPORA", "PAD", "CLS", "UNK", "PROBES", "read_corpus", "tokenize", "Vocabulary",
            "ReviewData", "review_data", "encode", "probe_batch"]

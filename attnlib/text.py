@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ._validate import choice, number
-from .realdata import SplitViews, split_indices
+from .splits import SplitViews, split_indices
 
 __all__ = ["FUNCTION_WORDS", "lexicon", "word_pools", "TextSplits", "sentiment_sentences",
            "attention", "relevant_attention", "outputs", "english_words"]

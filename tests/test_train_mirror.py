@@ -118,7 +118,7 @@ def test_lp_mirror_descent_one_step_is_the_formula():
     assert torch.allclose(w.double(), expect, rtol=1e-6)
 
 
-def test_normalized_step_does_not_overflow_for_huge_gradients():
+def testnormalized_step_zeros_does_not_overflow_for_huge_gradients():
     """Entries of 1e21 in float32 (tokens of norm 1e7): the squared sum overflows, the step
     must still be lr times the unit direction, not zero."""
     from attnlib.train.mirror import normalized_step
@@ -234,7 +234,7 @@ def test_lp_mirror_descent_defaults_are_unnormalised_sgd():
     assert torch.equal(w.detach(), torch.tensor([0.0, -3.0], dtype=F64))
 
 
-def test_normalized_step_exact_for_subnormal_zero_and_plain_rows():
+def testnormalized_step_zeros_exact_for_subnormal_zero_and_plain_rows():
     """lr g / (||g||_2 + eps) per row, also when ||g|| is subnormal (1e-310) or exactly zero."""
     from attnlib.train.mirror import normalized_step
 
@@ -257,13 +257,13 @@ def test_normalized_step_exact_for_subnormal_zero_and_plain_rows():
 @pytest.mark.parametrize("q", [2.0, 1.5, 5.0])
 def test_per_row_zero_and_finite_checks_match_the_entries(dtype, eps, q):
     """The trainer's per-row summaries against the straightforward passes over the entries:
-    ``_normalized_step``'s (gradient zero, step zero) are ``(g == 0).all(1)`` and
+    ``normalized_step_zeros``'s (gradient zero, step zero) are ``(g == 0).all(1)`` and
     ``(step == 0).all(1)``, its step is :func:`normalized_step`'s, and ``_finite_rows`` is
     ``isfinite(t).all(1)`` (``_within``: LpMirrorDescent's whole-tensor checks); rows: plain,
     zero, subnormal, huge, with NaN, +inf, -inf, and a true scale that makes ``eps`` dominate
     (a step that underflows to exactly zero)."""
     from attnlib.train.loop import _finite_rows
-    from attnlib.train.mirror import _normalized_step, normalized_step
+    from attnlib.train.mirror import normalized_step, normalized_step_zeros
 
     fi = torch.finfo(dtype)
     g = torch.randn(10, 7, generator=torch.Generator().manual_seed(3), dtype=F64).to(dtype)
@@ -278,7 +278,7 @@ def test_per_row_zero_and_finite_checks_match_the_entries(dtype, eps, q):
     log_scale[8] = 700.0  # the true gradient is e^-700 times g: eps dominates the norm
     log_scale[9] = -700.0
     for lr in (0.1, fi.tiny):
-        step, g_zero, step_zero = _normalized_step(g, lr, q, eps, log_scale)
+        step, g_zero, step_zero = normalized_step_zeros(g, lr, q, eps, log_scale)
         assert torch.equal(step.nan_to_num(7.0), normalized_step(g, lr, q, eps, log_scale)
                            .nan_to_num(7.0))
         assert torch.equal(g_zero, (g == 0).all(1))

@@ -18,7 +18,7 @@ from attnlib.status import RunStatus, report
 from attnlib.tokens import bool_mask
 
 from .config import TrainConfig
-from .mirror import _normalized_step, inverse_mirror_map, lq_norm, mirror_map
+from .mirror import inverse_mirror_map, lq_norm, mirror_map, normalized_step_zeros
 from .setup import Problem, make_gradient, prepare, stack_kq, unstack_kq
 
 __all__ = ["TrainResult", "train", "run"]
@@ -256,7 +256,7 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
                 # a zero step: (normalised, eps = 0) exactly a zero gradient, else the step;
                 # normalised, both are read off per-row scalars (no pass over the entries)
                 if cfg.normalized:
-                    step, g_zero, step_zero = _normalized_step(g, lr, qn, eps, ks)
+                    step, g_zero, step_zero = normalized_step_zeros(g, lr, qn, eps, ks)
                     is_zero = g_zero if eps == 0 else step_zero
                 else:
                     step = (lr * torch.exp(-ks)).unsqueeze(1) * g

@@ -23,7 +23,8 @@ import torch
 from attnlib._validate import number
 from attnlib.status import RunStatus, report
 
-__all__ = ["mirror_map", "inverse_mirror_map", "lq_norm", "normalized_step", "LpMirrorDescent"]
+__all__ = ["mirror_map", "inverse_mirror_map", "lq_norm", "normalized_step",
+           "normalized_step_zeros", "LpMirrorDescent"]
 
 
 def _power(x: torch.Tensor, e: float) -> torch.Tensor:
@@ -97,10 +98,10 @@ def normalized_step(g: torch.Tensor, lr: float, q: float, eps: float, log_scale=
     log_scale : tensor (B,), optional
         ``g`` is the gradient times ``exp(log_scale)``.
     """
-    return _normalized_step(g, lr, q, eps, log_scale)[0]
+    return normalized_step_zeros(g, lr, q, eps, log_scale)[0]
 
 
-def _normalized_step(g, lr, q, eps, log_scale=None):
+def normalized_step_zeros(g, lr, q, eps, log_scale=None):
     """:func:`normalized_step`, and per row whether the gradient and the step are zero.
 
     Returns ``(step, g_zero, step_zero)``: ``g_zero`` (B,) is ``(g == 0).all(1)`` and
