@@ -155,7 +155,7 @@ def _screenshots(browser, page: str, size: str) -> dict:  # noqa: F811
         path = folder / f"{name}-{size}-{where}.png"
         browser.save_screenshot(str(path))
         with Image.open(path) as im:
-            colours = len(set(im.convert("RGB").resize((64, 64)).getdata()))
+            colours = len(set(im.convert("RGB").resize((64, 64)).get_flattened_data()))
         assert colours > 8, f"{page} at {size} ({where}): the screenshot is blank"
         paths[where] = path
     browser.execute_script("window.scrollTo(0, 0);")
