@@ -5,9 +5,11 @@
 #   2. build  a strict build of the book, every page re-read (scripts/build.sh --all)
 #   3. site   the browser test against that build (pytest -m browser)
 #   4. unit   pytest tests/ (all but the browser tests), run beside steps 2 and 3
-# The browser test mostly waits (for pages, for the browser, for animations played in real
-# time) and the build uses one core, so the unit tests fill the cores they leave: they start
-# when nbval is done, their output is kept and shown once the browser test has finished.
+# The build uses one core and the browser test waits part of the time (for pages, for
+# animations played in real time), so the unit tests take what the two leave of the cores:
+# they start when nbval is done, their output is kept and shown once the browser test has
+# finished (about 45 s less than one after the other on 2 cores: Chromium's renderers keep a
+# core busy much of the time; CONTRIBUTING.md, "How long it takes").
 # Every step runs even when an earlier one failed (so one run shows every failure); the exit
 # status is non-zero if any step failed.  With CI=true the build starts from an empty _build/.
 set -uo pipefail
