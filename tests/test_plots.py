@@ -88,6 +88,27 @@ def test_square_view_is_a_square_around_the_points():
         plots.square_view(ax, np.zeros((3, 3)))
 
 
+@pytest.mark.parametrize("top", [3.7e14, 2.0e5, 8.0e3, 40.0])
+def test_scaled_labels_put_the_power_of_ten_in_the_label_not_over_the_title(top):
+    fig, ax = plots.new_figure()
+    ax.plot([-top, 0.0], [0.0, top / 2])
+    plots.square_view(ax, np.array([[-top, 0.0], [0.0, top / 2]]))
+    plots.scaled_labels(ax, "W[1,2]", "W[3,4]")
+    fig.canvas.draw()
+    for axis, label in ((ax.xaxis, "W[1,2]"), (ax.yaxis, "W[3,4]")):
+        e = int(np.floor(np.log10(np.abs(axis.get_view_interval()).max())))
+        ticks = axis.get_majorticklocs()
+        shown = [float(t.get_text().replace("\u2212", "-")) for t in axis.get_ticklabels()]
+        if e > 4:  # the label names the power; each tick times it is the tick's place
+            assert axis.label.get_text() == label + " (×10" + str(e).translate(
+                str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")) + ")"
+            np.testing.assert_allclose(np.array(shown) * 10.0 ** e, ticks, rtol=1e-5,
+                                       atol=1e-9 * 10.0 ** e)
+        else:
+            assert axis.label.get_text() == label
+        assert axis.get_offset_text().get_text() == ""  # nothing drawn at the axes' corner
+
+
 def test_title_and_log_axis_labels():
     fig, ax = plots.new_figure()
     plots.title(ax, "corr")

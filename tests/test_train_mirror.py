@@ -258,12 +258,12 @@ def testnormalized_step_zeros_exact_for_subnormal_zero_and_plain_rows():
 def test_per_row_zero_and_finite_checks_match_the_entries(dtype, eps, q):
     """The trainer's per-row summaries against the straightforward passes over the entries:
     ``normalized_step_zeros``'s (gradient zero, step zero) are ``(g == 0).all(1)`` and
-    ``(step == 0).all(1)``, its step is :func:`normalized_step`'s, and ``_finite_rows`` is
-    ``isfinite(t).all(1)`` (``_within``: LpMirrorDescent's whole-tensor checks); rows: plain,
+    ``(step == 0).all(1)``, its step is :func:`normalized_step`'s, and ``rows_within`` is
+    ``isfinite(t).all(1)`` or ``(|t| <= bound).all(1)`` (also LpMirrorDescent's whole-tensor
+    checks, one row); rows: plain,
     zero, subnormal, huge, with NaN, +inf, -inf, and a true scale that makes ``eps`` dominate
     (a step that underflows to exactly zero)."""
-    from attnlib.train.loop import _finite_rows
-    from attnlib.train.mirror import normalized_step, normalized_step_zeros
+    from attnlib.train.mirror import normalized_step, normalized_step_zeros, rows_within
 
     fi = torch.finfo(dtype)
     g = torch.randn(10, 7, generator=torch.Generator().manual_seed(3), dtype=F64).to(dtype)
@@ -285,14 +285,15 @@ def test_per_row_zero_and_finite_checks_match_the_entries(dtype, eps, q):
         assert torch.equal(step_zero, (step == 0).all(1))
         if eps == 1e30:
             assert step_zero[8] and not g_zero[8]  # exactly zero: eps swamps the true norm
-    assert torch.equal(_finite_rows([g], 10), torch.isfinite(g).all(1))
+    assert torch.equal(rows_within([g], 10), torch.isfinite(g).all(1))
     h = torch.ones(10, 2, 3, dtype=dtype)
     h[0, 1, 2] = float("-inf")
-    both = _finite_rows([g, h], 10)
+    both = rows_within([g, h], 10)
     assert torch.equal(both, torch.isfinite(g).all(1) & torch.isfinite(h.flatten(1)).all(1))
     # LpMirrorDescent's whole-tensor checks: all finite, all within the dtype's range
-    from attnlib.train.mirror import _within
-
     for row in list(g) + [g[:0]]:
-        assert _within(row, float("inf")) == bool(torch.isfinite(row).all())
-        assert _within(row, fi.max / 16) == bool((row.abs() <= fi.max / 16).all())
+        assert bool(rows_within([row], 1)) == bool(torch.isfinite(row).all())
+        assert bool(rows_within([row], 1, fi.max / 16)) == bool((row.abs() <= fi.max / 16).all())
+    within = rows_within([g, h], 10, fi.max / 16)
+    assert torch.equal(within, (g.abs() <= fi.max / 16).all(1)
+                       & (h.flatten(1).abs() <= fi.max / 16).all(1))

@@ -139,8 +139,7 @@ def _draw_mirror(fig, lp, iterations, seed, normalized, eps=0.0):
                labels=[f"ℓ{lp:g}-AttSVM", "ℓ2-AttSVM"])
     unit = rays / np.maximum(np.linalg.norm(rays, axis=1, keepdims=True), 1e-300)
     plots.square_view(ax0, np.concatenate([full, np.zeros((1, 2)), unit * L]))
-    ax0.set_xlabel(f"W[{r0 + 1},{c0 + 1}]")
-    ax0.set_ylabel(f"W[{r1 + 1},{c1 + 1}]")
+    plots.scaled_labels(ax0, f"W[{r0 + 1},{c0 + 1}]", f"W[{r1 + 1},{c1 + 1}]")
     ax0.legend(fontsize=7, loc="upper left")
     plots.title(ax0, "iterates on the SVM's two largest entries", fontsize=9)
     # (b) sparsity: |W_ij| / max |W| of the iterate and of the lp-SVM solution

@@ -57,6 +57,7 @@ from .style import (
     new_figure,
     palette_hex,
     readable,
+    scaled_labels,
     sequence_colors,
     square_view,
     title,
@@ -68,5 +69,5 @@ __all__ = [
     "norm_curves", "histogram", "sweep_curves", "matrix_image", "COLORS", "MARKERS",
     "SCORE_CMAP", "PALETTE", "SEQUENCE_CMAP", "SIGNED_CMAP", "BAND_QUANTILES", "color_of",
     "palette_hex", "sequence_colors", "quantile_band", "token_names", "BAND_TITLE",
-    "READABLE_PT", "readable",
+    "READABLE_PT", "readable", "scaled_labels",
 ]

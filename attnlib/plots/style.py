@@ -19,7 +19,7 @@ __all__ = ["COLORS", "MARKERS", "PALETTE", "SCORE_CMAP", "SEQUENCE_CMAP", "SIGNE
            "band_label", "color_of", "READABLE_PT", "readable",
            "log_y", "new_figure", "palette_hex", "plane_labels", "power_label", "power_ticks",
            "sequence_colors",
-           "square_view", "target_axes", "title"]
+           "scaled_labels", "square_view", "target_axes", "title"]
 
 #: The book's one colour scheme, shared by every figure and every explorer (the explorers read
 #: it from here; a browser explorer gets it as hex from ``palette_hex``). One colour per
@@ -208,6 +208,26 @@ def square_view(ax, pts, pad=0.1, margin=0.3):
     ax.set_xlim(c[0] - r, c[0] + r)
     ax.set_ylim(c[1] - r, c[1] + r)
     ax.set_aspect("equal", adjustable="box")
+
+
+def scaled_labels(ax, xlabel: str, ylabel: str, most: int = 4):
+    """Axis labels that carry the axes' power of ten, ``W[9,8] (×10¹⁴)``, when the current
+    limits reach beyond :math:`10^{\text{most}}`: the ticks then read -4 ... 0 instead of
+    matplotlib's offset text "1e14", which sits at the axes' top left, under a title.
+
+    Call it once the limits are set (a later change of limits keeps the scale)."""
+    from matplotlib.ticker import FuncFormatter
+
+    for axis, lim, label, setter in ((ax.xaxis, ax.get_xlim(), xlabel, ax.set_xlabel),
+                                     (ax.yaxis, ax.get_ylim(), ylabel, ax.set_ylabel)):
+        top = float(np.max(np.abs(lim)))
+        e = int(np.floor(np.log10(top))) if np.isfinite(top) and top > 0 else 0
+        if e <= most:
+            setter(label)
+            continue
+        scale = 10.0 ** e
+        axis.set_major_formatter(FuncFormatter(lambda v, _pos, s=scale: f"{v / s:g}"))
+        setter(f"{label} (×10{str(e).translate(_SUPERSCRIPT)})")
 
 
 def new_figure(nrows=1, ncols=1, *, figsize=None, **subplot_kw):

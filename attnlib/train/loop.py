@@ -18,7 +18,7 @@ from attnlib.status import RunStatus, report
 from attnlib.tokens import bool_mask
 
 from .config import TrainConfig
-from .mirror import inverse_mirror_map, lq_norm, mirror_map, normalized_step_zeros
+from .mirror import inverse_mirror_map, lq_norm, mirror_map, normalized_step_zeros, rows_within
 from .setup import Problem, make_gradient, prepare, stack_kq, unstack_kq
 
 __all__ = ["TrainResult", "train", "run"]
@@ -277,7 +277,7 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
                 else:
                     new[name] = P[name] - step
             frozen += zero  # a zero update freezes the trial for good: count, don't branch
-            finite = _finite_rows(new.values(), B)
+            finite = rows_within(new.values(), B)
             if cpu and not any_broken and bool(finite.all()):
                 # every trial finite, none stopped before (checked on the CPU, where the
                 # check costs less than the masking it saves): the update as it is
@@ -285,7 +285,7 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
                 if mirror:
                     theta.update(new_theta)
                 continue
-            g_ok = _finite_rows(G.values(), B)  # where the gradient itself was finite
+            g_ok = rows_within(G.values(), B)  # where the gradient itself was finite
             newly = (broken < 0) & ~finite
             grad_broke = grad_broke | (newly & ~g_ok)
             broken = torch.where(newly, k, broken)
@@ -307,19 +307,6 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
     out = _result(prob, cfg, P, hist, record, stopped, broken, stall)
     report(out.status)
     return out
-
-
-def _finite_rows(tensors, B):
-    """(B,) bool: every entry of trial b of every tensor is finite.
-
-    One ``abs().amax`` per tensor and row, finite exactly when the row is (``amax`` propagates
-    NaN): cheaper per step than ``isfinite(t).all(1)``, which passes over the entries twice.
-    """
-    fin = None
-    for t in tensors:
-        f = torch.isfinite(t.reshape(B, -1).abs().amax(1))
-        fin = f if fin is None else fin & f
-    return fin
 
 
 def _outside(*objs):

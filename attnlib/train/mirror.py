@@ -24,7 +24,7 @@ from attnlib._validate import number
 from attnlib.status import RunStatus, report
 
 __all__ = ["mirror_map", "inverse_mirror_map", "lq_norm", "normalized_step",
-           "normalized_step_zeros", "LpMirrorDescent"]
+           "normalized_step_zeros", "rows_within", "LpMirrorDescent"]
 
 
 def _power(x: torch.Tensor, e: float) -> torch.Tensor:
@@ -234,7 +234,7 @@ class LpMirrorDescent(torch.optim.Optimizer):
                 if w.grad is None:
                     continue
                 g = w.grad
-                if not _within(g, math.inf):
+                if not bool(rows_within([g], 1)):
                     return self._skip(k, f"the gradient of a parameter of shape "
                                          f"{tuple(w.shape)} has NaN or Inf entries", loss)
                 if lp == 2.0 and not group["normalized"]:
@@ -259,7 +259,7 @@ class LpMirrorDescent(torch.optim.Optimizer):
                     theta = theta - step.to(theta.dtype)
                     new = inverse_mirror_map(theta, lp)
                 big = torch.finfo(w.dtype).max
-                if not _within(new, big):  # NaN, Inf or beyond w's dtype
+                if not bool(rows_within([new], 1, big)):  # NaN, Inf or beyond w's dtype
                     return self._skip(k, f"the update of a parameter of shape {tuple(w.shape)} "
                                          f"leaves {w.dtype}'s range (lp={lp:g}, lr={lr:g})",
                                       loss)
@@ -280,14 +280,24 @@ class LpMirrorDescent(torch.optim.Optimizer):
         return loss
 
 
-def _within(t: torch.Tensor, bound: float) -> bool:
-    """Every entry of ``t`` has :math:`|t| \\le` ``bound`` (never for NaN); with ``bound`` = inf:
-    every entry is finite. One ``abs().amax()`` (which propagates NaN) and one comparison,
-    instead of a boolean tensor the size of ``t`` and its ``all()``."""
-    if t.numel() == 0:
-        return True
-    top = t.abs().amax()
-    return bool(top < bound) if bound == math.inf else bool(top <= bound)
+def rows_within(tensors, rows: int, bound: float = math.inf) -> torch.Tensor:
+    """(rows,) bool: every entry of row b of every tensor (each read as ``(rows, -1)``) is
+    finite (``bound`` = inf) or has :math:`|t| \\le` ``bound``; never for NaN. The trainers'
+    per-step checks: :func:`attnlib.train` per trial, :class:`LpMirrorDescent` per parameter
+    (``rows`` = 1). One ``abs().amax`` per tensor and row (``amax`` propagates NaN): cheaper
+    per step than ``isfinite(t).all(1)``, which passes over the entries twice and makes a
+    boolean tensor the size of ``t``."""
+    ok, device = None, None
+    for t in tensors:
+        device = t.device
+        if t.numel() == 0:  # no entry to break the rule
+            continue
+        top = t.reshape(rows, -1).abs().amax(1)
+        f = torch.isfinite(top) if bound == math.inf else top <= bound
+        ok = f if ok is None else ok & f
+    if ok is None:
+        ok = torch.ones(rows, dtype=torch.bool, device=device)
+    return ok
 
 
 def _checked_group(group: dict) -> dict:
