@@ -1,8 +1,10 @@
 """Explorers of "Transformers as SVMs" (chapters 5-8): they read experiment results.
 
-Each explorer is drawn in live mode and what it draws is compared with a direct computation
-(numpy) from the data: the rows a sweep shows for a cell, the selected and optimal tokens the
-causal explorer marks, the SVM of the run's own selection in the parameterisation explorer.
+Each explorer's figure is drawn (the draw function of both its modes, not rendered to pixels:
+tests/test_explorers_framework.py checks the renderers) and what it draws is compared with a
+direct computation (numpy) from the data: the rows a sweep shows for a cell, the selected and
+optimal tokens the causal explorer marks, the SVM of the run's own selection in the
+parameterisation explorer.
 """
 
 import numpy as np
@@ -10,14 +12,18 @@ import pytest
 import torch
 
 from attnlib import experiments as E
+from attnlib.explorers import Explorer
 from attnlib.explorers import tf_svm as X
 from attnlib.explorers import tf_svm_heads as H
 
 
 @pytest.fixture(autouse=True)
-def _cache(module_cache):
+def _cache(module_cache, monkeypatch):
     X.parameterisation_data.cache_clear()
     X._causal_result.cache_clear()
+    # an explorer function returns its Explorer, not shown (no live figure drawn and encoded):
+    # ``ex.figure(**values)`` draws the figure of those values
+    monkeypatch.setattr(Explorer, "show", lambda self, mode=None: self)
 
 
 def _sweep_arrays():
@@ -30,30 +36,30 @@ def _sweep_arrays():
 
 def test_sweep_draws_the_chosen_cell():
     A = _sweep_arrays()
-    live = X.sweep(A, mode="live")  # default cell: the first, default d: the middle one
-    left = live.figure.axes[0]
+    ex = X.sweep(A)  # default cell: the first, default d: the middle one
+    left = ex.figure().axes[0]
     ys = [ln.get_ydata() for ln in left.lines if len(ln.get_xdata()) == 3]
     assert any(np.allclose(y, A["fro_mean"][0]) for y in ys)
     assert any(np.allclose(y, np.minimum(3, A["ds"])) for y in ys)  # the rank bound min(n, d)
-    live.update(cell="n=5, T=6")
-    ys = [ln.get_ydata() for ln in live.figure.axes[0].lines if len(ln.get_xdata()) == 3]
+    ys = [ln.get_ydata() for ln in ex.figure(cell="n=5, T=6").axes[0].lines
+          if len(ln.get_xdata()) == 3]
     assert any(np.allclose(y, A["nuc_mean"][1]) for y in ys)
     assert not any(np.allclose(y, A["fro_mean"][0]) for y in ys)
 
 
 def test_sweep_rejects_unknown_arrays():
     with pytest.raises(ValueError, match="no array 'nope'"):
-        X.sweep(_sweep_arrays(), curves={"x": "nope"}, mode="live")
+        X.sweep(_sweep_arrays(), curves={"x": "nope"}).figure()
     with pytest.raises(ValueError, match="'ds'"):
-        X.sweep({"fro_mean": np.zeros(3)}, mode="live")
+        X.sweep({"fro_mean": np.zeros(3)}).figure()
 
 
 def test_sweep_reads_an_experiment_by_name():
     res = E.run("tf_global_fraction", trials=2, ds=(2, 4), steps=20, progress=False,
                 device="cpu")
-    live = X.sweep("tf_global_fraction", trials=2, ds=(2, 4), steps=20, progress=False,
-                   device="cpu", curves={"global": "global"}, aside=None, mode="live")
-    np.testing.assert_allclose(live.figure.axes[0].lines[0].get_ydata(), res.arrays["global"][0])
+    ex = X.sweep("tf_global_fraction", trials=2, ds=(2, 4), steps=20, progress=False,
+                 device="cpu", curves={"global": "global"}, aside=None)
+    np.testing.assert_allclose(ex.figure().axes[0].lines[0].get_ydata(), res.arrays["global"][0])
 
 
 @pytest.mark.slow
@@ -69,10 +75,9 @@ def test_parameterisation_reads_the_experiment():
         cos = (H * d[name]["fro"]).sum((-2, -1)) / (
             np.linalg.norm(H, axis=(-2, -1)) * np.linalg.norm(d[name]["fro"]))
         np.testing.assert_allclose(d[name]["corr_fro"][1:], cos, atol=1e-12)
-    live = X.parameterisation(lr=0.5, mode="live")
-    assert len(live.figure.axes) == 3
-    live.update(param="W", iterations=100)
-    assert live.figure.axes[1].get_xlim()[1] == 200  # at least 200 iterations shown
+    ex = X.parameterisation(lr=0.5)
+    assert len(ex.figure().axes) == 3
+    assert ex.figure(param="W", iterations=100).axes[1].get_xlim()[1] == 200  # >= 200 shown
 
 
 def _causal_oracle(n, T, d, W, causal):
@@ -90,11 +95,11 @@ def _causal_oracle(n, T, d, W, causal):
 
 @pytest.mark.parametrize("attention", ["causal", "bidirectional"])
 def test_causal_explorer_marks_selected_and_optimal_tokens(attention):
-    live = X.causal_explorer(n=2, T=3, d=4, steps=200, mode="live")
-    live.update(attention=attention, sequence=1, iterations=200)
+    fig = X.causal_explorer(n=2, T=3, d=4, steps=200).figure(attention=attention, sequence=1,
+                                                             iterations=200)
     runs = X.causal_runs(2, 3, 4, 200, 0)
     sel, opt = _causal_oracle(2, 3, 4, runs[attention]["H"][-1], attention == "causal")
-    ax0 = live.figure.axes[0]
+    ax0 = fig.axes[0]
     dots, crosses = ax0.lines[0], ax0.lines[1]
     np.testing.assert_array_equal(dots.get_xdata(), sel[1])
     np.testing.assert_array_equal(crosses.get_xdata(), opt[1])
@@ -104,8 +109,7 @@ def test_causal_explorer_marks_selected_and_optimal_tokens(attention):
 
 def test_causal_explorer_reads_a_given_result():
     res = E.run("tf_causal", trials=2, n=1, T=3, d=4, steps=100, device="cpu")
-    live = X.causal_explorer(result=res, trial=1, mode="live")
-    shown = live.figure.axes[0].images[0].get_array()
+    shown = X.causal_explorer(result=res, trial=1).figure().axes[0].images[0].get_array()
     from attnlib.sequences import sequence_softmax
 
     s = sequence_softmax(torch.as_tensor(res.arrays["X"][1]),
@@ -113,9 +117,11 @@ def test_causal_explorer_reads_a_given_result():
     np.testing.assert_allclose(shown, s, atol=1e-12)
 
 
-@pytest.mark.slow
-def test_static_modes_render():
-    assert "<" in X.causal_explorer(n=1, T=3, d=4, steps=200, mode="static")._repr_html_()
+def test_static_page_renders():
+    ex = X.causal_explorer(n=1, T=3, d=4, steps=200)
+    ex.static_dpi = 40  # the frames of the page, smaller (the pixels: test_static_speed.py)
+    st = ex.static()  # attention x 1 sequence x iterations 0, 100, 200
+    assert st.sizes == (2, 1, 3) and len(st.frames) == 6 and "<img" in st._repr_html_()
 
 
 # -- the explorers that recompute (chapters 6 and 7) -------------------------------------------
@@ -173,13 +179,12 @@ def test_global_share_classifies_each_run():
 
 
 def test_global_share_recomputes_with_n_and_T():
-    live = H.global_share(n=2, T=4, d=6, runs=4, steps=100, mode="live")
-    left = live.figure.axes[0]
+    ex = H.global_share(n=2, T=4, d=6, runs=4, steps=100)
+    left = ex.figure().axes[0]
     r = H.global_share_runs(2, 4, 4, 100)
     assert any(np.allclose(ln.get_ydata(), r["global"]) for ln in left.lines)
-    live.update(T=6, n=3)
     r2 = H.global_share_runs(3, 6, 4, 100)
-    ys = [ln.get_ydata() for ln in live.figure.axes[0].lines if len(ln.get_xdata()) > 1]
+    ys = [ln.get_ydata() for ln in ex.figure(T=6, n=3).axes[0].lines if len(ln.get_xdata()) > 1]
     assert any(np.allclose(y, r2["other"]) for y in ys)
     assert "max(T − 1, n) = 5" in H.global_share_note(3, 6, 6, 4, 100)
 
@@ -200,21 +205,17 @@ def test_lambda_paths_reach_the_best_attention(lam):
 
 
 def test_lambda_head_redraws_for_lam_and_T():
-    live = H.lambda_head(lam=0.25, T=4, iterations=100, mode="live")
-    ys = [ln.get_ydata() for ln in live.figure.axes[0].lines]
+    ex = H.lambda_head(lam=0.25, T=4, iterations=100)
+    ys = [ln.get_ydata() for ln in ex.figure().axes[0].lines]
     np.testing.assert_allclose(ys[0], H.lambda_paths(0.25, 4)["s"][:101, 0])
-    live.update(lam=1.0, T=8)
-    bars = [p.get_height() for p in live.figure.axes[1].patches]
+    bars = [p.get_height() for p in ex.figure(lam=1.0, T=8).axes[1].patches]
     np.testing.assert_allclose(bars, H.lambda_paths(1.0, 8)["s"][100])
 
 
-@pytest.mark.slow
 def test_play_controls_have_at_least_ten_frames():
     from attnlib.explorers import StaticExplorer
 
-    for live in (H.lambda_head(mode="live"),
-                 H.global_share(n=2, T=4, runs=2, steps=20, mode="live"),
-                 X.parameterisation(lr=0.5, mode="live")):
-        ex = live.explorer
+    for ex in (H.lambda_head(), H.global_share(n=2, T=4, runs=2, steps=20),
+               X.parameterisation(lr=0.5)):
         assert ex.play, ex.name
         assert len(StaticExplorer._static(ex.controls[ex.play], True)) >= 10, ex.name
