@@ -2,7 +2,10 @@
 
 Its default frame is checked against a direct computation from the iterates and the SVMs of
 the experiment ``md_path`` (entries, divergences in closed form, histogram counts); a slider
-move only redraws from the cached result (the training is never rerun).
+move only redraws from the cached result (the training is never rerun). The explorer function
+returns its Explorer here, not shown: ``ex.figure(**values)`` draws the figure of those values,
+``ex.static()`` the page (at a small dpi; the renderers: test_explorers_framework.py,
+test_explorers_static.py).
 """
 
 import matplotlib
@@ -11,13 +14,15 @@ import numpy as np
 import pytest
 
 from attnlib.experiments import mirror_path, run
+from attnlib.explorers import Explorer
 from attnlib.explorers import mirror as M
 
 matplotlib.use("Agg")
 
 
 @pytest.fixture(autouse=True)
-def _cache(module_cache):
+def _cache(module_cache, monkeypatch):
+    monkeypatch.setattr(Explorer, "show", lambda self, mode=None: self)
     M.mirror_data.cache_clear()
     yield
     M.mirror_data.cache_clear()
@@ -35,7 +40,7 @@ def _curves(ax):
 
 
 def test_default_frame_against_a_direct_computation():
-    fig = M.mirror_descent(mode="live").figure  # lp = 1.75, 1500 iterations, seed 1
+    fig = M.mirror_descent().figure()  # lp = 1.75, 1500 iterations, seed 1
     a = run("md_path", lp=1.75, seed=1, normalized=True).arrays
     H, svm = a["W"], a["svm_lp"]
     # (a) the iterates on the two largest entries of the l1.75-SVM
@@ -59,9 +64,10 @@ def test_default_frame_against_a_direct_computation():
 
 @pytest.mark.slow
 def test_slider_moves_redraw_from_the_cached_result(monkeypatch):
-    live = M.mirror_descent(lp=2.0, mode="live")
-    assert _curves(live.figure.axes[2])["to ℓ2-AttSVM"][-1] < 0.01  # GD: Frobenius direction
-    hist2 = [p.get_height() for p in live.figure.axes[1].patches][:20]
+    ex = M.mirror_descent(lp=2.0)
+    fig = ex.figure()
+    assert _curves(fig.axes[2])["to ℓ2-AttSVM"][-1] < 0.01  # GD: Frobenius direction
+    hist2 = [p.get_height() for p in fig.axes[1].patches][:20]
     run("md_path", lp=1.5, seed=1, normalized=True)  # computed once (as the chapter would)
     M.mirror_data.cache_clear()
 
@@ -69,33 +75,34 @@ def test_slider_moves_redraw_from_the_cached_result(monkeypatch):
         raise AssertionError("the explorer retrained")
 
     monkeypatch.setattr(mirror_path, "train", no_training)
-    fig = live.update(lp=1.5, iterations=100)
+    fig = ex.figure(lp=1.5, iterations=100)
     c = _curves(fig.axes[2])
     assert len(c["to ℓ1.5-AttSVM"]) == 100 // 10 + 1  # the records up to iteration 100
-    fig = live.update(iterations=1500)
+    fig = ex.figure(lp=1.5, iterations=1500)
     c = _curves(fig.axes[2])
     assert c["to ℓ1.5-AttSVM"][-1] < c["to ℓ2-AttSVM"][-1]
     hist15 = [p.get_height() for p in fig.axes[1].patches][:20]
     assert hist15[0] > hist2[0]  # more near-zero entries for lp < 2
     with pytest.raises(AssertionError, match="retrained"):
-        live.update(lp=1.2)  # a setting not computed yet needs the training
+        ex.figure(lp=1.2)  # a setting not computed yet needs the training
 
 
-@pytest.mark.slow
+def _static(**kw):
+    ex = M.mirror_descent(**kw)
+    ex.static_dpi = 40
+    return ex.static()
+
+
 def test_static_renders_one_frame_per_lp():
-    st = M.mirror_descent(lp=2.0, mode="static", static={"lp": (1.5, 2.0), "seed": (1,),
-                                                         "normalized": (True,),
-                                                         "iterations": (1500,),
-                                                         "eps": ("0",)})  # the default
+    st = _static(lp=2.0, static={"lp": (1.5, 2.0), "seed": (1,), "normalized": (True,),
+                                 "iterations": (1500,), "eps": ("0",)})  # the default
     assert len(st.frames) == 2 and st.values[0] == (1.5, 2.0) and st.start == (1, 0, 0, 0, 0)
     assert st.notes == [M.mirror_note(1.5, 1500), M.mirror_note(2.0, 1500)]
 
 
-@pytest.mark.slow
 def test_static_renders_both_eps_and_notes_follow_eps():
-    st = M.mirror_descent(lp=1.5, mode="static", static={"lp": (1.5,), "seed": (1,),
-                                                         "normalized": (True,),
-                                                         "iterations": (1500,)})
+    st = _static(lp=1.5, static={"lp": (1.5,), "seed": (1,), "normalized": (True,),
+                                 "iterations": (1500,)})
     assert len(st.frames) == 2 and st.values[-1] == tuple(M.MD_EPS_NAMES)
     assert sorted(st.notes) == sorted([M.mirror_note(1.5, 1500, eps=2.0 ** -52),
                                        M.mirror_note(1.5, 1500, eps=0.0)])
@@ -105,4 +112,4 @@ def test_static_renders_both_eps_and_notes_follow_eps():
 
 def test_bad_static_control_is_refused():
     with pytest.raises(ValueError, match="static"):
-        M.mirror_descent(static={"p": (1.5,)}, mode="static")
+        M.mirror_descent(static={"p": (1.5,)})
