@@ -2,16 +2,25 @@
 
 Each explorer reads a cached experiment result; here: its default frame draws, a control change
 changes the frame, and the logic it adds to the result (which ray each run approaches, the
-selection table) is checked against a direct computation from the result's arrays.
+selection table) is checked against a direct computation from the result's arrays. The
+explorers are drawn as figures (``Explorer.figure``: the draw function of both modes), one
+live (its PNG); the renderers: test_explorers_framework.py, test_static_speed.py.
 """
 
 import numpy as np
 import pytest
 
 import attnlib.experiments as E
+from attnlib.explorers import Explorer
 from attnlib.explorers import max_margin as X
 
 pytestmark = pytest.mark.usefixtures("module_cache")  # one experiment cache for the module
+
+
+@pytest.fixture
+def unshown(monkeypatch):
+    """The explorer functions return their Explorer, not shown (no live figure drawn)."""
+    monkeypatch.setattr(Explorer, "show", lambda self, mode=None: self)
 
 
 def test_approached_ray_is_the_largest_final_cosine():
@@ -32,13 +41,16 @@ def test_token_plane_target_is_the_selection_each_run_ends_on():
     assert np.array_equal(d["P"], a["P"]) and np.array_equal(d["cos"], a["cos"])
 
 
-@pytest.mark.slow
-def test_token_plane_draws_and_follows_its_controls():
-    e = X.token_plane(example="e1-global", mode="live")
-    png = e.png
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    e.update(iterations=20)
-    assert e.png != png
+def test_token_plane_draws_and_follows_its_controls(unshown):
+    ex = X.token_plane(example="e1-global")
+    d = X.token_plane_data("e1-global")
+    B = len(d["P"])
+    for it in (200, 20):  # the default, then another iteration: each run's path up to it
+        paths = ex.figure(iterations=it).axes[0].lines[0:2 * B:2]
+        k = int(np.searchsorted(d["steps"], it, side="right"))
+        assert len(paths) == B and k < d["P"].shape[1]
+        for line, P in zip(paths, d["P"]):
+            np.testing.assert_array_equal(line.get_xydata(), P[:k])
 
 
 def test_selection_table_and_frame():
@@ -55,27 +67,24 @@ def test_selection_table_and_frame():
     assert e.png != png
 
 
-def test_softmax_explorer_shows_the_ray_losses():
-    e = X.softmax_explorer(mode="live")
-    bars = e.figure.axes[1].patches
-    assert sum(b.get_height() for b in bars) == pytest.approx(1.0)  # a softmax
-    png = e.png
-    e.update(norm=16.0, angle=96)
-    heights = [b.get_height() for b in e.figure.axes[1].patches]
-    assert heights[0] > 0.99 and e.png != png  # along x1's max-margin direction
+def test_softmax_explorer_shows_the_ray_losses(unshown):
+    ex = X.softmax_explorer()
+    first = [b.get_height() for b in ex.figure().axes[1].patches]
+    assert sum(first) == pytest.approx(1.0)  # a softmax
+    heights = [b.get_height() for b in ex.figure(norm=16.0, angle=96).axes[1].patches]
+    assert heights[0] > 0.99 and heights != first  # along x1's max-margin direction
 
 
-def test_joint_explorer_draws_the_given_result():
+def test_joint_explorer_draws_the_given_result(unshown):
     res = E.run("mm_e3_joint", cache=False, steps=40)
-    e = X.joint_explorer(res, mode="live")
-    ax0 = e.figure.axes[0]
-    k = int(np.searchsorted(res.arrays["steps"], 200, side="right"))  # default: 200 (all 41)
-    p = res.arrays["p_path"][1, :k]  # non-tight is the default example
-    assert any(line.get_xydata().shape == p.shape and np.allclose(line.get_xydata(), p)
-               for line in ax0.lines)
-    png = e.png
-    e.update(example="tight", iterations=20)
-    assert e.png != png
+    ex = X.joint_explorer(res)
+    # the default: non-tight (1), 200 iterations (all 41 records); then tight (0), 20
+    for j, setting in ((1, {}), (0, dict(example="tight", iterations=20))):
+        ax0 = ex.figure(**setting).axes[0]
+        k = int(np.searchsorted(res.arrays["steps"], setting.get("iterations", 200), "right"))
+        p = res.arrays["p_path"][j, :k]
+        assert any(line.get_xydata().shape == p.shape and np.allclose(line.get_xydata(), p)
+                   for line in ax0.lines)
 
 
 def test_every_score_of_the_selection_explorer_is_an_allowed_setting():
