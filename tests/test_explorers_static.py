@@ -66,6 +66,12 @@ def _note(slope, phase, style):
     return f"slope {slope:g}, phase {phase:g}"
 
 
+@pytest.fixture(scope="module")
+def fixed():
+    """The toy with slope not on the slider (its default only): 6 frames, not 24."""
+    return _toy(slider=["phase"]).static()
+
+
 @pytest.mark.slow
 def test_every_setting_is_a_frame_in_product_order_opening_on_the_default(toy):
     st = toy[1]
@@ -141,8 +147,8 @@ def test_page_controls_labels_and_default_images(toy):
     assert "https://" not in html and "<link" not in html  # offline
 
 
-def test_fixed_controls_show_their_value_and_bad_static_is_refused():
-    st = _toy(slider=["phase"]).static()  # slope not on the slider: its default only
+def test_fixed_controls_show_their_value_and_bad_static_is_refused(fixed):
+    st = fixed  # slope not on the slider: its default only
     assert st.sizes == (1, 3, 2)
     assert re.search(r'class="attnlib-fixed"><span class="attnlib-control-name">slope</span> '
                      r'<span class="attnlib-value">1</span>', st.html)
@@ -155,17 +161,16 @@ def test_fixed_controls_show_their_value_and_bad_static_is_refused():
 
 
 @pytest.mark.slow
-def test_ids_are_deterministic_and_the_budget_lowers_the_dpi(monkeypatch):
-    def small():  # slope fixed at its default: 6 frames, not 24 (six pages are built here)
+def test_ids_are_deterministic_and_the_budget_lowers_the_dpi(fixed, monkeypatch):
+    def small():  # as ``fixed``: slope at its default, 6 frames (three pages built here)
         return _toy(slider=["phase"])
 
-    monkeypatch.setattr(explorers.framework.static, "_COUNTER", itertools.count())
-    one = small().static().html
-    monkeypatch.setattr(explorers.framework.static, "_COUNTER", itertools.count())
-    assert small().static().html == one  # a rebuilt page is identical
-    assert small().static().html != one  # a second explorer on the page: another id
+    # the counter where it stood when ``fixed`` was built: the page rebuilt is identical
+    monkeypatch.setattr(explorers.framework.static, "_COUNTER", itertools.count(fixed._uid))
+    assert small().static().html == fixed.html
+    assert small().static().html != fixed.html  # a second explorer on the page: another id
     ex = small()
-    ex.max_bytes = 0.75 * ex.static().nbytes
+    ex.max_bytes = 0.75 * fixed.nbytes
     st = ex.static()
     assert st.dpi < ex.static_dpi and st.nbytes < 1.3 * ex.max_bytes
 

@@ -8,6 +8,7 @@ node is installed, scripts/js/token-drag.js run on the exported configurations.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import shutil
@@ -150,14 +151,21 @@ def test_gd_endpoints_match_autograd(data):
         np.testing.assert_allclose(r["attnlib"]["p_end"], want, rtol=1e-5, atol=1e-8)
 
 
-@pytest.mark.slow
-def test_html_fragment_carries_the_data_and_the_relative_scripts():
+def test_html_fragment_carries_the_data_and_the_relative_scripts(data, monkeypatch):
+    calls, real = [], inspect.signature(td.token_drag_data)
+
+    def exported(*args, **kw):  # the module's data (computed once), asked with these settings
+        calls.append(real.bind(*args, **kw).arguments)
+        return data
+
+    monkeypatch.setattr(td, "token_drag_data", exported)
     frag = td.token_drag().data
+    assert calls == [dict(example="e2", lr=0.1, normalized=True, loss="logistic", iterations=200)]
     m = re.search(r'<script type="application/json" id="([^"]+)-data">(.*?)</script>', frag,
                   re.S)
     assert m and f'id="{m.group(1)}"' in frag
     payload = json.loads(m.group(2).replace("<\\/", "</"))
-    assert payload["defaults"]["example"] == "e2"
+    assert payload == json.loads(json.dumps(data))  # all of it, "</" escaped
     assert 'data-plotly-src="../plotly/plotly-basic.min.js"' in frag
     assert '<script src="../explorers/token-drag.js"></script>' in frag
     assert "live explorer" in frag  # what Jupyter shows instead
