@@ -36,7 +36,7 @@ def test_mode_env_default_and_override(monkeypatch):
     monkeypatch.setenv(explorers.ENV_VAR, "static")
     assert explorers.explorer_mode() == "static"
     assert explorers.explorer_mode("live") == "live"
-    assert isinstance(_toy().show(), StaticExplorer)
+    assert isinstance(_toy(static_dpi=30).show(), StaticExplorer)  # (8 small frames)
     assert isinstance(_toy().show(mode="live"), LiveExplorer)
     monkeypatch.setenv(explorers.ENV_VAR, "movie")
     with pytest.raises(ValueError, match=explorers.ENV_VAR):
