@@ -6,6 +6,7 @@ no update, titles placed by matplotlib), compared pixel for pixel; the pages' de
 
 from __future__ import annotations
 
+import copy
 import io
 
 import numpy as np
@@ -73,9 +74,14 @@ def _toy(with_update: bool, calls: list):
                     static_dpi=50)
 
 
-def test_an_update_draws_the_pixels_of_a_fresh_draw():
+@pytest.fixture(scope="module")
+def plain():
+    """The toy's static page drawn without its update: every frame cleared and redrawn."""
+    return _toy(False, []).static()
+
+
+def test_an_update_draws_the_pixels_of_a_fresh_draw(plain):
     calls = []
-    plain = _toy(False, calls).static()
     fast = _toy(True, calls).static()
     assert calls, "the update was not used"
     assert fast.frames == plain.frames and len(fast.images) == len(plain.images)
@@ -157,8 +163,8 @@ def test_an_explorer_update_is_a_fresh_draw(unshown, name, kw, pairs, other):
         assert np.array_equal(_pixels(moved), _pixels(fresh))
 
 
-def test_recompressing_keeps_the_pixels():
-    st = _toy(False, []).static()
+def test_recompressing_keeps_the_pixels(plain):
+    st = copy.copy(plain)  # (recompressing replaces its images, html and size)
     before = _frames(st)
     nbytes = st.nbytes
     st._recompress(9)
