@@ -163,6 +163,7 @@ def test_causal_pairs_keep_their_colour_in_both_panels():
                              corr_full=c))
     colours = [{ln.get_label().split(" (")[0]: to_hex(ln.get_color()) for ln in ax.lines
                 if not ln.get_label().startswith("_")} for ax in fig.axes]
+    assert len(colours) == 2  # two panels
     for label in ("causal GD vs causal SVM", "full GD vs full SVM"):
         assert colours[0][label] == colours[1][label]
 
@@ -182,23 +183,6 @@ def test_eight_panel_figure_is_split_into_two_readable_figures():
         assert width <= 8.0  # two panels a row: each at least 3.5 in at column width
         titles = [ax.get_title() for ax in shown]
         assert all(f"d = {d}" in t for d, t in zip(ds, titles))
-
-
-def test_bias_matrix_is_sequential_and_shows_its_numbers():
-    from attnlib.figures import mirror as M
-
-    ddir = np.array([[0.001, 0.1, 0.2], [0.05, 0.02, 0.3], [0.4, 0.2, 0.03]])
-    rel = np.random.default_rng(1).uniform(0, 1, (3, 50))
-    fig = M.plot_bias(_res(lps=np.array([1.25, 2.0, 3.0]), ddir=ddir, rel_abs=rel))
-    ax = fig.axes[0]
-    img = ax.get_images()[0]
-    assert img.get_cmap().name == plots.SCORE_CMAP  # log10 D_dir < 0: not a signed scale
-    cells = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text()
-             for t in ax.texts}
-    assert cells[(0, 0)] == "1.0e-03" and cells[(2, 1)] == "2.0e-01"
-    assert ax.get_xlabel() == "ℓq-AttSVM" and ax.get_ylabel() == "ℓp-MD run"
-    with pytest.raises(ValueError, match="values"):
-        plots.matrix_image(ddir, values=ddir[:2])
 
 
 def test_rank_figure_gives_each_cell_one_colour_for_both_svms():

@@ -50,13 +50,23 @@ def test_plot_convergence_draws_each_ddir_curve():
                                        np.median(arrays[f"ddir_{j}"][i], 0))
 
 
-def test_plot_bias_shows_log_ddir_matrix():
-    ddir = np.array([[0.01, 0.1, 0.2], [0.05, 0.02, 0.3], [0.4, 0.2, 0.03]])
+def test_plot_bias_shows_log_ddir_matrix_sequential_with_its_numbers():
+    from attnlib import plots
+
+    ddir = np.array([[0.001, 0.1, 0.2], [0.05, 0.02, 0.3], [0.4, 0.2, 0.03]])
     rel = np.random.default_rng(1).uniform(0, 1, (3, 50))
     fig = F.plot_bias(_res({"lps": np.array([1.25, 2.0, 3.0]), "ddir": ddir, "rel_abs": rel}))
-    img = fig.axes[0].get_images()[0].get_array()
-    np.testing.assert_allclose(np.asarray(img), np.log10(ddir))
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["p=1.25", "p=2", "p=3"]
+    ax = fig.axes[0]
+    img = ax.get_images()[0]
+    np.testing.assert_allclose(np.asarray(img.get_array()), np.log10(ddir))
+    assert img.get_cmap().name == plots.SCORE_CMAP  # log10 D_dir < 0: not a signed scale
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["p=1.25", "p=2", "p=3"]
+    cells = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text()
+             for t in ax.texts}
+    assert cells[(0, 0)] == "1.0e-03" and cells[(2, 1)] == "2.0e-01"
+    assert ax.get_xlabel() == "ℓq-AttSVM" and ax.get_ylabel() == "ℓp-MD run"
+    with pytest.raises(ValueError, match="values"):
+        plots.matrix_image(ddir, values=ddir[:2])
 
 
 def test_plot_unnormalized_curves_are_the_arrays():

@@ -45,29 +45,20 @@ def test_rank_panels_split_cells_by_n_and_T():
     assert tuple(A["nuc_mean"][2]) in ys_right and tuple(A["nuc_mean"][2]) not in ys_left
 
 
-def test_lambda_bars_and_causal_panels():
+def test_lambda_bars_are_the_optimal_and_final_attention():
     s_opt, s_fin = np.array([0.7, 0.3, 0.0, 0.0]), np.array([0.69, 0.31, 0.0, 0.0])
     c = np.linspace(0.5, 0.99, 5)
     fig = F.plot_lambda(_res(steps=np.arange(5), corr_eq=c, corr_dir=c, corr_one=c,
                              fin_gap=1 - c, perp_err=1 - c, s_opt=s_opt, s_final=s_fin))
     heights = [p.get_height() for p in fig.axes[2].patches]
     np.testing.assert_allclose(heights, np.concatenate([s_opt, s_fin]))
-    C = np.tile(c, (2, 1))
-    fig = F.plot_causal(_res(steps=np.arange(5), corr_causal=C, corr_causal_vs_full=C,
-                             corr_full=C))
-    assert len(fig.axes) == 2
+    # (plot_causal: test_figures_book.test_causal_pairs_keep_their_colour_in_both_panels)
 
 
-def test_visualization_local_and_multi_draw():
+def test_multi_draws_one_panel_per_d():
+    # (plot_visualization: test_visualization_colours_..., plot_local: test_local_and_multi_...)
     rng = np.random.default_rng(0)
-    A = dict(X=rng.normal(size=(2, 5, 2)), scores=rng.normal(size=(2, 5)),
-             path_W=rng.normal(size=(2, 4, 2)), path_KQ=rng.normal(size=(2, 4, 2)),
-             ray_fro=rng.normal(size=(2, 2)), ray_nuc=rng.normal(size=(2, 2)))
-    assert len(F.plot_visualization(_res(**A)).axes) >= 2
     S = np.arange(0, 50, 10)
-    curves = {k: rng.uniform(0.5, 1, size=(3, 5)) for k in
-              ("corr_W_fro", "corr_KQ_nuc", "corr_W_nuc", "corr_KQ_fro", "prob_W", "prob_KQ")}
-    assert len(F.plot_local(_res(steps=S, norm_W=rng.uniform(size=(3, 5)), **curves)).axes) == 3
     M = dict(ds=np.array([4, 6]), run_d=np.array([4, 4, 6]), steps=S,
              corr_eq=rng.uniform(0.9, 1, size=(3, 5)), corr_dir=rng.uniform(0.9, 1, size=(3, 5)),
              corr_one=rng.uniform(0.8, 1, size=(3, 5)), max_masked=np.array([1e-9, 1e-7, 0.0]))
@@ -137,6 +128,7 @@ def test_local_and_multi_overlay_the_mean_over_runs():
     curves = {k: rng.uniform(0.5, 1, size=(4, 6)) for k in
               ("corr_W_fro", "corr_KQ_nuc", "corr_W_nuc", "corr_KQ_fro", "prob_W", "prob_KQ")}
     fig = F.plot_local(_res(steps=S, norm_W=rng.uniform(size=(4, 6)), **curves))
+    assert len(fig.axes) == 3
     for ax, keys in ((fig.axes[0], ("prob_W", "prob_KQ")),
                      (fig.axes[1], ("corr_W_fro", "corr_KQ_nuc"))):
         marks = _mean_markers(ax)
