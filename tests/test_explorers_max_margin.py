@@ -2,9 +2,7 @@
 
 Each explorer reads a cached experiment result; here: its default frame draws, a control change
 changes the frame, and the logic it adds to the result (which ray each run approaches, the
-selection table) is checked against a direct computation from the result's arrays. The
-explorers are drawn as figures (``Explorer.figure``: the draw function of both modes), one
-live (its PNG); the renderers: test_explorers_framework.py, test_static_speed.py.
+selection table) is checked against a direct computation from the result's arrays.
 
 The lines under the website's explorers (``note=``) and the chapters' prose around them say
 what the data show: recomputed here with numpy from the paths and the SVM directions.
@@ -22,17 +20,14 @@ from attnlib.explorers import max_margin as X
 
 
 @pytest.fixture(autouse=True)
-def _cache(module_cache):
-    """One experiment cache for the module (what a test computes the next one reads from disk),
-    the explorers' data read from it in every test."""
+def _cache(module_cache):  # one experiment cache for the module, read in every test
     X.token_plane_data.cache_clear()
     yield
     X.token_plane_data.cache_clear()
 
 
 @pytest.fixture
-def unshown(monkeypatch):
-    """The explorer functions return their Explorer, not shown (no live figure drawn)."""
+def unshown(monkeypatch):  # an explorer function returns its Explorer (no live figure drawn)
     monkeypatch.setattr(Explorer, "show", lambda self, mode=None: self)
 
 

@@ -2,10 +2,8 @@
 
 Its default frame is checked against a direct computation from the iterates and the SVMs of
 the experiment ``md_path`` (entries, divergences in closed form, histogram counts); a slider
-move only redraws from the cached result (the training is never rerun). The explorer function
-returns its Explorer here, not shown: ``ex.figure(**values)`` draws the figure of those values,
-``ex.static()`` the page (at a small dpi; the renderers: test_explorers_framework.py,
-test_explorers_static.py).
+move only redraws from the cached result (the training is never rerun): the Explorer's
+figures (``Explorer.figure``, not shown live) and static pages (at 40 dpi) are read.
 
 The page opens on the chapter's call (``al.explorers.mirror_descent(lp=1.75)``: lp = 1.75,
 1500 steps). The caption names no number; the line under the figure (``mirror_note``) is

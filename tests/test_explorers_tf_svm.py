@@ -1,10 +1,8 @@
 """Explorers of "Transformers as SVMs" (chapters 5-8): they read experiment results.
 
-Each explorer's figure is drawn (the draw function of both its modes, not rendered to pixels:
-tests/test_explorers_framework.py checks the renderers) and what it draws is compared with a
-direct computation (numpy) from the data: the rows a sweep shows for a cell, the selected and
-optimal tokens the causal explorer marks, the SVM of the run's own selection in the
-parameterisation explorer.
+Each explorer's figure is drawn (``Explorer.figure``) and compared with a direct computation
+(numpy) from the data: the rows a sweep shows for a cell, the selected and optimal tokens the
+causal explorer marks, the SVM of the run's own selection in the parameterisation explorer.
 """
 
 import numpy as np
@@ -21,8 +19,7 @@ from attnlib.explorers import tf_svm_heads as H
 def _cache(module_cache, monkeypatch):
     X.parameterisation_data.cache_clear()
     X._causal_result.cache_clear()
-    # an explorer function returns its Explorer, not shown (no live figure drawn and encoded):
-    # ``ex.figure(**values)`` draws the figure of those values
+    # an explorer function returns its Explorer, not shown (no live figure drawn and encoded)
     monkeypatch.setattr(Explorer, "show", lambda self, mode=None: self)
 
 

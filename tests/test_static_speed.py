@@ -36,9 +36,7 @@ def _frames(st) -> list[list[np.ndarray]]:
 
 
 @pytest.fixture
-def unshown(monkeypatch):
-    """The book's explorer functions return their :class:`Explorer` itself, not shown: no
-    live figure is drawn and encoded that the test would not read."""
+def unshown(monkeypatch):  # an explorer function returns its Explorer (no live figure drawn)
     monkeypatch.setattr(Explorer, "show", lambda self, mode=None: self)
 
 

@@ -152,13 +152,9 @@ def test_gd_endpoints_match_autograd(data):
 
 
 def test_html_fragment_carries_the_data_and_the_relative_scripts(data, monkeypatch):
-    calls, real = [], inspect.signature(td.token_drag_data)
-
-    def exported(*args, **kw):  # the module's data (computed once), asked with these settings
-        calls.append(real.bind(*args, **kw).arguments)
-        return data
-
-    monkeypatch.setattr(td, "token_drag_data", exported)
+    calls, real = [], inspect.signature(td.token_drag_data)  # the module's data, asked for as:
+    monkeypatch.setattr(td, "token_drag_data",
+                        lambda *a, **kw: calls.append(real.bind(*a, **kw).arguments) or data)
     frag = td.token_drag().data
     assert calls == [dict(example="e2", lr=0.1, normalized=True, loss="logistic", iterations=200)]
     m = re.search(r'<script type="application/json" id="([^"]+)-data">(.*?)</script>', frag,
