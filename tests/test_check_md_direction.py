@@ -29,15 +29,15 @@ def ex():
     md = al.train(data, method="md", lp=1.75, **common).W
     gd = al.train(data, method="gd", **common).W
     alpha = al.optimal_tokens(data)
-    return data, md, gd, alpha
+    W_p = al.att_svm(data, alpha=alpha, norm=1.75)  # the two SVMs, solved once for the module
+    W_2 = al.att_svm(data, alpha=alpha, norm="fro")
+    return data, md, gd, W_p, W_2
 
 
 def test_mirror_descent_answer_passes(ex):
-    data, md, _, alpha = ex
+    data, md, _, W_p, W_2 = ex
     fb = al.check.check_md_direction(md, data, 1.75)
     assert fb, str(fb)
-    W_p = al.att_svm(data, alpha=alpha, norm=1.75)
-    W_2 = al.att_svm(data, alpha=alpha, norm="fro")
     # the check solves the SVMs again: solver answers agree to ~1e-8
     assert fb.details["ddir_lp"] == pytest.approx(ddir(W_p, md, 1.75), abs=1e-7)
     assert fb.details["ddir_l2"] == pytest.approx(ddir(W_2, md, 1.75), abs=1e-7)
@@ -45,21 +45,17 @@ def test_mirror_descent_answer_passes(ex):
 
 
 def test_gradient_descent_answer_fails(ex):
-    data, _, gd, alpha = ex
+    data, _, gd, W_p, W_2 = ex
     # the old correlation check lets it through ...
     assert al.check.check_svm_direction(gd, data, norm=1.75)
     # ... the new one does not: GD is closer to the l2-AttSVM, in the l1.75 geometry
     fb = al.check.check_md_direction(gd, data, 1.75)
     assert not fb and "closer to the ℓ2-AttSVM" in fb.message
-    W_p = al.att_svm(data, alpha=alpha, norm=1.75)
-    W_2 = al.att_svm(data, alpha=alpha, norm="fro")
     assert ddir(W_2, gd, 1.75) < ddir(W_p, gd, 1.75)
 
 
 def test_the_svms_themselves_and_wrong_answers(ex):
-    data, md, _, alpha = ex
-    W_p = al.att_svm(data, alpha=alpha, norm=1.75)
-    W_2 = al.att_svm(data, alpha=alpha, norm="fro")
+    data, md, _, W_p, W_2 = ex
     assert al.check.check_md_direction(3.0 * W_p, data, 1.75)
     assert not al.check.check_md_direction(W_2, data, 1.75)
     # close to neither direction well enough: a mixture that is nearer the lp-SVM

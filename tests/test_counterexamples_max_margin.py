@@ -22,6 +22,8 @@ plain torch loss for gradients, an exact-gradient gradient-descent loop written 
 grids for the one-dimensional infima.
 """
 
+import functools
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -90,6 +92,20 @@ def e1(scores):
 W3 = torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=F64))
 
 
+def _library_p(cases, steps):
+    """attnlib's trainer (normalised GD on p, W = W3, eps = 0) from every start of every
+    (scores, starts (k, 2)) in ``cases``, as one batch of trials (a trial per start, each
+    with its case's E1 data): the final p's key-plane part, one (k, 2) tensor per case."""
+    X = torch.cat([e1(sc).X.expand(len(p0), -1, -1, -1) for sc, p0 in cases])
+    P0 = torch.cat([p0 for _, p0 in cases])
+    B = len(P0)
+    data = AttentionData(X, torch.ones(B, 1, dtype=F64),
+                         v=torch.tensor([0.0, 0, 1], dtype=F64).expand(B, 3))
+    run = al.train(data, param="p", lr=0.1, steps=steps, eps=0.0, record_every=steps,
+                   init={"W": W3, "p": torch.cat([P0, 0 * P0[:, :1]], -1)})
+    return run.p[:, :2].split([len(p0) for _, p0 in cases])
+
+
 # ===================================== ch1: the infimum is approached, never attained
 def _bound(gamma, ell):
     return float(ell(gamma.amax(-1)).mean())
@@ -103,7 +119,7 @@ def _corollary_holds(K, gamma, u, ell, radii=(1, 4, 16), samples=2000):
     ray = [float(plain_risk(R * u, K, gamma, ell)) for R in radii]
     P = 3 * torch.randn(samples, K.shape[-1], generator=torch.Generator().manual_seed(0),
                         dtype=F64)
-    cloud = torch.stack([plain_risk(q, K, gamma, ell) for q in P])
+    cloud = plain_risk(P, K, gamma, ell)  # (samples,): one risk per row of P
     return ray[-1] - b < 1e-6 and all(r > b for r in ray) and bool((cloud > b).all())
 
 
@@ -165,7 +181,7 @@ def _inner_products(scores, P):
     np.testing.assert_allclose(p_mm.numpy(), ref, atol=1e-6)
     gamma = torch.tensor([scores], dtype=F64)
     P = P.clone().requires_grad_(True)
-    torch.stack([plain_risk(q, KEYS[None], gamma) for q in P]).sum().backward()
+    plain_risk(P, KEYS[None], gamma).sum().backward()  # row j of P.grad: grad L at P[j]
     return P.grad @ p_mm
 
 
@@ -189,12 +205,10 @@ def test_gd_reaches_p_mm_with_the_data_condition_and_not_without():
     loop of this file, and attnlib's trainer on the same starts)."""
     c = torch.tensor([1.0, 0.5, 0.0, -0.5, -1.0, -1.5], dtype=F64)
     p0 = torch.stack([torch.zeros_like(c), c], -1)
-    for scores, all_x1 in ((GLOBAL, True), (LOCAL, False)):
+    lib = _library_p(((GLOBAL, p0), (LOCAL, p0)), steps=1000)
+    for (scores, all_x1), p_lib in zip(((GLOBAL, True), (LOCAL, False)), lib):
         p = exact_gd(p0, torch.tensor(scores, dtype=F64), steps=1000)
-        run = al.train(e1(scores).batched(6), param="p", lr=0.1, steps=1000, eps=0.0,
-                       record_every=1000, init={"W": W3, "p": torch.cat([p0, 0 * c[:, None]],
-                                                                        -1)})
-        np.testing.assert_allclose(run.p[:, :2].cpu().numpy(), p.numpy(), atol=1e-6)
+        np.testing.assert_allclose(p_lib.cpu().numpy(), p.numpy(), atol=1e-6)
         sel = (p @ KEYS.T).argmax(-1)
         assert bool((sel == 0).all()) is all_x1
 
@@ -251,15 +265,36 @@ def test_optimal_selection_is_locally_optimal_only_with_its_hypotheses(case):
 
 
 # ========================= ch3: local convergence needs each of its four hypotheses
-def _stays(scores, alpha_dir_deg, start_deg, R, alpha=1, steps=2000):
-    """Start normalised GD at norm R, at start_deg degrees from p_mm(alpha) (whose angle is
-    alpha_dir_deg); does every run still select x_{alpha + 1} at the end?"""
+# The starts of the local-convergence tests: (scores, angle of p_mm(alpha) in degrees, start
+# angles from it, norm R, alpha). p_mm(3) = (-1, -1.1) (checked against cvxpy below).
+CONE = {"every hypothesis": (LOCAL, 0.0, [1.0, 2.0, 3.0, 4.0], 8.0, 1),
+        "tied support token": (GLOBAL, 0.0, [1.0, 2.0, 3.0, 4.0], 8.0, 1),
+        "better support token": (LOCAL, float(np.degrees(np.arctan2(-1.1, -1.0))),
+                                 [-1.0, 0.0, 1.0], 8.0, 2),
+        "wide cone": (LOCAL, 0.0, [10.0], 8.0, 1),
+        "too close": (LOCAL, 0.0, [1.0], 1.0, 1)}
+
+
+def _start(case):
+    _, alpha_dir_deg, start_deg, R, _ = CONE[case]
     a = torch.deg2rad(torch.tensor(alpha_dir_deg + np.asarray(start_deg), dtype=F64))
-    p0 = R * torch.stack([torch.cos(a), torch.sin(a)], -1)
-    p = exact_gd(p0, torch.tensor(scores, dtype=F64), steps=steps)
-    run = al.train(e1(scores).batched(len(p0)), param="p", lr=0.1, steps=steps, eps=0.0,
-                   record_every=steps, init={"W": W3, "p": torch.cat([p0, 0 * p0[:, :1]], -1)})
-    np.testing.assert_allclose(run.p[:, :2].cpu().numpy(), p.numpy(), atol=1e-6)  # library
+    return R * torch.stack([torch.cos(a), torch.sin(a)], -1)
+
+
+@functools.cache
+def _library_cone_runs():
+    """attnlib's trainer on every start of CONE, 2,000 steps, one batch (computed once)."""
+    return dict(zip(CONE, _library_p([(CONE[c][0], _start(c)) for c in CONE], steps=2000)))
+
+
+def _stays(case, steps=2000):
+    """Start normalised GD from the case's starts (at their angles from p_mm(alpha), norm R);
+    does every run still select x_{alpha + 1} at the end? (The exact-gradient loop of this
+    file; attnlib's trainer must end on the same points.)"""
+    scores, alpha = CONE[case][0], CONE[case][4]
+    p = exact_gd(_start(case), torch.tensor(scores, dtype=F64), steps=steps)
+    np.testing.assert_allclose(_library_cone_runs()[case].cpu().numpy(), p.numpy(),
+                               atol=1e-6)  # library
     return bool(((p @ KEYS.T).argmax(-1) == alpha).all())
 
 
@@ -268,26 +303,25 @@ def test_local_convergence_with_every_hypothesis():
     assert bool(al.is_locally_optimal(e1(LOCAL), torch.tensor([1]), param="p", W=W3))
     assert locally_optimal_oracle(KEYS[None].numpy(), np.array([LOCAL]), [1])
     # narrow cone (within 4 degrees, the tail cone is 5.7) on the side of x1, R = 8
-    assert _stays(LOCAL, 0.0, [1.0, 2.0, 3.0, 4.0], R=8.0)
+    assert _stays("every hypothesis")
 
 
 def test_local_convergence_fails_with_a_tied_support_token():
     assert not locally_optimal_oracle(KEYS[None].numpy(), np.array([GLOBAL]), [1])
-    assert not _stays(GLOBAL, 0.0, [1.0, 2.0, 3.0, 4.0], R=8.0)
+    assert not _stays("tied support token")
 
 
 def test_local_convergence_fails_when_a_better_token_is_a_support_token():
     # alpha = 3: feasible (p_mm(3) = (-1, -1.1)), its support tokens x1, x2 score higher
     p3 = svm_cvx(prompt_rows(KEYS[None].numpy(), [2]))
-    np.testing.assert_allclose(p3, [-1.0, -1.1], atol=1e-6)
-    ang = float(np.degrees(np.arctan2(p3[1], p3[0])))
-    assert not _stays(LOCAL, ang, [-1.0, 0.0, 1.0], R=8.0, alpha=2)
+    np.testing.assert_allclose(p3, [-1.0, -1.1], atol=1e-6)  # the direction CONE starts from
+    assert not _stays("better support token")
 
 
 @pytest.mark.slow
 def test_local_convergence_fails_outside_the_cone_or_too_close():
-    assert not _stays(LOCAL, 0.0, [10.0], R=8.0)  # a wide cone
-    assert not _stays(LOCAL, 0.0, [1.0], R=1.0)  # the narrow cone, too close to 0
+    assert not _stays("wide cone")  # 10 degrees from p_mm, R = 8
+    assert not _stays("too close")  # the narrow cone (1 degree), R = 1
 
 
 # ===================================== ch4: tight => p_relax = p_mm, and only then
