@@ -34,6 +34,10 @@ if [ "${#nbs[@]}" -eq 0 ]; then
   exit 0
 fi
 echo "[nbval] ${#nbs[@]} notebook(s): ${nbs[*]}"
+# (the notebooks finished so far are listed in $NBVAL_RECORD/.finished/, scripts/nbval_record.py:
+# scripts/test.sh starts the unit tests when one is left)
+rm -rf "$NBVAL_RECORD/.finished" && mkdir -p "$NBVAL_RECORD/.finished"
+echo "${#nbs[@]}" > "$NBVAL_RECORD/.finished/expected"
 # Two workers take the notebooks in the order given (--no-loadscope-reorder): the slowest
 # first, so that no core is left idle while the other runs a long chapter at the end (the
 # order of their usual run times: update it when a chapter's cost changes); then the others in

@@ -12,6 +12,11 @@ each notebook is executed once.
 A notebook with a failed, skipped or unrun cell is not written, and an older record of it is
 removed: the build then executes it itself.
 
+Each notebook whose last code cell has been reported (passed or not) is also listed, as an
+empty file named after it, in ``<folder>/.finished/``, where ``scripts/nbval.sh`` writes the
+number of notebooks of the run to ``expected``: ``scripts/test.sh`` starts the unit tests on the
+core that the run leaves free once a single notebook is left (usually the reproduction report).
+
 Widget views are left out of a record. nbval keeps no widget state, so the page could not
 render them, and the only ones a ``both`` run makes are the progress bars that a live
 explorer's redraw sends to its own output area (a frontend shows them inside the explorer;
@@ -88,6 +93,16 @@ def _folder() -> Path | None:
     return Path(value) if value else None
 
 
+def _finished(folder: Path, nbfile, item, call, report) -> None:
+    """List the notebook in ``<folder>/.finished/`` once its last code cell has a report."""
+    last = next((c for c in reversed(nbfile.nb.cells) if c.cell_type == "code"), None)
+    if item.cell is last and (call.when == "call" or report.failed or report.skipped):
+        rel = record_path(Path("."), Path(str(nbfile.fspath)))
+        done = folder / ".finished"
+        done.mkdir(parents=True, exist_ok=True)
+        (done / "__".join(rel.parts)).touch()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -95,6 +110,8 @@ def pytest_runtest_makereport(item, call):
     if _folder() is None or not hasattr(item, "cell") or not hasattr(nbfile, "nb"):
         return
     report = outcome.get_result()
+    if call.when != "teardown":
+        _finished(_folder(), nbfile, item, call, report)
     run = _RUNS.get(str(nbfile.fspath))
     if run is None:
         run = _RUNS[str(nbfile.fspath)] = _Run(nbfile)

@@ -4,12 +4,13 @@
 #   1. nbval  every notebook under book/, top to bottom (scripts/nbval.sh)
 #   2. build  a strict build of the book, every page re-read (scripts/build.sh --all)
 #   3. site   the browser test against that build (pytest -m browser)
-#   4. unit   pytest tests/ (all but the browser tests), run beside steps 2 and 3
-# The build uses one core and the browser test waits part of the time (for pages, for
-# animations played in real time), so the unit tests take what the two leave of the cores:
-# they start when nbval is done, their output is kept and shown once the browser test has
-# finished (about 45 s less than one after the other on 2 cores: Chromium's renderers keep a
-# core busy much of the time; CONTRIBUTING.md, "How long it takes").
+#   4. unit   pytest tests/ (all but the browser tests), run beside the end of step 1 and
+#             beside steps 2 and 3
+# nbval's last notebook (usually the reproduction report) runs alone on one core, the build
+# uses one core and the browser test waits part of the time (for pages, for animations played
+# in real time), so the unit tests take what the three leave of the cores: they start when one
+# notebook is left, their output is kept and shown once the browser test has finished
+# (CONTRIBUTING.md, "How long it takes").
 # Every step runs even when an earlier one failed (so one run shows every failure); the exit
 # status is non-zero if any step failed.  With CI=true the build starts from an empty _build/.
 set -uo pipefail
@@ -55,16 +56,33 @@ step() {
 t_all=$(date +%s)
 
 step lint    ruff check .
-step nbval   scripts/nbval.sh
 # (two pytest-xdist workers, one test file per worker; the files handed out dearest first, by
 # their tests marked slow, tests/conftest.py, so that neither worker waits long for the other
 # at the end; the ten slowest tests are listed at the end of the step)
 unit=(python -m pytest tests -m "not browser" -n 2 --dist loadfile -p no:cacheprovider -q
       -rfEs --durations=10)
-echo
-echo "================ [test] unit (beside build and site; output below): ${unit[*]} ================"
-run unit "${unit[@]}" > "$logs/unit.log" 2>&1 &
+# The unit tests start once nbval is down to its last notebook (usually the reproduction
+# report, which runs alone on one core): scripts/nbval.sh lists the notebooks it has finished in
+# _build/nbval_exec/.finished/ (scripts/nbval_record.py), with their number in "expected".
+finished=_build/nbval_exec/.finished
+rm -rf "$finished"
+unit_when_one_notebook_is_left() {
+  local n k
+  while [ ! -f "$logs/nbval.rc" ]; do
+    if [ -f "$finished/expected" ]; then
+      n=$(cat "$finished/expected")
+      k=$(find "$finished" -type f -not -name expected | wc -l)
+      [ "$k" -ge $(( n - 1 )) ] && break
+    fi
+    sleep 2
+  done
+  run unit "${unit[@]}" > "$logs/unit.log" 2>&1
+}
+unit_when_one_notebook_is_left &
 unit_pid=$!
+step nbval   scripts/nbval.sh
+echo
+echo "================ [test] unit (beside nbval's last notebook, the build and site; output below): ${unit[*]} ================"
 step build   scripts/build.sh --all
 # (two workers again, one Chromium each for the whole session; all tests of one page in one
 # worker, tests/conftest.py, so that each page is loaded once and read at both screen sizes:
@@ -91,6 +109,6 @@ for i in "${!names[@]}"; do
   cpu=$(( cpu + cpus[i] ))
 done
 wall=$(( $(date +%s) - t_all ))
-printf '  %-6s %-20s %5s s   %5s CPU-s   (unit ran beside build and site)\n' all "" "$wall" "$cpu"
+printf '  %-6s %-20s %5s s   %5s CPU-s   (unit ran beside the last notebook, build and site)\n' all "" "$wall" "$cpu"
 [ -d _build/screenshots ] && echo "  screenshots: _build/screenshots/"
 exit "$fail"

@@ -127,9 +127,15 @@ def test_a_failing_cell_leaves_no_record_and_removes_an_old_one(both_run, script
     path = paths["to_break"]
     target = nbval_record.record_path(records, path)
     assert target.is_file()
+    # each notebook is listed as finished once its last cell has run, failed or not (what
+    # scripts/test.sh counts to start the unit tests beside the last notebook)
+    finished = records / ".finished" / "__".join(nbval_record.record_path(Path("."), path).parts)
+    assert finished.is_file()
+    finished.unlink()
     _notebook(path.parent, [*CELLS[:2], "1 / 0", *CELLS[2:]], path.name)  # now failing
     assert _nbval(path, records).returncode != 0
     assert not target.exists()
+    assert finished.is_file()
 
 
 def test_live_explorers_are_not_recorded(tmp_path, scripts):
