@@ -26,7 +26,8 @@ def _rgb(png: bytes) -> np.ndarray:
 
 
 def _pixels(fig) -> np.ndarray:
-    canvas = FigureCanvasAgg(fig)
+    # a figure drawn again keeps its canvas (and renderer), as on the static renderer's pages
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     canvas.draw()
     return np.asarray(canvas.buffer_rgba())[..., :3].copy()
 
