@@ -31,6 +31,7 @@ import numpy as np
 
 from ...plots import BookFigure
 from .controls import same_value
+from .glyphs import GlyphCache
 
 __all__ = ["StaticExplorer", "frame_key", "png_panels"]
 
@@ -128,8 +129,8 @@ def _cuts(fig, renderer) -> list[float]:
 
 
 #: zlib level of the frames' PNGs. Level 9 (``optimize=True``) costs two to three times the
-#: encoding time of level 8 for 1-2% fewer bytes: it is used only when a page would exceed its
-#: byte budget at level 8.
+#: encoding time of level 8 for 1-2% fewer bytes: it is used only when a page exceeds its
+#: byte budget at level 8 (the quantised images are kept, so that costs no decoding).
 PNG_LEVEL = 8
 
 
@@ -139,11 +140,13 @@ def _png(img, level: int = PNG_LEVEL) -> bytes:
     return buf.getvalue()
 
 
-def _strips(canvas, cuts, level: int = PNG_LEVEL, known: dict | None = None) -> list[bytes]:
+def _strips(canvas, cuts, level: int = PNG_LEVEL, known: dict | None = None,
+            keep: dict | None = None) -> list[bytes]:
     """The drawn ``canvas`` cut into vertical strips at ``cuts``, each a 64-colour PNG.
 
     ``known`` (optional) maps the digest of a strip's pixels to its PNG: a strip drawn before
-    (a panel that did not change) is not quantised and encoded again."""
+    (a panel that did not change) is not quantised and encoded again. ``keep`` (optional)
+    maps each new PNG to its quantised image and level, to encode it again at another level."""
     from PIL import Image
 
     w, h = canvas.get_width_height(physical=True)
@@ -157,10 +160,12 @@ def _strips(canvas, cuts, level: int = PNG_LEVEL, known: dict | None = None) -> 
             if key in known:
                 out.append(known[key])
                 continue
-        png = _png(strip.convert("RGB").quantize(colors=64, method=Image.Quantize.FASTOCTREE),
-                   level)
+        img = strip.convert("RGB").quantize(colors=64, method=Image.Quantize.FASTOCTREE)
+        png = _png(img, level)
         if key is not None:
             known[key] = png
+        if keep is not None:
+            keep[png] = (img, level)
         out.append(png)
     return out
 
@@ -259,6 +264,7 @@ class StaticExplorer:
                                        1))
             self.renders += 1
             self._render(level=9)
+        self._keep = {}  # the quantised images: not kept beyond the render
         self.t_render = time.perf_counter() - t0
 
     @staticmethod
@@ -299,33 +305,36 @@ class StaticExplorer:
             if (k := frame_key(tuple(full), self.sizes)) != k0:
                 order.append(k)
         settings = list(self.settings())
-        panels, known = {}, {}
-        for k in order:
+        panels, known, self._keep = {}, {}, {}
+        # the zlib level: 8 while the page, extrapolated from the distinct images so far
+        # (judged after an eighth of the frames), stays clear of the budget, else 9 for the
+        # rest (the page's end recompresses the rest at 9 if it still does not fit)
+        new_bytes, judge = 0, max(1, math.ceil(len(order) / 8))
+        glyphs = None  # text at the same place in another frame: its glyphs drawn again
+        for done, k in enumerate(order, 1):
             vals = settings[k]
             update = getattr(fig, "attnlib_update", None)
             if update is None or not update(**vals):
                 ex.draw_into(fig, vals, names=[])
                 _fix_titles(fig)
+            if glyphs is None or canvas.get_renderer() is not glyphs.renderer:
+                glyphs = GlyphCache(canvas.get_renderer())
             canvas.draw()
             if cuts is None:
                 cuts = _cuts(fig, canvas.get_renderer())
-                pngs = _strips(canvas, cuts, level, known)
-                # all frames as big as the default one and distinct (identical panels are
-                # stored once): near the budget, the smaller encoding from the start
-                if level < 9 and (4 / 3 * sum(map(len, pngs)) * (len(order) + 1)
-                                  > 0.9 * ex.max_bytes):
-                    level = 9
-                    pngs = _strips(canvas, cuts, level, known)
-            else:
-                pngs = _strips(canvas, cuts, level, known)
+            pngs = _strips(canvas, cuts, level, known, self._keep)
             ids = []
             for png in pngs:
                 h = hashlib.sha1(png).digest()
                 if h not in seen:
                     seen[h] = len(seen)
                     self.images.append(png)
+                    new_bytes += len(png)
                 ids.append(seen[h])
             panels[k] = ids
+            if (level < 9 and done >= judge
+                    and 4 / 3 * new_bytes * len(order) / done > 0.97 * ex.max_bytes):
+                level = 9
         # images numbered in frame order, as the page and the tests read them
         renum, images = {}, []
         for k in range(len(order)):
@@ -343,10 +352,14 @@ class StaticExplorer:
         self.nbytes = len(self.html.encode())
 
     def _recompress(self, level: int):
-        """Encode the stored images again at zlib ``level`` (same pixels, other bytes)."""
+        """Encode the stored images again at zlib ``level`` (same pixels, other bytes): from
+        the quantised images the render kept, else decoded from the PNGs."""
         from PIL import Image
 
-        self.images = [_png(Image.open(io.BytesIO(p)), level) for p in self.images]
+        keep = getattr(self, "_keep", {})
+        self.images = [_png(keep[p][0] if p in keep else Image.open(io.BytesIO(p)), level)
+                       if keep.get(p, (None, None))[1] != level else p for p in self.images]
+        self._keep = {}
         self.html = self._assemble()
         self.nbytes = len(self.html.encode())
 
