@@ -93,9 +93,8 @@ W3 = torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=F64))
 
 
 def _library_p(cases, steps):
-    """attnlib's trainer (normalised GD on p, W = W3, eps = 0) from every start of every
-    (scores, starts (k, 2)) in ``cases``, as one batch of trials (a trial per start, each
-    with its case's E1 data): the final p's key-plane part, one (k, 2) tensor per case."""
+    """attnlib's trainer (normalised GD on p, eps = 0) from the starts (k, 2) of every
+    (scores, starts) case, one batch of trials: the final p's key plane, per case."""
     X = torch.cat([e1(sc).X.expand(len(p0), -1, -1, -1) for sc, p0 in cases])
     P0 = torch.cat([p0 for _, p0 in cases])
     B = len(P0)
@@ -103,7 +102,7 @@ def _library_p(cases, steps):
                          v=torch.tensor([0.0, 0, 1], dtype=F64).expand(B, 3))
     run = al.train(data, param="p", lr=0.1, steps=steps, eps=0.0, record_every=steps,
                    init={"W": W3, "p": torch.cat([P0, 0 * P0[:, :1]], -1)})
-    return run.p[:, :2].split([len(p0) for _, p0 in cases])
+    return run.p[:, :2].cpu().split([len(p0) for _, p0 in cases])
 
 
 # ===================================== ch1: the infimum is approached, never attained
@@ -208,7 +207,7 @@ def test_gd_reaches_p_mm_with_the_data_condition_and_not_without():
     lib = _library_p(((GLOBAL, p0), (LOCAL, p0)), steps=1000)
     for (scores, all_x1), p_lib in zip(((GLOBAL, True), (LOCAL, False)), lib):
         p = exact_gd(p0, torch.tensor(scores, dtype=F64), steps=1000)
-        np.testing.assert_allclose(p_lib.cpu().numpy(), p.numpy(), atol=1e-6)
+        np.testing.assert_allclose(p_lib.numpy(), p.numpy(), atol=1e-6)
         sel = (p @ KEYS.T).argmax(-1)
         assert bool((sel == 0).all()) is all_x1
 
@@ -265,36 +264,33 @@ def test_optimal_selection_is_locally_optimal_only_with_its_hypotheses(case):
 
 
 # ========================= ch3: local convergence needs each of its four hypotheses
-# The starts of the local-convergence tests: (scores, angle of p_mm(alpha) in degrees, start
-# angles from it, norm R, alpha). p_mm(3) = (-1, -1.1) (checked against cvxpy below).
-CONE = {"every hypothesis": (LOCAL, 0.0, [1.0, 2.0, 3.0, 4.0], 8.0, 1),
-        "tied support token": (GLOBAL, 0.0, [1.0, 2.0, 3.0, 4.0], 8.0, 1),
-        "better support token": (LOCAL, float(np.degrees(np.arctan2(-1.1, -1.0))),
-                                 [-1.0, 0.0, 1.0], 8.0, 2),
-        "wide cone": (LOCAL, 0.0, [10.0], 8.0, 1),
-        "too close": (LOCAL, 0.0, [1.0], 1.0, 1)}
-
-
-def _start(case):
-    _, alpha_dir_deg, start_deg, R, _ = CONE[case]
-    a = torch.deg2rad(torch.tensor(alpha_dir_deg + np.asarray(start_deg), dtype=F64))
+def _cone(p_mm_deg, start_deg, R):
+    """Starts at norm R, start_deg degrees from p_mm(alpha) (whose angle is p_mm_deg)."""
+    a = torch.deg2rad(torch.tensor(p_mm_deg + np.asarray(start_deg), dtype=F64))
     return R * torch.stack([torch.cos(a), torch.sin(a)], -1)
+
+
+# The tests' starts: (scores, starts, alpha); p_mm(3) = (-1, -1.1), checked against cvxpy below
+CONE = {"every hypothesis": (LOCAL, _cone(0.0, [1.0, 2.0, 3.0, 4.0], 8.0), 1),
+        "tied support token": (GLOBAL, _cone(0.0, [1.0, 2.0, 3.0, 4.0], 8.0), 1),
+        "better support token": (LOCAL, _cone(float(np.degrees(np.arctan2(-1.1, -1.0))),
+                                              [-1.0, 0.0, 1.0], 8.0), 2),
+        "wide cone": (LOCAL, _cone(0.0, [10.0], 8.0), 1),
+        "too close": (LOCAL, _cone(0.0, [1.0], 1.0), 1)}
 
 
 @functools.cache
 def _library_cone_runs():
-    """attnlib's trainer on every start of CONE, 2,000 steps, one batch (computed once)."""
-    return dict(zip(CONE, _library_p([(CONE[c][0], _start(c)) for c in CONE], steps=2000)))
+    """attnlib's trainer from every start of CONE, 2,000 steps, as one batch."""
+    return dict(zip(CONE, _library_p([c[:2] for c in CONE.values()], steps=2000)))
 
 
-def _stays(case, steps=2000):
-    """Start normalised GD from the case's starts (at their angles from p_mm(alpha), norm R);
-    does every run still select x_{alpha + 1} at the end? (The exact-gradient loop of this
-    file; attnlib's trainer must end on the same points.)"""
-    scores, alpha = CONE[case][0], CONE[case][4]
-    p = exact_gd(_start(case), torch.tensor(scores, dtype=F64), steps=steps)
-    np.testing.assert_allclose(_library_cone_runs()[case].cpu().numpy(), p.numpy(),
-                               atol=1e-6)  # library
+def _stays(case):
+    """Normalised GD (the exact-gradient loop) from the case's starts: does every run still
+    select x_{alpha + 1} at the end? attnlib's trainer must end on the same points."""
+    scores, p0, alpha = CONE[case]
+    p = exact_gd(p0, torch.tensor(scores, dtype=F64), steps=2000)
+    np.testing.assert_allclose(_library_cone_runs()[case].numpy(), p.numpy(), atol=1e-6)
     return bool(((p @ KEYS.T).argmax(-1) == alpha).all())
 
 

@@ -56,17 +56,16 @@ def test_cls_attention_is_the_last_block_cls_row_mean_over_heads_min_max():
     assert torch.allclose(raw.sum(-1), torch.ones(2))  # padding gets no attention
 
 
-@pytest.mark.slow
 def test_lexicon_positions_point_at_the_strongest_word_of_the_labels_sign():
     data = reviews.review_data(max_len=16)
     rows, pos = mr.lexicon_positions(data)
-    lex = text.lexicon()
+    lex, ids = text.lexicon(), data.vocab.ids  # (ids: a property, built on each access)
     assert len(rows) > 100
     for i, t in zip(rows.tolist()[:300], pos.tolist()[:300]):
         w = data.vocab.words[int(data.tokens[i, t])]
         v = lex[w]
         assert abs(v) >= 2 and (v > 0) == (data.Y[i] > 0)
-        others = [abs(lex.get(x, 0.0)) for x in data.words[i][:15] if x in data.vocab.ids]
+        others = [abs(lex.get(x, 0.0)) for x in data.words[i][:15] if x in ids]
         assert abs(v) == max(others)
 
 

@@ -216,8 +216,10 @@ def test_svm_distances_match_a_recomputation(svm_res):
 
 @pytest.mark.slow
 def test_prose_and_closing_table_are_built_from_the_results(res, svm_res):
-    two = al.experiments.run("md_text", cache=False, **{**SMALL, "distractors": 2})
-    dig = al.experiments.run("md_digits", cache=False, steps=50, eval_every=25, seeds=2)
+    # the two-distractor run and the digits: the smallest runs the summaries can quote
+    two = al.experiments.run("md_text", cache=False,
+                             **{**SMALL, "distractors": 2, "n": 60, "steps": 50})
+    dig = al.experiments.run("md_digits", cache=False, steps=10, eval_every=5, seeds=2)
     n = res.numbers
     summary = mirror_text.text_summary(res)
     assert f"{n['md_mass']:.2f}" in summary and f"{100 * n['gd_hit']:.1f}%" in summary
