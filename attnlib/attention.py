@@ -67,11 +67,30 @@ def log_softmax(a: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(a, dim=-1)
 
 
+def vec_mat(a: torch.Tensor, B: torch.Tensor, spec: str) -> torch.Tensor:
+    """:math:`a^\\top B` batched over the leading axes: (..., k) and (..., k, m) give (..., m).
+
+    A batched matrix product when ``a`` and ``B`` have the same batch shape (what
+    ``torch.einsum`` itself runs, without parsing ``spec`` on every step of a trainer); else
+    ``torch.einsum(spec, a, B)``, which broadcasts the batch axes (trials against one data
+    set). The one home of that choice for :func:`attend` and the gradients
+    (:mod:`attnlib.gradient`)."""
+    if a.shape == B.shape[:-1]:
+        return (a.unsqueeze(-2) @ B).squeeze(-2)
+    return torch.einsum(spec, a, B)
+
+
+def mat_vec(B: torch.Tensor, a: torch.Tensor, spec: str) -> torch.Tensor:
+    """:math:`B a` batched over the leading axes: (..., m, k) and (..., k) give (..., m); a
+    batched matrix product or ``torch.einsum(spec, B, a)``, as in :func:`vec_mat`."""
+    if a.shape[:-1] == B.shape[:-2]:
+        return (B @ a.unsqueeze(-1)).squeeze(-1)
+    return torch.einsum(spec, B, a)
+
+
 def attend(X: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     """Attention output :math:`h_i = X_i^\\top s_i = \\sum_t s_{it} x_{it}`, shape (..., n, d)."""
-    if s.dtype == X.dtype and s.shape == X.shape[:-1]:  # einsum's own bmm, without its parsing
-        return (s.unsqueeze(-2) @ X).squeeze(-2)
-    return torch.einsum("...nt,...ntd->...nd", s, X)  # mixed dtypes or broadcast trials
+    return vec_mat(s, X, "...nt,...ntd->...nd")
 
 
 # ----------------------------------------------------------------------------- heads

@@ -21,6 +21,8 @@ from attnlib.attention import (
     loss_derivative,
     loss_log_abs_derivative,
     loss_value,
+    mat_vec,
+    vec_mat,
 )
 
 _OFF_DIAG = {}
@@ -76,11 +78,8 @@ def logit_gradient(X, Y, a, v=None, head=None, loss="logistic", scaled=False, va
         head = head or LinearHead()
         h = attend(X, s)
         f = head.value(h, v)
-        gh = head.grad(h, v)  # token values x_it^T grad psi(h_i), as einsum's own bmm; einsum
-        # where it promotes mixed dtypes or broadcasts trials (and contracts in another order)
-        g = ((X @ gh.unsqueeze(-1)).squeeze(-1)
-             if gh.dtype == X.dtype and gh.shape[:-1] == X.shape[:-2]
-             else torch.einsum("...ntd,...nd->...nt", X, gh))
+        gh = head.grad(h, v)
+        g = mat_vec(X, gh, "...ntd,...nd->...nt")  # token values x_it^T grad psi(h_i)
     else:
         h, g = None, values
         f = (s * g).sum(-1)
@@ -194,10 +193,7 @@ def risk_gradient(X, Y, *, z=None, W=None, p=None, v=None, head=None, loss="logi
             la = loss_log_abs_derivative(out["u"], loss)  # log|l'_i|, (..., n)
             kv = -la.amax(-1) if scaled else torch.zeros_like(la[..., 0])
             w = (-Y / n) * torch.exp(la + kv.unsqueeze(-1))  # l'_i Y_i / n, scaled
-            h = out["h"]
-            G["v"], K["v"] = ((w.unsqueeze(-2) @ h).squeeze(-2)
-                              if w.dtype == h.dtype and w.shape == h.shape[:-1]
-                              else torch.einsum("...n,...nd->...d", w, h)), kv
+            G["v"], K["v"] = vec_mat(w, out["h"], "...n,...nd->...d"), kv
         out["W"] = Wc
         return G, K, out
 

@@ -401,3 +401,23 @@ def test_logit_gradient_for_several_token_counts_in_a_row(dtype):
         assert got.dtype == dtype and got.shape == (2, 3, T)
         assert torch.allclose(got, ref, rtol=1e-4 if dtype == torch.float32 else 1e-10,
                               atol=1e-7 if dtype == torch.float32 else 1e-14)
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_vec_mat_and_mat_vec_are_their_einsums(broadcast):
+    """The batched products behind attend and the gradients, against the sums written out:
+    the same batch shape (the bmm path) and a batch axis that broadcasts (trials against one
+    data set: einsum)."""
+    from attnlib.attention import mat_vec, vec_mat
+
+    g = torch.Generator().manual_seed(7)
+    B = torch.randn(3, 4, 5, 6, generator=g, dtype=torch.float64)
+    a = torch.randn(1 if broadcast else 3, 4, 5, generator=g, dtype=torch.float64)
+    c = torch.randn(1 if broadcast else 3, 4, 6, generator=g, dtype=torch.float64)
+    want_vm = (a.unsqueeze(-1) * B).sum(-2)  # sum_k a_k B_km
+    want_mv = (B * c.unsqueeze(-2)).sum(-1)  # sum_k B_mk a_k
+    got_vm = vec_mat(a, B, "...nt,...ntd->...nd")
+    got_mv = mat_vec(B, c, "...ntd,...nd->...nt")
+    assert got_vm.shape == (3, 4, 6) and got_mv.shape == (3, 4, 5)
+    torch.testing.assert_close(got_vm, want_vm, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(got_mv, want_mv, rtol=1e-12, atol=1e-12)
