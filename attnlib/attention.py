@@ -70,12 +70,12 @@ def log_softmax(a: torch.Tensor) -> torch.Tensor:
 def vec_mat(a: torch.Tensor, B: torch.Tensor, spec: str) -> torch.Tensor:
     """:math:`a^\\top B` batched over the leading axes: (..., k) and (..., k, m) give (..., m).
 
-    A batched matrix product when ``a`` and ``B`` have the same batch shape (what
-    ``torch.einsum`` itself runs, without parsing ``spec`` on every step of a trainer); else
-    ``torch.einsum(spec, a, B)``, which broadcasts the batch axes (trials against one data
-    set). The one home of that choice for :func:`attend` and the gradients
-    (:mod:`attnlib.gradient`)."""
-    if a.shape == B.shape[:-1]:
+    A batched matrix product when ``a`` and ``B`` have one dtype and the same batch shape
+    (what ``torch.einsum`` itself runs, without parsing ``spec`` on every step of a trainer);
+    else ``torch.einsum(spec, a, B)``, which broadcasts the batch axes (trials against one data
+    set) and, for some shapes, mixes dtypes. The one home of that choice for :func:`attend` and
+    the gradients (:mod:`attnlib.gradient`)."""
+    if a.dtype == B.dtype and a.shape == B.shape[:-1]:
         return (a.unsqueeze(-2) @ B).squeeze(-2)
     return torch.einsum(spec, a, B)
 
@@ -83,7 +83,7 @@ def vec_mat(a: torch.Tensor, B: torch.Tensor, spec: str) -> torch.Tensor:
 def mat_vec(B: torch.Tensor, a: torch.Tensor, spec: str) -> torch.Tensor:
     """:math:`B a` batched over the leading axes: (..., m, k) and (..., k) give (..., m); a
     batched matrix product or ``torch.einsum(spec, B, a)``, as in :func:`vec_mat`."""
-    if a.shape[:-1] == B.shape[:-2]:
+    if a.dtype == B.dtype and a.shape[:-1] == B.shape[:-2]:
         return (B @ a.unsqueeze(-1)).squeeze(-1)
     return torch.einsum(spec, B, a)
 
