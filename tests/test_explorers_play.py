@@ -51,33 +51,18 @@ def test_only_an_iteration_slider_gets_a_play_button():
         _toy(play="nope")
 
 
-@pytest.fixture(scope="module")
-def browser_driver(tmp_path_factory):
-    import os
-    from pathlib import Path
-
-    from site_helpers import CHROMEDRIVER, CHROMIUM, make_driver
-
-    if not (Path(CHROMIUM).is_file() and Path(CHROMEDRIVER).is_file()):
-        if os.environ.get("CI") == "true":
-            pytest.fail("headless Chromium not installed")
-        pytest.skip("headless Chromium not installed")
-    driver = make_driver(tmp_path_factory.mktemp("chromium-play"))
-    yield driver
-    driver.quit()
-
-
 @pytest.mark.browser
-def test_play_steps_through_the_frames_and_stops_at_the_end(browser_driver, tmp_path):
+def test_play_steps_through_the_frames_and_stops_at_the_end(chromium, tmp_path):
+    # (chromium: the session's headless Chromium, tests/site_helpers.py, a fixture of conftest)
     from explorer_checks import check_play
     from selenium.webdriver.common.by import By
 
     st = _toy().static()
     page = tmp_path / "play.html"
     page.write_text("<!doctype html><html><body>" + st.html + "</body></html>")
-    browser_driver.get(page.as_uri())
-    root = browser_driver.find_element(By.CSS_SELECTOR, "div.attnlib-explorer")
-    seen = check_play(browser_driver, root, "toy")
+    chromium.get(page.as_uri())
+    root = chromium.find_element(By.CSS_SELECTOR, "div.attnlib-explorer")
+    seen = check_play(chromium, root, "toy")
     # every iteration was shown, in order, each the frame precomputed for it (style "-")
     assert seen == [frame_key((0, j), st.sizes) for j in range(len(ITS))]
     assert len({tuple(st.frames[k]) for k in seen}) == len(ITS)  # each a different image
