@@ -17,9 +17,8 @@ compare them with attnlib's own:
 Tolerances: p^mm relative 1e-6 (the solver's certificate is tighter); the GD end point
 relative 1e-5 (late normalised steps divide a gradient of the size of eps by its norm, so
 rounding moves p(200) by about 1e-7 between two correct implementations). Every control must
-change the figure. Screenshots at 1366 x 768 and 390 x 844 go to ``_build/screenshots/``.
-On a phone (touch, the keyboard): test_site_drag_touch.py; the page's helpers:
-tests/site_drag_helpers.py.
+change the figure. On a phone (touch, the keyboard) and the screen sizes it fits:
+test_site_drag_touch.py; the page's helpers: tests/site_drag_helpers.py.
 """
 
 from __future__ import annotations
@@ -35,12 +34,10 @@ from site_drag_helpers import (  # noqa: F401  (page: a pytest fixture)
     compare,
     drag_data,
     numbers,
-    open_drag,
     page,
     set_state,
 )
 from site_helpers import (  # noqa: F401  (pytest fixtures)
-    SCREENSHOTS,
     SITE,
     console_errors,
     page_paths,
@@ -52,7 +49,6 @@ pytestmark = pytest.mark.browser
 _PICTURE = EX + """
 return JSON.stringify([ex.keysDiv.data, ex.pathDiv.data, ex.readout.textContent]);
 """
-
 
 
 def _margins(driver, keys, alpha, want):
@@ -185,10 +181,6 @@ def _drag(browser, div: str, point, by):
     chain.release().perform()
 
 
-
-
-
-
 def test_drag_a_token_with_the_mouse(page, browser):  # noqa: F811 (the page fixture)
     browser.find_element("css selector",
                          '.ad-control[data-control=example] button[data-value=\'"e1-global"\']'
@@ -248,37 +240,6 @@ def test_every_control_changes_the_picture(page, browser):  # noqa: F811 (the pa
     assert numbers(browser)["state"]["iterations"] == 170  # step 10
     reset = browser.find_element("css selector", ".attnlib-drag button[data-control=reset]")
     changes("reset", reset.click)
-
-
-@pytest.mark.parametrize("width, height", [(1366, 768), (390, 844)])
-def test_fits_the_screen(browser, served_site, width, height):
-    if not (SITE / PAGE).is_file():
-        pytest.skip(f"{PAGE} is not built")
-    try:
-        entries = open_drag(browser, served_site, width, height)
-        assert not console_errors(entries)
-        # a selection of chapter 3 on E2: a token per input, feasible, not locally optimal
-        browser.execute_script(EX + "ex.set({alpha: [0, 2, 0]});")
-        info = browser.execute_script(EX + """
-            ex.root.scrollIntoView({block: 'start'});
-            const vw = document.documentElement.clientWidth;
-            const boxes = [ex.root, ex.keysDiv, ex.pathDiv, ex.controls].map(
-              e => e.getBoundingClientRect());
-            return {vw: vw, page: document.documentElement.scrollWidth,
-                    right: Math.max(...boxes.map(b => b.right)),
-                    left: Math.min(...boxes.map(b => b.left)),
-                    inner: ex.root.scrollWidth - ex.root.clientWidth,
-                    font: parseFloat(getComputedStyle(ex.readout).fontSize)};""")
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        browser.save_screenshot(str(SCREENSHOTS / f"drag_explorer_{width}x{height}.png"))
-    finally:
-        browser.set_window_size(1280, 1000)
-    assert info["page"] <= info["vw"] + 1, info
-    assert info["left"] >= -1 and info["right"] <= info["vw"] + 1, info
-    assert info["inner"] <= 1, info
-    assert info["font"] >= 14, info  # readable numbers
-
-
 
 
 _DRAG_FOR = EX + """

@@ -1,8 +1,12 @@
 """The drag explorer of chapter 2 on a phone and from the keyboard (headless Chromium,
 network off): a vertical swipe over the plots scrolls the page as over text, a finger on a
-token drags it, the hit targets are large enough for a finger, and the arrow keys move the
-focused token; each moved configuration against attnlib's own numbers
-(tests/site_drag_helpers.py).
+token drags it, the hit targets are large enough for a finger, the explorer fits a 1366 x 768
+and a 390 x 844 screen, and the arrow keys move the focused token; each moved configuration
+against attnlib's own numbers (tests/site_drag_helpers.py).  The tests on one screen follow
+each other and share its load of the page (site_drag_helpers.drag_page: the explorer put
+back in the state it opened in between two tests); the browser is turned back to a desktop
+window at the end of the module.  Screenshots at 1366 x 768 and 390 x 844 go to
+``_build/screenshots/``.
 """
 
 from __future__ import annotations
@@ -11,42 +15,41 @@ import pytest
 from site_drag_helpers import (  # noqa: F401  (page: a pytest fixture)
     EX,
     PAGE,
+    PHONE,
     attnlib_answer,
     compare,
+    drag_page,
+    emulate,
     numbers,
-    open_drag,
     page,
 )
-from site_helpers import (  # noqa: F401  (pytest fixtures)
-    SITE,
-)
+from site_helpers import SCREENSHOTS, SITE, console_errors
 
 pytestmark = pytest.mark.browser
 
 
 # ------------------------------------------------------------------ phone first (touch, keys)
-# A phone: 390 x 844, touch input emulated through the Chrome DevTools Protocol. A vertical
-# swipe over the plots must scroll the page as over text; only the handles laid over the
-# tokens (and p(0)) take the finger.
-_PHONE = (390, 844)
+# A phone: 390 x 844, touch input emulated through the Chrome DevTools Protocol
+# (site_drag_helpers.PHONE, emulate). A vertical swipe over the plots must scroll the page as
+# over text; only the handles laid over the tokens (and p(0)) take the finger.
 _SCROLL = "return (document.scrollingElement || document.documentElement).scrollTop;"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _desktop_at_the_end(chromium):
+    """The session's browser back to a desktop window of 1280 x 1000 after this module (its
+    tests leave the screen they need to the next, drag_page)."""
+    yield
+    emulate(chromium, False)
+    chromium.set_window_size(1280, 1000)
 
 
 @pytest.fixture
 def phone(browser, served_site):
     if not (SITE / PAGE).is_file():
         pytest.skip(f"{PAGE} is not built")
-    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": _PHONE[0], "height": _PHONE[1], "deviceScaleFactor": 2, "mobile": True})
-    browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled",
-                            {"enabled": True, "maxTouchPoints": 5})
-    try:
-        open_drag(browser, served_site, *_PHONE)
-        yield browser
-    finally:
-        browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": False})
-        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-        browser.set_window_size(1280, 1000)
+    drag_page(browser, served_site, *PHONE, touch=True)
+    return browser
 
 
 def _swipe(driver, x, y, dy, steps: int = 15) -> float:
@@ -145,29 +148,18 @@ def _token_centres(driver):
         return out;""")
 
 
-@pytest.mark.parametrize("touch", [False, True])
+@pytest.mark.parametrize("touch", [True, False])  # (the phone first: the swipes' screen)
 def test_hit_targets_are_large_enough(browser, served_site, touch):
     """Every token and p(0) has a focusable handle centred on it, at least 24 x 24 px (at
     least 40 px on a touch screen), that alone takes the pointer (touch-action: none) while
     the plots let the page scroll (touch-action: pan-y)."""
     if not (SITE / PAGE).is_file():
         pytest.skip(f"{PAGE} is not built")
-    if touch:
-        browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-            "width": _PHONE[0], "height": _PHONE[1], "deviceScaleFactor": 2, "mobile": True})
-        browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled",
-                                {"enabled": True, "maxTouchPoints": 5})
-    try:
-        open_drag(browser, served_site, *(_PHONE if touch else (1366, 768)))
-        handles, centres = _handles(browser), _token_centres(browser)
-        plots = browser.execute_script(EX + "return [ex.keysDiv, ex.pathDiv].map("
-                                       "d => getComputedStyle(d).touchAction);")
-        coarse = browser.execute_script("return matchMedia('(pointer: coarse)').matches;")
-    finally:
-        if touch:
-            browser.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": False})
-            browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-        browser.set_window_size(1280, 1000)
+    drag_page(browser, served_site, *(PHONE if touch else (1366, 768)), touch=touch)
+    handles, centres = _handles(browser), _token_centres(browser)
+    plots = browser.execute_script(EX + "return [ex.keysDiv, ex.pathDiv].map("
+                                   "d => getComputedStyle(d).touchAction);")
+    coarse = browser.execute_script("return matchMedia('(pointer: coarse)').matches;")
     print(f"touch={touch} (pointer: coarse {coarse}): handles "
           f"{sorted({(h['w'], h['h']) for h in handles})}, plots {plots}")
     assert sorted(h["id"] for h in handles) == sorted(centres), (handles, centres)
@@ -178,6 +170,32 @@ def test_hit_targets_are_large_enough(browser, served_site, touch):
         assert h["tab"] == 0 and h["label"] and "arrow keys" in h["label"], h
         assert h["touch"] == "none", h
     assert all("pan-y" in t for t in plots), plots
+
+
+@pytest.mark.parametrize("width, height", [(1366, 768), (390, 844)])
+def test_fits_the_screen(browser, served_site, width, height):
+    if not (SITE / PAGE).is_file():
+        pytest.skip(f"{PAGE} is not built")
+    entries = drag_page(browser, served_site, width, height)
+    assert not console_errors(entries)
+    # a selection of chapter 3 on E2: a token per input, feasible, not locally optimal
+    browser.execute_script(EX + "ex.set({alpha: [0, 2, 0]});")
+    info = browser.execute_script(EX + """
+        ex.root.scrollIntoView({block: 'start'});
+        const vw = document.documentElement.clientWidth;
+        const boxes = [ex.root, ex.keysDiv, ex.pathDiv, ex.controls].map(
+          e => e.getBoundingClientRect());
+        return {vw: vw, page: document.documentElement.scrollWidth,
+                right: Math.max(...boxes.map(b => b.right)),
+                left: Math.min(...boxes.map(b => b.left)),
+                inner: ex.root.scrollWidth - ex.root.clientWidth,
+                font: parseFloat(getComputedStyle(ex.readout).fontSize)};""")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / f"drag_explorer_{width}x{height}.png"))
+    assert info["page"] <= info["vw"] + 1, info
+    assert info["left"] >= -1 and info["right"] <= info["vw"] + 1, info
+    assert info["inner"] <= 1, info
+    assert info["font"] >= 14, info  # readable numbers
 
 
 def test_keyboard_moves_a_token(page, browser):  # noqa: F811 (the page fixture)
