@@ -113,6 +113,16 @@ def paper_data():
     return D.random_data(6, 8, 10, trials=4, seed=0, device="cpu")
 
 
+@pytest.fixture
+def unshown(monkeypatch):
+    """An explorer function returns its :class:`~attnlib.explorers.Explorer` instead of showing
+    it: no live figure drawn and encoded (a test reads what the explorer draws through
+    ``Explorer.figure``)."""
+    from attnlib.explorers import Explorer
+
+    monkeypatch.setattr(Explorer, "show", lambda self, mode=None: self)
+
+
 @pytest.fixture(scope="module")
 def module_cache(tmp_path_factory):
     """An experiment cache (``ATTNLIB_CACHE``) of the test module's own: what one test computes

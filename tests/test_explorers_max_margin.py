@@ -15,7 +15,6 @@ import pytest
 
 import attnlib.experiments as E
 from attnlib import plots
-from attnlib.explorers import Explorer
 from attnlib.explorers import max_margin as X
 
 
@@ -24,11 +23,6 @@ def _cache(module_cache):  # one experiment cache for the module, read in every 
     X.token_plane_data.cache_clear()
     yield
     X.token_plane_data.cache_clear()
-
-
-@pytest.fixture
-def unshown(monkeypatch):  # an explorer function returns its Explorer (no live figure drawn)
-    monkeypatch.setattr(Explorer, "show", lambda self, mode=None: self)
 
 
 def test_approached_ray_is_the_largest_final_cosine():

@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 from attnlib.experiments import mirror_path, run
-from attnlib.explorers import Explorer
 from attnlib.explorers import mirror as M
 
 matplotlib.use("Agg")
@@ -31,8 +30,7 @@ BOOK = Path(__file__).resolve().parents[1] / "book" / "09_mirror_descent.ipynb"
 
 
 @pytest.fixture(autouse=True)
-def _cache(module_cache, monkeypatch):
-    monkeypatch.setattr(Explorer, "show", lambda self, mode=None: self)
+def _cache(module_cache, unshown):
     M.mirror_data.cache_clear()
     yield
     M.mirror_data.cache_clear()

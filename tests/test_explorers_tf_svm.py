@@ -10,17 +10,14 @@ import pytest
 import torch
 
 from attnlib import experiments as E
-from attnlib.explorers import Explorer
 from attnlib.explorers import tf_svm as X
 from attnlib.explorers import tf_svm_heads as H
 
 
 @pytest.fixture(autouse=True)
-def _cache(module_cache, monkeypatch):
+def _cache(module_cache, unshown):
     X.parameterisation_data.cache_clear()
     X._causal_result.cache_clear()
-    # an explorer function returns its Explorer, not shown (no live figure drawn and encoded)
-    monkeypatch.setattr(Explorer, "show", lambda self, mode=None: self)
 
 
 def _sweep_arrays():

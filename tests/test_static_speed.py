@@ -36,11 +36,6 @@ def _frames(st) -> list[list[np.ndarray]]:
     return [[_rgb(st.images[j]) for j in f] for f in st.frames]
 
 
-@pytest.fixture
-def unshown(monkeypatch):  # an explorer function returns its Explorer (no live figure drawn)
-    monkeypatch.setattr(Explorer, "show", lambda self, mode=None: self)
-
-
 def _toy(with_update: bool, calls: list):
     """Two panels; ``phase`` (the slider) moves the line, the bar and both titles."""
 
