@@ -32,6 +32,7 @@ import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -131,8 +132,9 @@ class Vocabulary:
                       key=lambda w: (-counts[w], w))
         return cls(SPECIALS + tuple(kept))
 
-    @property
+    @cached_property
     def ids(self) -> dict:
+        """Word -> id, built once per vocabulary."""
         return {w: i for i, w in enumerate(self.words)}
 
     def __len__(self) -> int:
