@@ -3,11 +3,12 @@
 The batch test is :func:`test_batch_of_honest_fake_and_hostile_submissions`: one synthetic
 chapter (two exercises), an honest correct and an honest wrong submission, six fakes (a
 printed verdict, a monkeypatched check, a hook, redefined reference data, a duplicated,
-deleted or untagged check cell), an endless loop, a file-deleting, a huge-output and a
-parent-killing submission, one that steals the master's solution through the grader's own
-path, one that imports the checks' oracle, one that writes outside its folder from C
-(``torch.save``, ``sqlite3``), one that sends ``kill(0, SIGKILL)``, and a notebook that claims
-an easier chapter, graded in one batch; no process of theirs survives it. The ``none`` run
+deleted or untagged check cell), an endless loop, a huge-output submission, one that steals
+the master's solution through the grader's own path, one that writes outside its folder from C
+(``torch.save``, ``sqlite3``), one that tries in turn to import the checks' oracle, to delete
+files, to kill its parent and to send ``kill(0, SIGKILL)`` (each try caught, so that every
+attack runs: one collector for the four), and a notebook that claims an easier chapter, graded
+in one batch; no process of theirs survives it. The ``none`` run
 plays a machine without user namespaces, where ``--unsafe`` grades with the audit hook only
 (the attacks that the namespace alone stopped in the ``auto`` run). A submission whose attack
 needs no tensors leaves torch out of its set-up cell (its collector costs a sixth).
@@ -210,11 +211,11 @@ def _snapshot(folder: Path) -> dict:
             if p.is_file()}
 
 
-def _attempts(*lines):
-    """A cell that tries each line (the grader may refuse it) and then answers r = 0."""
+def _attempts(*lines, answer="r = 0\n"):
+    """A cell that tries each line (the grader may refuse it) and then ``answer``s."""
     return "import glob, os, shutil\n" + "".join(
         f"try:\n    {line}\nexcept Exception as e:\n    print('refused:', e)\n"
-        for line in lines) + "r = 0\n"
+        for line in lines) + answer
 
 
 def _if_any(attempts: list[str]) -> str:
@@ -237,8 +238,14 @@ def _submissions(tmp: Path) -> dict:
         "    assert [json.load(open(p)) for p in book.glob('*.ipynb')]",
         f"json.load(open({str(master)!r}))", f"open({str(ROOT / '_toc.yml')!r}).read(1)",
         f"open({str(subs / 'honest_correct.ipynb')!r}).read(1)"])
-    oracle = _if_any(["from attnlib.check.implement import risk_oracle, _fd_grad",
-                      "import attnlib.check.numeric as N\n    N.check_rank"])
+    # the checks' oracle imported (r = 2 if that worked), then files deleted, the parent and
+    # the process group killed: the answer r is captured only if the cell ran to its end
+    hostile = _if_any(["from attnlib.check.implement import risk_oracle, _fd_grad",
+                       "import attnlib.check.numeric as N\n    N.check_rank"]) + _attempts(
+        f"for p in glob.glob({str(subs)!r} + '/*'): os.remove(p)",
+        f"shutil.rmtree({str(tmp)!r})", f"os.system('rm -rf {tmp}')",
+        "open(os.path.expanduser('~/../../evil.txt'), 'w').write('x')",
+        "os.kill(os.getppid(), 9)", "os.killpg(0, 9)", "os.kill(0, 9)", answer="")
     outside = tmp / "outside"
     writes = _attempts(f"torch.save(W, {str(outside / 'w.pt')!r})",
                        f"import sqlite3\n    sqlite3.connect({str(outside / 'g.db')!r})"
@@ -251,9 +258,6 @@ def _submissions(tmp: Path) -> dict:
               "C.check_md_step = lambda *a, **k: C.Feedback(True, 'md', 'fine')\n"
               "C.strict(False)\nimport os\nos.environ['ATTNLIB_CHECK_STRICT'] = '0'\nr = 0\n")
     redefine = ("W = torch.zeros(3, 3, dtype=torch.float64)  # every rank 'ties' now\nr = 0\n")
-    delete = _attempts(f"for p in glob.glob({str(subs)!r} + '/*'): os.remove(p)",
-                       f"shutil.rmtree({str(tmp)!r})", f"os.system('rm -rf {tmp}')",
-                       "open(os.path.expanduser('~/../../evil.txt'), 'w').write('x')")
     huge = "import sys\nfor _ in range(2000):\n    sys.stdout.write('x' * 100_000)\n"
 
     def printing_checks(cells):
@@ -290,14 +294,10 @@ def _submissions(tmp: Path) -> dict:
         # a busy loop after a correct answer: stopped at the CPU-time limit, the answer kept
         "endless_loop": (light({0: "r = 2", 1: "while True:\n    pass\n"}),
                          "passed", "missing"),
-        "deletes_files": (light({0: delete}), "failed", "missing"),
         "huge_output": (light({0: huge + "r = 1"}), "failed", "missing"),
-        "kills_parent": (light({0: _attempts("os.kill(os.getppid(), 9)", "os.killpg(0, 9)")}),
-                         "failed", "missing"),
         "steals_master": (light({0: steal}), "failed", "missing"),
-        "imports_oracle": (light({0: oracle}), "failed", "missing"),
         "writes_outside": (student_with({0: writes}), "failed", "missing"),
-        "kill_zero": (light({0: _attempts("os.kill(0, 9)")}), "failed", "missing"),
+        "hostile": (light({0: hostile}), "failed", "missing"),
         "08_other_swap": (swap, "error", "error"),  # named 08_..., its metadata says 01_test
     }
 
@@ -320,8 +320,7 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox, monkeyp
     expected = _submissions(tmp_path)
     if sandbox == "none" and sb.namespace_works():  # the auto run had them all
         expected = {k: v for k, v in expected.items() if k in (
-            "honest_correct", "fake_monkeypatch", "deletes_files", "kills_parent",
-            "imports_oracle", "kill_zero", "08_other_swap")}
+            "honest_correct", "fake_monkeypatch", "hostile", "08_other_swap")}
     if sandbox == "none":  # a machine without user namespaces, where --unsafe grades anyway
         monkeypatch.setattr(sb, "namespace_works", lambda: False)
     paths = []
