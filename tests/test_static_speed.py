@@ -240,3 +240,41 @@ def test_word_attention_update_is_a_fresh_draw(unshown):
         fresh = BookFigure(figsize=ex.figsize, dpi=50)
         ex.draw_into(fresh, {**vals, **new}, names=[])
         assert np.array_equal(_pixels(moved), _pixels(fresh))
+
+
+def test_the_glyph_cache_draws_the_pixels_of_text_drawn_afresh(monkeypatch):
+    """A page rendered with the static renderer's glyph cache against the same page with text
+    laid out and rasterised on every draw: text that repeats at one place (ticks, a fixed
+    title), moves (the same string at another height), changes colour, is rotated, mathtext
+    (with and without a fraction's rule), at two sizes; every frame's pixels equal."""
+    def draw(fig, shift, color):
+        ax0, ax1 = fig.subplots(1, 2)
+        ax0.plot([0, 1], [0, shift])
+        ax0.set_title(r"fixed $\alpha_t$ title", fontsize=9)
+        ax0.set_ylabel(r"$\frac{1}{2}\|W\|^2$", rotation=90)
+        ax0.text(0.1, 0.2 + 0.25 * shift, "moving", color=color, fontsize=7)
+        ax1.text(0.5, 0.5, "tilted", rotation=30 + 10 * shift, color=color)
+        ax1.set_title("same words", color=color)
+        ax1.set_xlabel(f"shift {shift:g}")
+
+    def page():
+        ex = Explorer(draw, [Control("shift", (0.0, 1.0, 2.0), default=0.0,
+                                     static=(0.0, 1.0, 2.0)),
+                             Control("color", ("k", "tab:red"), default="k",
+                                     static=("k", "tab:red"))],
+                      name="glyphs", figsize=(5, 2), static_dpi=60)
+        return static_mod.StaticExplorer(ex)
+
+    cached = page()
+    assert sum(len(f) for f in cached.frames) > 0
+
+    class NoCache:  # what the renderer drew before the cache: Agg's own draw_text
+        def __init__(self, renderer):
+            self.renderer = renderer
+
+    monkeypatch.setattr(static_mod, "GlyphCache", NoCache)
+    plain = page()
+    assert len(cached.frames) == len(plain.frames) == 6
+    for a, b in zip(_frames(cached), _frames(plain)):
+        for x, y in zip(a, b):
+            assert np.array_equal(x, y)
