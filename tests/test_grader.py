@@ -12,9 +12,9 @@ in one batch; no process of theirs survives it. The ``none`` run
 plays a machine without user namespaces, where ``--unsafe`` grades with the audit hook only
 (the attacks that the namespace alone stopped in the ``auto`` run). A submission whose attack
 needs no tensors leaves torch out of its set-up cell (its collector costs a sixth).
-tests/test_grader_sandbox.py tests the sandbox one attack at a time, among them the two
-submissions that leave their session and loop (asleep, busy) until the wall-time limit, two
-at a time as here, in both sandboxes (they ran here too, and cost this batch half its time).
+tests/test_grader_sandbox.py tests the sandbox one attack at a time, among them a submission
+whose two processes leave their session and loop (one asleep, one busy) until the wall-time
+limit, in both sandboxes (it ran here too, and cost this batch half its time).
 """
 
 import copy
