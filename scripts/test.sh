@@ -88,8 +88,11 @@ step build   scripts/build.sh --all
 # worker, tests/conftest.py, so that each page is loaded once and read at both screen sizes:
 # site_helpers.visit; groups in the order of the files, so that JupyterLab's ten chapters, the
 # longest group, start first)
-step site    python -m pytest tests -m browser -n 2 --dist loadgroup --no-loadscope-reorder \
-               -p no:cacheprovider -q \
+# (only the files that hold browser tests, each marked `pytest.mark.browser` in its file: each
+# of the three pytest processes would otherwise import every test module, about 7 s apiece)
+mapfile -t browser_files < <(grep -l "mark\.browser" tests/test_*.py)
+step site    python -m pytest "${browser_files[@]}" -m browser -n 2 --dist loadgroup \
+               --no-loadscope-reorder -p no:cacheprovider -q \
                -rfEs --durations=10
 wait "$unit_pid"
 echo

@@ -8,6 +8,7 @@ registers them."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -275,8 +276,12 @@ def _open_dropdowns(driver, page: str, size: str, seen: dict):
 
 
 def _page_screenshot(driver, page: str, size: str, seen: dict):
-    """At 1366 x 768, after every folded block was opened: a full-page screenshot."""
-    return screenshot(driver, page) if size == "1366x768" else None
+    """At 1366 x 768, after every folded block was opened: a full-page screenshot, to be
+    looked at, with ``ATTNLIB_SCREENSHOTS=1`` (no test reads it; the window grown to the
+    page's height and the picture cost about 30 s of a browser run)."""
+    if size != "1366x768" or os.environ.get("ATTNLIB_SCREENSHOTS") != "1":
+        return None
+    return screenshot(driver, page)
 
 
 # What this module reads from a page, on the one visit per page and size that all browser

@@ -7,8 +7,9 @@ raw MyST directives or roles, no raw ``|---|`` pipe tables), no glyph drawn as a
 internal link (and its #fragment) resolves, theorem/definition/proof and exercise blocks
 rendered, folded solutions open on click, saved widgets rendered, launch and download
 buttons on notebook pages (Colab and download open the plain export in ``plain/``), one search
-box; only JavaScript that pages use is shipped (test_no_unused_javascript); a screenshot of
-each page goes to ``_build/screenshots/``. What fits its column and the phone's screen:
+box; only JavaScript that pages use is shipped (test_no_unused_javascript); with
+``ATTNLIB_SCREENSHOTS=1`` a full-page screenshot of each page goes to ``_build/screenshots/``.
+What fits its column and the phone's screen:
 test_site_fit.py; what is read from each page: tests/site_page_helpers.py.
 Runs after a build (``make test`` builds first); skipped without one (failed with CI=true).
 """
