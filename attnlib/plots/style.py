@@ -212,7 +212,7 @@ def square_view(ax, pts, pad=0.1, margin=0.3):
 
 def scaled_labels(ax, xlabel: str, ylabel: str, most: int = 4):
     """Axis labels that carry the axes' power of ten, ``W[9,8] (×10¹⁴)``, when the current
-    limits reach beyond :math:`10^{\text{most}}`: the ticks then read -4 ... 0 instead of
+    limits reach beyond ``10 ** most``: the ticks then read -4 ... 0 instead of
     matplotlib's offset text "1e14", which sits at the axes' top left, under a title.
 
     Call it once the limits are set (a later change of limits keeps the scale)."""
