@@ -3,7 +3,7 @@
 # with --python-only, steps 1 and 2 alone, for make assignments):
 #   1. a virtual environment in .venv (Python >= 3.11; choose the interpreter with PYTHON=...),
 #   2. torch==2.13.0 first, then every pinned package of requirements.txt, then attnlib
-#      in editable mode,
+#      in editable mode (with uv, or with pip where uv cannot be had),
 #   3. the offline JavaScript (MathJax 3, RequireJS, the ipywidgets HTML manager, plotly.js's
 #      basic bundle) from the npm registry, copied into _static_offline/ (served at the site's
 #      root via html_extra_path) with our own scripts of scripts/js/.
@@ -12,7 +12,8 @@
 #
 # Environment: PYTHON (interpreter for the venv, default python3), TORCH_INDEX_URL (an extra
 # package index for torch, e.g. https://download.pytorch.org/whl/cpu for a small CPU build or
-# https://download.pytorch.org/whl/cu128 for CUDA; see README.md "Running on a GPU").
+# https://download.pytorch.org/whl/cu128 for CUDA; see README.md "Running on a GPU"),
+# ATTNLIB_INSTALLER=pip (install with pip alone, not with uv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -20,6 +21,8 @@ VENV=.venv
 PY=$VENV/bin/python
 JS=scripts/js
 OFFLINE=_static_offline
+# uv, the installer (step 2): pinned here, as the packages are in requirements.txt
+UV_VERSION=0.13.9
 
 log() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -60,15 +63,35 @@ if [ "$(cat "$stamp_py" 2>/dev/null)" != "$want_py" ]; then
   extra=()
   [ -n "${TORCH_INDEX_URL:-}" ] && extra=(--extra-index-url "$TORCH_INDEX_URL")
   torch_pin=$(grep -E '^torch==' requirements.txt) || die "requirements.txt must pin torch==..."
-  # (--no-compile: pip would byte-compile every module of every package, a minute of CPU on two
-  # cores; Python compiles a module the first time it is imported and keeps the result, and the
-  # warm-up below does that now for what the book, its build and its tests import)
-  log "installing $torch_pin (first, so that no other torch build is pulled in)"
-  "$PY" -m pip install --quiet --no-compile "${extra[@]}" "$torch_pin"
+  # The installer: uv (pinned; fetched by the venv's pip) installs the same pinned packages as
+  # pip in a few seconds instead of a minute of CPU, reading pip's own configuration (pip.conf
+  # and PIP_* variables: indexes, find-links, constraints) and choosing among all indexes as
+  # pip does.  Where uv cannot be had or fails, pip installs.
+  # (--no-compile for pip; uv does not compile: pip would byte-compile every module of every
+  # package, a minute of CPU on two cores; Python compiles a module the first time it is
+  # imported and keeps the result, and the warm-up below does that now for what the book, its
+  # build and its tests import)
+  install() {
+    if [ -n "$uv" ]; then
+      "$uv" pip install --quiet --python "$PY" --index-strategy unsafe-best-match \
+        "${uv_conf[@]}" "${extra[@]}" "$@" && return 0
+      log "uv failed: pip installs instead"
+      uv=""
+    fi
+    "$PY" -m pip install --quiet --no-compile "${extra[@]}" "$@"
+  }
+  uv=""
+  if [ "${ATTNLIB_INSTALLER:-uv}" = uv ] \
+      && "$PY" -m pip install --quiet --no-compile "uv==$UV_VERSION" >/dev/null 2>&1; then
+    uv=$VENV/bin/uv
+    mapfile -t uv_conf < <("$PY" "$ROOT/scripts/pip_conf_for_uv.py")
+  fi
+  log "installing $torch_pin (first, so that no other torch build is pulled in)${uv:+ with uv}"
+  install "$torch_pin"
   log "installing requirements.txt"
-  "$PY" -m pip install --quiet --no-compile "${extra[@]}" -r requirements.txt
+  install -r requirements.txt
   log "installing attnlib (editable)"
-  "$PY" -m pip install --quiet --no-compile --no-deps -e .
+  install --no-deps -e .
   log "compiling what the chapters, the build and the tests import"
   (cd / && env -u PYTHONDONTWRITEBYTECODE "$ROOT/$PY" -c "$warm_up") \
     || die "the installed packages do not import: $warm_up"
