@@ -55,10 +55,12 @@ fi
 # 2. Python packages ------------------------------------------------------------------------
 want_py="$(hash_of requirements.txt pyproject.toml)|${TORCH_INDEX_URL:-}"
 stamp_py=$VENV/.attnlib-setup-stamp
-warm_up="import attnlib, attnlib.experiments, attnlib.explorers, attnlib.check, attnlib.course, \
-torch, cvxpy, scipy.stats, sklearn, matplotlib.pyplot, ipywidgets, ipykernel.kernelapp, nbformat, \
-nbclient, jupytext, pytest, xdist, nbval, hypothesis, selenium.webdriver, sphinx.application, \
-myst_nb, jupyter_book, jupyter_cache, jupyterlab, tqdm.auto"
+# (two halves, compiled side by side: the library's stack, and the tools of the build and tests)
+warm_up=("import attnlib, attnlib.experiments, attnlib.explorers, attnlib.check, attnlib.course, \
+torch, cvxpy, scipy.stats, sklearn, matplotlib.pyplot, tqdm.auto"
+"import ipywidgets, ipykernel.kernelapp, nbformat, nbclient, jupytext, pytest, xdist, nbval, \
+hypothesis, selenium.webdriver, sphinx.application, myst_nb, jupyter_book, jupyter_cache, \
+jupyterlab")
 if [ "$(cat "$stamp_py" 2>/dev/null)" != "$want_py" ]; then
   extra=()
   [ -n "${TORCH_INDEX_URL:-}" ] && extra=(--extra-index-url "$TORCH_INDEX_URL")
@@ -93,8 +95,14 @@ if [ "$(cat "$stamp_py" 2>/dev/null)" != "$want_py" ]; then
   log "installing attnlib (editable)"
   install --no-deps -e .
   log "compiling what the chapters, the build and the tests import"
-  (cd / && env -u PYTHONDONTWRITEBYTECODE "$ROOT/$PY" -c "$warm_up") \
-    || die "the installed packages do not import: $warm_up"
+  pids=()
+  for code in "${warm_up[@]}"; do
+    (cd / && env -u PYTHONDONTWRITEBYTECODE "$ROOT/$PY" -c "$code") &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || die "the installed packages do not import: ${warm_up[$i]}"
+  done
   echo "$want_py" > "$stamp_py"
 fi
 # The editable install must point at THIS checkout (a copied or moved venv would not).
