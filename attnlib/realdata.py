@@ -115,9 +115,15 @@ class AttentionClassifier(torch.nn.Module):
 
     def logits(self, X, z):
         """Attention logits ``x_it^T W_b z_i`` laid out (N, T, B): ``W_b z_i`` for every
-        model and sample as one matrix product (N, d) × (d, d·B), then one bmm over samples."""
+        model and sample as one matrix product (N, d) × (d, d·B), then one bmm over samples.
+
+        ``z`` (N, d), or (1, d) for a query shared by every sample (a [CLS] token: see
+        :func:`shared_query`): ``W_b z`` is then one vector per model, and the logits one
+        matrix product (N·T, d) × (d, B)."""
         W = self._stacked(self.Ws)
         B, d, e = W.shape
+        if z.shape[0] == 1 and X.shape[0] != 1:
+            return (X.reshape(-1, d) @ (W @ z[0]).T).view(X.shape[0], X.shape[1], B)
         Wz = torch.bmm(z[None], W.permute(2, 1, 0).reshape(1, e, d * B)).view(-1, d, B)
         return torch.bmm(X, Wz)  # (N, T, B)
 
@@ -138,6 +144,13 @@ class AttentionClassifier(torch.nn.Module):
         values = self.values(X) if values is None else values  # (N, T, B)
         s = torch.softmax(self.logits(X, z), dim=1)  # (N, T, B)
         return (s * values).sum(1).T
+
+
+def shared_query(z):
+    """``z`` (N, d) as one row (1, d) when every sample has the same query (a [CLS] token, as in
+    :func:`attnlib.text.sentiment_sentences`), so that :meth:`AttentionClassifier.logits`
+    computes ``W z`` once per model instead of once per sample; ``z`` itself otherwise."""
+    return z[:1] if z.shape[0] > 1 and bool((z == z[:1]).all()) else z
 
 
 def _loss(f, Y):
@@ -231,7 +244,8 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float | tuple 
         for p in model.vs:
             p.requires_grad_(False).copy_(v.expand_as(p))
     opt = _make_optimizer(optimizer, model.param_groups(lrs), lps)
-    tr, va, te = data.part("train"), data.part("val"), data.part("test")
+    tr, va, te = ((X, Y, shared_query(z)) for X, Y, z in
+                  (data.part("train"), data.part("val"), data.part("test")))
     if v is not None:  # a fixed head: the values of every split are constants of the run
         with torch.no_grad():
             tr, va, te = ((*p, model.values(p[0])) for p in (tr, va, te))

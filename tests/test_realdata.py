@@ -66,6 +66,26 @@ def test_batched_forward_equals_one_model_at_a_time(data):
         assert torch.allclose(f[b], fb, atol=1e-5)
 
 
+def test_a_shared_query_gives_the_logits_of_every_sample_its_own():
+    """shared_query keeps one row only when every sample's query is the same; the logits of
+    that one row are those of the full (N, d) queries (and of the book's formula)."""
+    cls = rd.digits_tokens(query="cls")
+    X, _, z = cls.part("val")
+    one = rd.shared_query(z)
+    assert one.shape == (1, cls.d) and torch.equal(one[0], z[0])
+    m = rd.AttentionClassifier(cls.d, seeds=(3, 4), groups=2)
+    full, shared = m.logits(X, z), m.logits(X, one)  # (N, T, B)
+    assert shared.shape == full.shape
+    torch.testing.assert_close(shared, full)
+    for b in range(4):
+        torch.testing.assert_close(shared[..., b], torch.einsum("ntd,de,ne->nt", X, m.W[b], z))
+    mean_z = rd.digits_tokens().part("val")[2]  # per-sample queries: kept as they are
+    assert rd.shared_query(mean_z) is mean_z
+    z2 = z.clone()
+    z2[-1, 1] = 1e-3  # one sample differs: not shared
+    assert rd.shared_query(z2) is z2
+
+
 @pytest.mark.parametrize("opt,lrs", [("md", (1.0,)), ("gd", (3.0,)), ("adam", (0.03,))])
 def test_a_few_steps_reduce_the_loss(data, opt, lrs):
     r = rd.fit(data, opt, lrs, steps=10, eval_every=5, seeds=(0, 1))
@@ -109,19 +129,23 @@ def test_fit_on_a_tiny_split_is_per_model_mirror_descent(data):
                                    rtol=1e-5, atol=1e-7)
 
 
-def test_fit_with_a_fixed_head_and_normalised_steps_is_per_model_mirror_descent(data):
+@pytest.mark.parametrize("query", ["mean", "cls"])
+def test_fit_with_a_fixed_head_and_normalised_steps_is_per_model_mirror_descent(data, query):
     """fit(md, v fixed, normalized) with two learning-rate groups = a plain autograd loop per
     model: W only, the ℓ1.1 dual step of lr·g/||g||_q (the values of the fixed head hoisted,
-    the groups normalised in one call: each model still gets its own norm and its own rate)."""
+    the groups normalised in one call: each model still gets its own norm and its own rate;
+    with a [CLS] query, one shared by every sample, W z computed once per model)."""
+    data = data if query == "mean" else rd.digits_tokens(query="cls")
+    d = data.d
     idx = {"train": torch.arange(20), "val": torch.arange(20, 30), "test": torch.arange(30, 40)}
     tiny = rd.DigitSplits(data.X[:40], data.Y[:40], data.z[:40], data.digit[:40], idx)
     lp, lrs, steps = 1.1, (0.05, 0.2), 4
     q = lp / (lp - 1)
-    v = torch.linspace(-1, 1, 20)
+    v = torch.linspace(-1, 1, d)
     r = rd.fit(tiny, "md", lrs, lp=lp, steps=steps, eval_every=steps, seeds=(0, 1), v=v,
                normalized=True)
     X, Y, z = tiny.part("train")
-    init = rd.AttentionClassifier(20, seeds=(0, 1))
+    init = rd.AttentionClassifier(d, seeds=(0, 1))
     for li, lr in enumerate(lrs):
         for b in range(2):
             W = init.W[b].detach().clone()
