@@ -38,7 +38,7 @@ from .train import LpMirrorDescent
 from .train.mirror import normalized_step
 
 __all__ = ["SplitViews", "DigitSplits", "digits_tokens", "split_indices", "AttentionClassifier",
-           "fit",
+           "shared_query", "fit",
            "select", "compare", "attention_entropy", "weight_sparsity", "OPTIMIZERS"]
 
 OPTIMIZERS = ("md", "gd", "adam")
