@@ -20,8 +20,8 @@ from .registry import (
            paper_of,
            unregister,
 )
-from .report import report_html, report_markdown, report_notes, report_rows, run_all
-from .result import Result, run
+from .report import report_html, report_markdown, report_notes, report_rows
+from .result import Result, run, run_all
 from .settings import SettingError
 from .store import CacheWarning, cache_clear, cache_dir, cache_info, source_hash
 

@@ -1,6 +1,7 @@
 """The reproduction report: run many experiments, then one table row per declared target.
 
-:func:`run_all` runs experiments (cached, never stopping at a failure); :func:`report_html`
+:func:`attnlib.experiments.run_all` runs experiments (cached, never stopping at a failure);
+:func:`report_html`
 (the book's report page, a dashboard), :func:`report_markdown` (the short tables of the
 chapters) and :func:`report_notes` turn the results into tables. See the chapter
 "Reproduction report".
@@ -13,58 +14,14 @@ import math
 import re
 
 from .ledger import report_anchor
-from .registry import PAPERS, arxiv_id, get, names, not_run_targets, paper_of
-from .result import Result, run
+from .registry import PAPERS, arxiv_id, get, not_run_targets
+from .result import Result
 
-__all__ = ["run_all", "report_rows", "report_markdown", "report_notes", "report_html",
+__all__ = ["report_rows", "report_markdown", "report_notes", "report_html",
            "numerics_label",
            "report_notes_html", "report_revisions", "report_revisions_html"]
 
 _ARXIV_ID = re.compile(r"\d{4}\.\d{4,5}")
-
-
-def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
-            progress: bool = True, **run_kw) -> dict:
-    """Run several experiments at their defaults (cached); never stops at a failure.
-
-    Parameters
-    ----------
-    names : list of str, optional
-        Default: every registered experiment (of ``paper`` if given).
-    paper : str, optional
-        Only the experiments of this arXiv id, e.g. ``"2306.13596"``.
-    chapter : str, optional
-        Only the experiments of this chapter (file stem), e.g. ``"05_w_vs_kq"``.
-    progress : bool
-        A tqdm bar over the experiments.
-    **run_kw
-        Passed to :func:`run` (e.g. ``cache=False``).
-
-    Returns
-    -------
-    dict name -> :class:`Result`, or the exception the experiment raised.
-    """
-    todo = [n for n in (_registered() if names is None else names)
-            if (paper is None or paper_of(n) == paper)
-            and (chapter is None or get(n).chapter == chapter)]
-    out = {}
-    it = todo
-    if progress and todo:
-        from tqdm.auto import tqdm
-
-        it = tqdm(todo, desc="experiments")
-    for n in it:
-        kw = dict(run_kw)
-        if "progress" in get(n).defaults:  # the experiment's own bars follow ``progress``
-            kw.setdefault("progress", progress)
-        try:
-            out[n] = run(n, **kw)
-        except Exception as e:  # noqa: BLE001 - the report shows the failure in its row
-            out[n] = e
-    return out
-
-
-_registered = names  # the argument of run_all is called ``names``
 
 
 def numerics_label(numbers: dict) -> str:

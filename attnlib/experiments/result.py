@@ -20,10 +20,11 @@ from attnlib._validate import choice
 from attnlib.status import RunStatus, collect, total
 
 from .ledger import record_target
-from .registry import Experiment, format_value, get
+from .registry import Experiment, format_value, get, paper_of
+from .registry import names as registered
 from .settings import SettingError
 
-__all__ = ["Result", "run", "NOT_IN_KEY"]
+__all__ = ["Result", "run", "run_all", "NOT_IN_KEY"]
 
 NOT_IN_KEY = frozenset({"progress"})  # settings that do not change a result
 
@@ -201,6 +202,63 @@ def _device_dtype(name: str, params: dict) -> tuple[str, str]:
         raise SettingError(f"experiment {name!r}: {err}") from None
 
 
+def run_all(names=None, *, paper: str | None = None, chapter: str | None = None,
+            progress: bool = True, **run_kw) -> dict:
+    """Run several experiments at their defaults (cached); never stops at a failure.
+
+    Parameters
+    ----------
+    names : list of str, optional
+        Default: every registered experiment (of ``paper`` if given).
+    paper : str, optional
+        Only the experiments of this arXiv id, e.g. ``"2306.13596"``.
+    chapter : str, optional
+        Only the experiments of this chapter (file stem), e.g. ``"05_w_vs_kq"``.
+    progress : bool
+        A tqdm bar over the experiments.
+    **run_kw
+        Passed to :func:`run` (e.g. ``cache=False``).
+
+    An experiment that another process is computing at that moment (a chapter run beside
+    this one) is left to the end, then waited for and read: meanwhile this process computes
+    the others.
+
+    Returns
+    -------
+    dict name -> :class:`Result`, or the exception the experiment raised (in the order asked).
+    """
+    todo = [n for n in (registered() if names is None else names)
+            if (paper is None or paper_of(n) == paper)
+            and (chapter is None or get(n).chapter == chapter)]
+    out, later, bar = {}, [], None
+    if progress and todo:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc="experiments")
+
+    def one(n, wait):
+        kw = dict(run_kw)
+        if "progress" in get(n).defaults:  # the experiment's own bars follow ``progress``
+            kw.setdefault("progress", progress)
+        try:
+            out[n] = _run(n, kw.pop("cache", True), kw, wait=wait)
+        except store.Busy:
+            later.append(n)
+            return
+        except Exception as e:  # noqa: BLE001 - the report shows the failure in its row
+            out[n] = e
+        if bar is not None:
+            bar.update()
+
+    for n in todo:
+        one(n, wait=False)
+    for n in later:  # (waiting, one never raises Busy: nothing is added to ``later`` here)
+        one(n, wait=True)
+    if bar is not None:
+        bar.close()
+    return {n: out[n] for n in todo}
+
+
 def run(name: str, *, cache: bool = True, **settings) -> Result:
     """Run experiment ``name`` with its defaults overridden by ``settings``.
 
@@ -212,7 +270,8 @@ def run(name: str, *, cache: bool = True, **settings) -> Result:
     digest over settings, numbers and arrays): an unreadable, edited or misplaced entry is a
     miss, recomputed with a :class:`store.CacheWarning`; a result that cannot be written to the
     cache is returned all the same (with a warning). ``cache=False`` recomputes and does not
-    write.
+    write. A result that another process is computing at the same moment is waited for and
+    read, not computed twice (:func:`store.entry_lock`).
 
     Raises
     ------
@@ -221,6 +280,12 @@ def run(name: str, *, cache: bool = True, **settings) -> Result:
         the wrong type or out of bounds (:class:`attnlib.experiments.settings.SettingError`),
         before any computation.
     """
+    return _run(name, cache, settings, wait=True)
+
+
+def _run(name: str, cache, settings: dict, wait: bool) -> Result:
+    """:func:`run`; ``wait=False``: raise :class:`store.Busy` instead of waiting for another
+    process that is computing the same result (what :func:`run_all` tries first)."""
     exp = get(name)
     cache = choice("cache", cache, (True, False))
     params = exp.check_settings(settings)
@@ -228,29 +293,45 @@ def run(name: str, *, cache: bool = True, **settings) -> Result:
     key = store.cache_key(name, {k: v for k, v in params.items() if k not in NOT_IN_KEY},
                           device, dtype)
     folder = store.cache_dir() / key
-    if cache:
-        try:
-            meta, arrays = store.read_entry(folder, name, key=key)
-            status = RunStatus.from_dict(meta.get("status"))
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as err:
-            warnings.warn(f"cache entry of {name!r} is unreadable, recomputing: {err}",
-                          store.CacheWarning, stacklevel=2)
-        else:
-            return Result(name=name, params=params, numbers=meta["numbers"], arrays=arrays,
-                          seconds=meta.get("seconds", 0.0), cached=True, status=status)
-    t0 = time.perf_counter()
-    with collect() as reports:
-        numbers, arrays = exp.func(**params)
-    res = Result(name=name, params=params, numbers=dict(numbers),
-                 arrays={k: store.to_numpy(v) for k, v in dict(arrays).items()},
-                 seconds=time.perf_counter() - t0, status=total(reports))
-    if cache:
+    if not cache:
+        return _compute(exp, name, params)
+    hit = _cached(folder, name, key, params)
+    if hit is not None:
+        return hit
+    # computed once: a second process that needs it now waits here and reads the entry
+    with store.entry_lock(folder, wait=wait) as free:
+        hit = None if free else _cached(folder, name, key, params)
+        if hit is not None:
+            return hit
+        res = _compute(exp, name, params)
         try:
             store.write_entry(folder, name, dict(res._meta(), key=key, device=device,
                                                  dtype=dtype), res.arrays)
         except OSError as err:  # the result is kept; only its cache entry is lost
             warnings.warn(f"the result of {name!r} could not be cached: {err}",
-                          store.CacheWarning, stacklevel=2)
+                          store.CacheWarning, stacklevel=3)
     return res
+
+
+def _cached(folder, name: str, key: str, params: dict) -> Result | None:
+    """The verified cache entry as a Result; None when there is none or it is unreadable."""
+    try:
+        meta, arrays = store.read_entry(folder, name, key=key)
+        status = RunStatus.from_dict(meta.get("status"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        warnings.warn(f"cache entry of {name!r} is unreadable, recomputing: {err}",
+                      store.CacheWarning, stacklevel=4)
+        return None
+    return Result(name=name, params=params, numbers=meta["numbers"], arrays=arrays,
+                  seconds=meta.get("seconds", 0.0), cached=True, status=status)
+
+
+def _compute(exp, name: str, params: dict) -> Result:
+    t0 = time.perf_counter()
+    with collect() as reports:
+        numbers, arrays = exp.func(**params)
+    return Result(name=name, params=params, numbers=dict(numbers),
+                  arrays={k: store.to_numpy(v) for k, v in dict(arrays).items()},
+                  seconds=time.perf_counter() - t0, status=total(reports))

@@ -15,6 +15,11 @@ source (:func:`source_hash`: every file of the package, package data included), 
 of Python and of every package a result depends on (:func:`versions`: torch, numpy, cvxpy,
 scipy, clarabel, scikit-learn, which ships the digits, and vaderSentiment, which ships the
 sentiment lexicon), and the device and dtype. See the chapter "Reproduction report".
+
+While a process computes an entry it holds that entry's lock (:func:`entry_lock`, a file lock
+that the system releases when the process ends, however it ends), so two processes that
+need the same result at the same time (two notebooks run side by side) compute it once: the
+second waits and reads what the first wrote.
 """
 
 from __future__ import annotations
@@ -34,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CacheWarning", "cache_dir", "source_hash", "versions", "cache_key", "write_entry",
-           "read_entry", "cache_info", "cache_clear", "jsonable", "to_numpy"]
+__all__ = ["CacheWarning", "Busy", "entry_lock", "cache_dir", "source_hash", "versions",
+           "cache_key", "write_entry", "read_entry", "cache_info", "cache_clear", "jsonable",
+           "to_numpy"]
 
 _KEY = re.compile(r"^[0-9a-f]{20}$")
 _PACKAGES = ("torch", "numpy", "cvxpy", "scipy", "clarabel", "scikit-learn", "vaderSentiment")
@@ -43,6 +49,57 @@ _PACKAGES = ("torch", "numpy", "cvxpy", "scipy", "clarabel", "scikit-learn", "va
 
 class CacheWarning(UserWarning):
     """A cache entry could not be read and is recomputed."""
+
+
+class Busy(Exception):
+    """Another process holds the entry's lock (:func:`entry_lock` with ``wait=False``)."""
+
+
+_held = 0  # entry locks this process holds (a nested computation never waits: no deadlock)
+
+
+@contextlib.contextmanager
+def entry_lock(folder, wait: bool = True):
+    """Hold the lock of the cache entry ``folder`` (a file ``KEY.lock`` beside it).
+
+    Yields True when the lock was free, False when this process had to wait for another that
+    held it (that one has written the entry meanwhile, unless it failed: read the entry again
+    before computing). With ``wait=False`` a held lock raises :class:`Busy` instead. A
+    process that already holds an entry's lock (one result computed inside another) neither
+    waits nor locks, so two processes never wait for each other; nor does a system without
+    ``fcntl`` or a cache folder that cannot be written: the result is computed as before.
+    """
+    global _held
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        fcntl = None
+    folder = Path(folder)
+    f = None
+    if fcntl is not None and _held == 0:
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            f = open(folder.parent / f"{folder.name}.lock", "a")  # noqa: SIM115 - closed below
+        except OSError:
+            f = None
+    if f is None:
+        yield True
+        return
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            free = True
+        except OSError:
+            if not wait:
+                raise Busy(str(folder)) from None
+            fcntl.flock(f, fcntl.LOCK_EX)
+            free = False
+        _held += 1
+        try:
+            yield free
+        finally:
+            _held -= 1
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def cache_dir() -> Path:
@@ -268,4 +325,8 @@ def cache_clear() -> int:
     if root.is_dir():
         for tmp in root.glob(".*.tmp"):
             tmp.unlink()
+        for lock in root.glob("*.lock"):  # the entries' locks (one held is kept: still in use)
+            if _KEY.match(lock.stem):
+                with contextlib.suppress(OSError, Busy), entry_lock(root / lock.stem, wait=False):
+                    lock.unlink()
     return len(entries)

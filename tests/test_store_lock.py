@@ -1,0 +1,130 @@
+"""Two processes that need the same result at the same time compute it once
+(attnlib.experiments.store.entry_lock): the second waits and reads the first's entry;
+run_all computes the others meanwhile; a computation nested in another never waits."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from experiment_fakes import fakes  # noqa: F401  (fixture)
+
+from attnlib import experiments
+from attnlib.experiments import store
+
+TESTS = Path(__file__).resolve().parent
+
+#: a process that registers 'slow' (it logs each computation, then takes a second) and runs it
+SLOW = textwrap.dedent(f"""
+    import json, sys, time
+    sys.path.insert(0, {str(TESTS)!r})
+    from experiment_fakes import register
+    from attnlib import experiments
+
+    def slow(seed: int = 0):
+        with open(sys.argv[1], "a") as f:
+            f.write(sys.argv[2] + "\\n")
+        time.sleep(1.0)
+        return {{"who": float(sys.argv[2])}}, {{}}
+
+    register("slow", slow)
+    r = experiments.run("slow")
+    print(json.dumps(dict(who=r.numbers["who"], cached=r.cached)))
+""")
+
+#: a process that holds a lock file for argv[2] seconds (no attnlib: another holder of it)
+HOLD = ("import fcntl, sys, time\nf = open(sys.argv[1], 'a')\nfcntl.flock(f, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\ntime.sleep(float(sys.argv[2]))\n")
+
+
+def test_two_processes_compute_one_result_once(tmp_path):
+    log = tmp_path / "computed.txt"
+    env = {**__import__("os").environ, "ATTNLIB_CACHE": str(tmp_path / "cache")}
+    procs = [subprocess.Popen([sys.executable, "-c", SLOW, str(log), str(i)], env=env,
+                              stdout=subprocess.PIPE, text=True) for i in (1, 2)]
+    outs = [__import__("json").loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert len(log.read_text().split()) == 1  # computed once, by one of the two
+    assert outs[0]["who"] == outs[1]["who"]  # the other read what it wrote
+    assert sorted(o["cached"] for o in outs) == [False, True]
+
+
+def _lock_path(name: str) -> Path:
+    """The lock file of ``name``'s entry at its defaults: run once, read the key, clear."""
+    experiments.run(name)
+    (key,) = [p.name for p in store.cache_dir().iterdir() if p.is_dir()]
+    store.cache_clear()
+    return store.cache_dir() / f"{key}.lock"
+
+
+def _hold(path: Path, seconds: float) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds)],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_run_all_computes_the_others_while_one_is_held_elsewhere(fakes):  # noqa: F811
+    calls = []
+
+    def held(seed: int = 0):
+        calls.append(("held", time.monotonic()))
+        return {"x": 1.0}, {}
+
+    def free(seed: int = 0):
+        calls.append(("free", time.monotonic()))
+        return {"x": 2.0}, {}
+
+    fakes("held", held)
+    fakes("free", free)
+    path = _lock_path("held")
+    calls.clear()
+    holder = _hold(path, 2.0)
+    res = experiments.run_all(["held", "free"], progress=False)
+    holder.wait(timeout=30)
+    released = time.monotonic()
+    assert list(res) == ["held", "free"]  # in the order asked
+    assert [c[0] for c in calls] == ["free", "held"]  # the free one first, then the other
+    assert calls[0][1] < released - 0.5  # ... while the lock was still held elsewhere
+    assert res["held"].numbers["x"] == 1.0 and not res["held"].cached  # none written: computed
+
+
+def test_a_computation_nested_in_another_never_waits(fakes):  # noqa: F811
+    def inner(seed: int = 0):
+        return {"x": 3.0}, {}
+
+    def outer(seed: int = 0):
+        t0 = time.monotonic()
+        r = experiments.run("inner")  # held elsewhere: computed here, not waited for
+        return {"x": r.numbers["x"], "waited": time.monotonic() - t0}, {}
+
+    fakes("inner", inner)
+    fakes("outer", outer)
+    path = _lock_path("inner")
+    holder = _hold(path, 20.0)
+    try:
+        r = experiments.run("outer")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.numbers["x"] == 3.0 and r.numbers["waited"] < 5.0
+
+
+def test_cache_clear_removes_free_locks_and_keeps_a_held_one(fakes):  # noqa: F811
+    fakes("inner", lambda seed=0: ({"x": 3.0}, {}))
+    path = _lock_path("inner")
+    with store.entry_lock(path.with_suffix("")):
+        pass
+    assert path.exists()
+    holder = _hold(path, 20.0)
+    try:
+        store.cache_clear()
+        assert path.exists()  # in use: kept
+    finally:
+        holder.kill()
+        holder.wait()
+    store.cache_clear()
+    assert not path.exists()
