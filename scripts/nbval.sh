@@ -40,24 +40,14 @@ rm -rf "$NBVAL_RECORD/.finished" && mkdir -p "$NBVAL_RECORD/.finished"
 echo "${#nbs[@]}" > "$NBVAL_RECORD/.finished/expected"
 # Two workers take the notebooks in the order given (--no-loadscope-reorder): the slowest
 # first, so that no core is left idle while the other runs a long chapter at the end (the
-# order of their usual run times: update it when a chapter's cost changes); then the others in
-# name order; the reproduction report last: it reuses the results the chapters have just cached
-# (ATTNLIB_CACHE) and computes only what no chapter runs at its default settings, on the
-# first core to be free.  (A chapter still running on the other core then is computed twice,
-# the short chapters are last for that reason.)  The per-cell timeout is long enough for the
-# report's own experiments.
-slowest_first=(07 10 09 05 06 02 03 08 04 01)
-ordered=(); report=()
-for k in "${slowest_first[@]}"; do
-  for nb in "${nbs[@]}"; do
-    [[ "$(basename "$nb")" == "${k}_"* ]] && ordered+=("$nb")
-  done
-done
-for nb in "${nbs[@]}"; do
-  if [ "$nb" = book/reproduction.ipynb ]; then report=("$nb")
-  elif [[ ! " ${ordered[*]} " == *" $nb "* ]]; then ordered+=("$nb"); fi
-done
-ordered+=("${report[@]}")
+# order and its measured run times: scripts/book_toc.py, one home for nbval and the build's
+# pre-execution); the reproduction report last: it reuses the results the chapters have just
+# cached (ATTNLIB_CACHE), computes only what no chapter runs at its default settings, and
+# waits for (never computes twice) a result that the chapter on the other core is computing,
+# while scripts/test.sh starts the unit tests on the core left free.  The per-cell timeout is
+# long enough for the report's own experiments.
+mapfile -t ordered < <(python scripts/book_toc.py --order report-last "${nbs[@]}")
+[ "${#ordered[@]}" -eq "${#nbs[@]}" ] || { echo "[nbval] scripts/book_toc.py could not order the notebooks" >&2; exit 1; }
 workers=()
 [ "${#ordered[@]}" -ge 2 ] && workers=(-n 2 --dist loadfile --no-loadscope-reorder)
 python -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=900 \
