@@ -257,7 +257,9 @@ def _submissions(tmp: Path) -> dict:
               "C.check_rank = lambda *a, **k: C.Feedback(True, 'rank', 'fine')\n"
               "C.check_md_step = lambda *a, **k: C.Feedback(True, 'md', 'fine')\n"
               "C.strict(False)\nimport os\nos.environ['ATTNLIB_CHECK_STRICT'] = '0'\nr = 0\n")
-    redefine = ("W = torch.zeros(3, 3, dtype=torch.float64)  # every rank 'ties' now\nr = 0\n")
+    # (numpy, not torch: the set-up cell's W is not defined without torch, and this W of
+    # rank 0 would make r = 0 right if the checks read the submission's data)
+    redefine = ("import numpy as np\nW = np.zeros((3, 3))  # every rank 'ties' now\nr = 0\n")
     huge = "import sys\nfor _ in range(2000):\n    sys.stdout.write('x' * 100_000)\n"
 
     def printing_checks(cells):
@@ -283,10 +285,12 @@ def _submissions(tmp: Path) -> dict:
         "honest_correct": (student_with({0: SOL[0], 1: SOL[1]}), "passed", "passed"),
         "honest_wrong": (student_with({0: "r = 3", 1: WRONG_MD}), "failed", "failed"),
         "fake_printing_check": (light({}, edit=printing_checks), "missing", "missing"),
-        # importing attnlib.check is refused while grading: the cell stops before r = 0
-        "fake_monkeypatch": (student_with({0: monkey, 1: WRONG_MD}), "missing", "failed"),
+        # importing attnlib.check is refused while grading: the cell stops before r = 0 (were
+        # the import let through, r = 0 would read "failed", or "passed" had the patched
+        # check reached the grader)
+        "fake_monkeypatch": (light({0: monkey}), "missing", "missing"),
         "fake_hook": (light({0: hook}), "failed", "missing"),
-        "fake_reference": (student_with({0: redefine}), "failed", "missing"),
+        "fake_reference": (light({0: redefine}), "failed", "missing"),
         "fake_duplicate": (light({0: "r = 0"}, edit=duplicate), "failed", "missing"),
         "fake_deleted_check": (student_with({0: "r = 0", 1: WRONG_MD}, edit=drop_checks),
                                "failed", "failed"),
@@ -317,6 +321,9 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox, monkeyp
     for d in (subs_dir, sandboxes, tmp_path / "outside"):
         d.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(sandboxes))  # this test's processes, by name
+    # no experiment cache to copy into each submission's folder (the project's, ~190 results
+    # once the chapters have run, was copied fifteen times): no submission here reads one
+    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path / "no-cache"))
     expected = _submissions(tmp_path)
     if sandbox == "none" and sb.namespace_works():  # the auto run had them all
         expected = {k: v for k, v in expected.items() if k in (
@@ -373,8 +380,10 @@ def test_batch_of_honest_fake_and_hostile_submissions(tmp_path, sandbox, monkeyp
 
 
 @pytest.mark.slow
-def test_unreadable_submission_is_recorded_and_the_exit_status_says_so(tmp_path):
+def test_unreadable_submission_is_recorded_and_the_exit_status_says_so(tmp_path, monkeypatch):
     from nbformat.v4 import new_markdown_cell
+
+    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path / "no-cache"))  # none to copy for alice
 
     book = tmp_path / "book"
     book.mkdir()
