@@ -11,7 +11,8 @@
    on every page although its CSS already draws the same icons from its web fonts; the offline
    ipywidgets manager (``widgets/``, ``require/``) is removed when no page loads it.
 5. Colab and download buttons of a notebook page point at its plain-Markdown export
-   (scripts/export_plain.py, written at the end of the build): the download button at the
+   (scripts/export_plain.py, i.e. ``attnlib.course.cli.export_main``, written at the end of
+   the build): the download button at the
    whole chapter (``<site>/plain/``); two Colab buttons, "Colab: self-study" at the same
    self-study edition (solutions present, folded: a reader alone can check an answer) and
    "Colab: assignment" at the assignment edition (``<site>/plain-student/``: exercise cells
@@ -25,6 +26,11 @@
    ``book/02_att_svm-solution-5`` no longer throws), and the ranking
    (``html_search_scorer`` = ``book/_ext/search_scorer.js``) puts chapters before the API page
    for the book's own terms (tests/test_site_search.py, ``test_search_*``).
+8. Cheaper build, same pages: each page's doctree is pickled alone (nodes that docutils' nested
+   parsers, such as the API page's ``eval-rst`` blocks, leave pointing at their scratch
+   document would otherwise pickle the whole build environment into that page, 37 MB for the
+   API page); a ``{numref}`` reads its target page's doctree once per build, not once per
+   reference; the plain exports are written in the build's own process.
 """
 
 from __future__ import annotations
@@ -32,8 +38,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 #: where the plain exports of the notebooks go inside the site (the download button)
@@ -150,13 +154,65 @@ def _finish(app, exception):
             shutil.rmtree(out / d, ignore_errors=True)
     for f in (out / "_static").glob("sphinx-thebe.*"):
         f.unlink()
-    root = Path(app.confdir)
-    cmd = [sys.executable, str(root / "scripts" / "export_plain.py"), "--out",
-           str(out / EXPORT_DIR)]
-    subprocess.run(cmd, check=True, cwd=root)
-    cmd = [sys.executable, str(root / "scripts" / "export_plain.py"), "--student", "--out",
-           str(out / STUDENT_DIR)]
-    subprocess.run(cmd, check=True, cwd=root)
+    # scripts/export_plain.py's work, in this process (attnlib is imported for the API page)
+    from attnlib.course.cli import export_main
+
+    for args in (["--out", str(out / EXPORT_DIR)],
+                 ["--student", "--out", str(out / STUDENT_DIR)]):
+        if export_main(args) != 0:
+            raise RuntimeError(f"the plain export failed: export_plain.py {' '.join(args)}")
+
+
+def _own_nodes(app, doctree):
+    """doctree-read: every node of the page belongs to the page's document.  A node that a
+    nested parser (``eval-rst``, autodoc) made keeps a link to its scratch document, whose
+    settings hold the build environment; Sphinx pickles a page's doctree with the
+    environment unlinked from the page's own document only, so that one link pickles the
+    whole environment (every page's doctree with it) into the page."""
+    for node in doctree.findall():
+        if node.__dict__.get("_document") not in (None, doctree):
+            node.document = doctree
+
+
+def _numref_domain():
+    """Sphinx's standard domain, with ``{numref}`` reading each target page's doctree once in a
+    build (Sphinx unpickles the target page's whole doctree for every reference)."""
+    from sphinx.domains.std import StandardDomain
+
+    class NumrefOnceDomain(StandardDomain):
+        def _resolve_numref_xref(self, env, fromdocname, builder, typ, target, node,
+                                 contnode):
+            return super()._resolve_numref_xref(_DoctreesOnce(env, self.doctrees_read),
+                                                fromdocname, builder, typ, target, node,
+                                                contnode)
+
+        @property
+        def doctrees_read(self) -> dict:
+            return self.__dict__.setdefault("_doctrees_read", {})
+
+    return NumrefOnceDomain
+
+
+class _DoctreesOnce:
+    """The build environment, read-only, whose ``get_doctree`` unpickles a page once (the
+    numbered reference only looks its target up in it)."""
+
+    def __init__(self, env, doctrees: dict):
+        self._env, self._doctrees = env, doctrees
+
+    def get_doctree(self, docname: str):
+        if docname not in self._doctrees:
+            self._doctrees[docname] = self._env.get_doctree(docname)
+        return self._doctrees[docname]
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+
+def _forget_doctrees(app, env):
+    """env-updated (the pages were read, before they are written): no doctree read for a
+    numbered reference is kept from an earlier phase."""
+    env.get_domain("std").__dict__.pop("_doctrees_read", None)
 
 
 def _static(app, config):
@@ -193,4 +249,7 @@ def setup(app):
     app.connect("build-finished", _finish)
     app.connect("config-inited", _search_config)
     app.connect("html-page-context", _search_page)
+    app.connect("doctree-read", _own_nodes)
+    app.add_domain(_numref_domain(), override=True)
+    app.connect("env-updated", _forget_doctrees)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
