@@ -64,14 +64,25 @@ WIDGET_CELLS = ["import ipywidgets as w\nfrom IPython.display import display\n"
 @pytest.fixture(scope="module")
 def both_run(tmp_path_factory):
     """One nbval run in ``both`` mode (what ``make test`` records) over three notebooks: the
-    tiny chapter, one that shows a widget, and a copy of the tiny one that a test breaks
-    later; one pytest start for the three (each costs seconds)."""
+    tiny chapter, one that shows a widget, and the tiny one with a failing cell, whose old
+    record (left by an earlier run) the run must remove; one pytest start for the three (each
+    costs seconds)."""
     folder = tmp_path_factory.mktemp("both")
     paths = {"tiny": _notebook(folder), "widget": _notebook(folder, WIDGET_CELLS, "widget.ipynb"),
-             "to_break": _notebook(folder, name="to_break.ipynb")}
+             "broken": _notebook(folder, [*CELLS[:2], "1 / 0", *CELLS[2:]], "broken.ipynb")}
     records = folder / "records"
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import nbval_record
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    old = nbval_record.record_path(records, paths["broken"])
+    old.parent.mkdir(parents=True)
+    nbformat.write(nbformat.read(paths["tiny"], as_version=4), old)  # a record of before
     run = _nbval(paths.values(), records)
-    assert run.returncode == 0, run.stdout + run.stderr
+    failed = [line for line in run.stdout.splitlines() if line.startswith("FAILED")]
+    assert run.returncode == 1 and failed, run.stdout + run.stderr
+    assert all("broken.ipynb" in line for line in failed), run.stdout + run.stderr
     return paths, records
 
 
@@ -124,18 +135,13 @@ def test_widget_views_are_left_out_of_the_record(both_run, scripts):
 def test_a_failing_cell_leaves_no_record_and_removes_an_old_one(both_run, scripts):
     nbval_record, _ = scripts
     paths, records = both_run
-    path = paths["to_break"]
-    target = nbval_record.record_path(records, path)
-    assert target.is_file()
+    assert nbval_record.record_path(records, paths["tiny"]).is_file()
+    assert not nbval_record.record_path(records, paths["broken"]).exists()  # the old one gone
     # each notebook is listed as finished once its last cell has run, failed or not (what
     # scripts/test.sh counts to start the unit tests beside the last notebook)
-    finished = records / ".finished" / "__".join(nbval_record.record_path(Path("."), path).parts)
-    assert finished.is_file()
-    finished.unlink()
-    _notebook(path.parent, [*CELLS[:2], "1 / 0", *CELLS[2:]], path.name)  # now failing
-    assert _nbval(path, records).returncode != 0
-    assert not target.exists()
-    assert finished.is_file()
+    for path in (paths["tiny"], paths["broken"]):
+        rel = nbval_record.record_path(Path("."), path)
+        assert (records / ".finished" / "__".join(rel.parts)).is_file(), path.name
 
 
 def test_live_explorers_are_not_recorded(tmp_path, scripts):
