@@ -27,21 +27,26 @@ REPORT = "reproduction.ipynb"
 def execution_order(paths, report: str = "last") -> list[str]:
     """``paths`` (notebooks) in the order to execute them two at a time.
 
-    The chapters slowest first (:data:`SLOWEST_FIRST`), and the reproduction report
-    ``report="last"``, reusing the results the chapters have cached (the notebooks' test run,
-    whose unit tests take the other core meanwhile), or ``"first"`` (the book's build): its
-    experiments are then computed while the chapters run, each once (a result that one
-    process computes, another waits for: ``attnlib.experiments.store.entry_lock``), and the
-    chapters read them.
+    ``report="last"`` (the notebooks' test run): the chapters slowest first
+    (:data:`SLOWEST_FIRST`, then any other notebook by name), and the reproduction report
+    last, reusing the results the chapters have cached while the run's unit tests take the
+    other core. ``report="first"`` (the book's build): the report first, its experiments
+    computed in the chapters' order while the other core runs the chapters from the last to
+    the first, so the two meet only at the end, where the chapters find the report's results
+    cached (a result that one process is computing, another waits for:
+    ``attnlib.experiments.store.entry_lock``; a chapter that met the report mid-way would wait
+    for it with its core idle).
     """
     if report not in ("first", "last"):
         raise ValueError(f"report: expected 'first' or 'last', got {report!r}")
     paths = [str(p) for p in paths]
     reports = [p for p in paths if Path(p).name == REPORT]
+    rest = [p for p in paths if p not in reports]
+    if report == "first":
+        return reports + sorted(rest, key=lambda p: Path(p).name, reverse=True)
     rank = {k: i for i, k in enumerate(SLOWEST_FIRST)}
-    rest = sorted((p for p in paths if p not in reports),
-                  key=lambda p: (rank.get(Path(p).name.split("_")[0], len(rank)), p))
-    return reports + rest if report == "first" else rest + reports
+    return sorted(rest, key=lambda p: (rank.get(Path(p).name.split("_")[0], len(rank)), p)) \
+        + reports
 
 
 if __name__ == "__main__":

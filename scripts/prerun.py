@@ -3,7 +3,7 @@
 The build (myst-nb, ``execute_notebooks: cache``) executes notebooks one after another. This
 script, run by scripts/build.sh just before ``jupyter-book build``, executes the notebooks of
 _toc.yml that have no cached result yet in parallel (one process per CPU core; the
-reproduction report first, then the chapters slowest first: ``book_toc.execution_order``) as
+reproduction report first, then the chapters from the last: ``book_toc.execution_order``) as
 myst-nb would (same reader, timeout, working directory and environment, e.g.
 ATTNLIB_EXPLORER=static), and stores the results in the same jupyter-cache the way myst-nb
 does, from this one process (jupyter-cache's own parallel executor races on its database).
@@ -128,7 +128,7 @@ def main() -> int:
         print(f"[prerun] {Path(uri).name}: cached as nbval executed it ({seconds:.0f} s)",
               flush=True)
     # the report first, its experiments computed while the chapters run (each result once),
-    # then the chapters slowest first: both cores busy to the end (scripts/book_toc.py)
+    # the chapters from the last: both cores busy to the end (scripts/book_toc.py)
     todo = execution_order(todo, report="first")
     workers = min(len(todo), os.cpu_count() or 1)
     if workers < 2:

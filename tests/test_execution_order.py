@@ -17,18 +17,28 @@ import book_toc  # noqa: E402
 BOOK = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "book").glob("*.ipynb"))
 
 
-@pytest.mark.parametrize("report", ["first", "last"])
-def test_every_notebook_once_slowest_chapters_first(report):
-    extra = ["book/99_extra.ipynb", "book/00_extra.ipynb"]
+def _given(extra):
     given = BOOK + extra
     random.Random(0).shuffle(given)
-    order = book_toc.execution_order(given, report=report)
-    assert sorted(order) == sorted(given)
-    assert order.index("book/reproduction.ipynb") == (0 if report == "first" else len(order) - 1)
-    chapters = [p for p in order if Path(p).name != book_toc.REPORT]
+    return given
+
+
+def test_nbval_order_slowest_chapters_first_then_the_report():
+    extra = ["book/99_extra.ipynb", "book/00_extra.ipynb"]
+    given = _given(extra)
+    order = book_toc.execution_order(given, report="last")
+    assert sorted(order) == sorted(given) and order[-1] == "book/reproduction.ipynb"
+    chapters = order[:-1]
     ranks = [book_toc.SLOWEST_FIRST.index(Path(p).name[:2]) for p in chapters[:-2]]
     assert ranks == sorted(ranks)  # the ranked chapters in the order of SLOWEST_FIRST
     assert chapters[-2:] == sorted(extra)  # then the others, by name
+
+
+def test_build_order_the_report_then_the_chapters_from_the_last():
+    given = _given(["book/99_extra.ipynb"])
+    order = book_toc.execution_order(given, report="first")
+    assert sorted(order) == sorted(given) and order[0] == "book/reproduction.ipynb"
+    assert order[1:] == sorted(order[1:], key=lambda p: Path(p).name, reverse=True)
 
 
 def test_every_chapter_of_the_book_has_its_rank():
