@@ -30,7 +30,10 @@
    parsers, such as the API page's ``eval-rst`` blocks, leave pointing at their scratch
    document would otherwise pickle the whole build environment into that page, 37 MB for the
    API page); a ``{numref}`` reads its target page's doctree once per build, not once per
-   reference; the plain exports are written in the build's own process.
+   reference; figures and sections are numbered from the doctrees still in memory after
+   reading, not from their pickles; autodoc's reading of type comments is off (signatures are
+   shown without types, ``autodoc_typehints: none``); the plain exports are written in the
+   build's own process.
 """
 
 from __future__ import annotations
@@ -215,6 +218,36 @@ def _forget_doctrees(app, env):
     env.get_domain("std").__dict__.pop("_doctrees_read", None)
 
 
+def _doctrees_in_memory(app, env):
+    """env-get-updated, before Sphinx's collectors: Sphinx numbers the figures and sections
+    of every page from the page's pickled doctree; after a serial read the doctrees are still
+    in memory (kept for writing the pages) and numbering only reads them."""
+    kept = getattr(env, "_write_doc_doctree_cache", None)
+    if kept:
+        unpickle = env.get_doctree
+        env.get_doctree = lambda docname: kept[docname] if docname in kept else unpickle(docname)
+    return []
+
+
+def _doctrees_from_pickles(app, env):
+    """env-get-updated, after Sphinx's collectors: ``get_doctree`` unpickles again."""
+    env.__dict__.pop("get_doctree", None)
+    return []
+
+
+def _no_type_comments(app):
+    """builder-inited: with ``autodoc_typehints = "none"`` no type reaches a signature, so
+    autodoc's parsing of every function's source for type comments (``# type: ...``) is
+    skipped."""
+    if app.config.autodoc_typehints != "none":
+        return
+    from sphinx.ext.autodoc.type_comment import update_annotations_using_type_comments as read
+
+    for listener in list(app.events.listeners.get("autodoc-before-process-signature", [])):
+        if listener.handler is read:
+            app.disconnect(listener.id)
+
+
 def _static(app, config):
     """config-inited: book/_static (this extension's CSS) is a static folder of the site."""
     here = str(Path(__file__).resolve().parents[1] / "_static")
@@ -252,4 +285,7 @@ def setup(app):
     app.connect("doctree-read", _own_nodes)
     app.add_domain(_numref_domain(), override=True)
     app.connect("env-updated", _forget_doctrees)
+    app.connect("env-get-updated", _doctrees_in_memory, priority=100)
+    app.connect("env-get-updated", _doctrees_from_pickles, priority=900)
+    app.connect("builder-inited", _no_type_comments)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
