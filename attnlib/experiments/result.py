@@ -271,7 +271,7 @@ def run(name: str, *, cache: bool = True, **settings) -> Result:
     miss, recomputed with a :class:`store.CacheWarning`; a result that cannot be written to the
     cache is returned all the same (with a warning). ``cache=False`` recomputes and does not
     write. A result that another process is computing at the same moment is waited for and
-    read, not computed twice (:func:`attnlib.experiments.store.entry_lock`).
+    read, not computed twice (``attnlib.experiments.store.entry_lock``).
 
     Raises
     ------
