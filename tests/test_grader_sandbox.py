@@ -56,6 +56,9 @@ def own_tmp(tmp_path, monkeypatch):
     d = tmp_path / "sandboxes"
     d.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(d))
+    # and no experiment cache to copy into them (no submission here reads one; the project's
+    # holds ~190 results once the chapters have run)
+    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path / "no-cache"))
     return d
 
 
