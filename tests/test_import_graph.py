@@ -430,7 +430,9 @@ def test_every_name_the_book_uses_is_listed():
 def test_import_attnlib_stays_light():
     """``import attnlib`` loads neither cvxpy nor matplotlib; the lazy names resolve to their
     homes on first use, and ``al.train`` is the function even when the subpackage
-    ``attnlib.train`` was imported first (the import system binds it on the package)."""
+    ``attnlib.train`` was imported first (the import system binds it on the package); cvxpy
+    is imported where a problem is built, not by the experiments, explorers or a fast-path
+    solve."""
     code = ("import sys, attnlib as al\n"
             "heavy = [m for m in ('torch', 'cvxpy', 'matplotlib', 'ipywidgets') "
             "if m in sys.modules]\n"
@@ -441,5 +443,14 @@ def test_import_attnlib_stays_light():
             "for name, home in homes.items():\n"
             "    assert getattr(al, name) is getattr(importlib.import_module(home), name), name\n"
             "for mod in ('optimality', 'examples', 'explorers', 'figures'):\n"
-            "    assert getattr(al, mod).__name__ == 'attnlib.' + mod\n")
+            "    assert getattr(al, mod).__name__ == 'attnlib.' + mod\n"
+            # cvxpy (about a second) only where a problem is built: not for the fast path
+            "assert 'cvxpy' not in sys.modules\n"
+            "import torch\n"
+            "X = torch.tensor([[[1., 0.], [0., 1.]], [[2., 0.], [0., 1.]]], dtype=torch.float64)\n"
+            "z = torch.tensor([[1., 0.], [1., 0.]], dtype=torch.float64)\n"
+            "W = al.svm.att_svm(X, z, torch.tensor([0, 0]))\n"
+            "assert abs(float(W[0, 0]) - 0.5) < 1e-6 and 'cvxpy' not in sys.modules, W\n"
+            "al.svm.att_svm_primal(X.numpy(), z.numpy(), [0, 0])\n"
+            "assert 'cvxpy' in sys.modules\n")
     _run_fresh(code, timeout=300)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import cvxpy as cp
 import numpy as np
 
 from attnlib.svm.config import CLARABEL_TIGHT
@@ -105,6 +104,8 @@ def farkas(r, ratio: float) -> bool:
         return False  # homogeneous: w = 0 is feasible
     b, c = b / big, c / big
     eq = len(c) > 0
+    import cvxpy as cp  # (here only: a process that never needs it does not pay its import)
+
     lam = cp.Variable(len(b), nonneg=True)
     mu = cp.Variable(len(c)) if eq else None
     res = (A.T @ lam if len(b) else 0) + (C.T @ mu if eq else 0)

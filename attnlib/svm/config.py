@@ -19,6 +19,7 @@ infeasibility, :class:`UncertifiedError` when no attempt could be certified.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 from dataclasses import dataclass
 
@@ -152,6 +153,8 @@ def check_solver(name, arg: str = "solver") -> str:
     if not isinstance(name, str) or not name:
         raise ValueError(f"{arg}: expected a cvxpy solver name, got {name!r}")
     s = name.upper()
+    if s == "CLARABEL" and importlib.util.find_spec("clarabel") is not None:
+        return s  # the default solver, installed: no need to import cvxpy (about a second) to know
     known, installed = _solvers()
     if s not in installed:
         why = "is not installed" if s in known else "is not a cvxpy solver"

@@ -33,14 +33,16 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import cvxpy as cp
 import numpy as np
 
 from attnlib.svm.certificate import certify, farkas
 from attnlib.svm.config import CLARABEL_TIGHT, InfeasibleError, SolveConfig, UncertifiedError
 from attnlib.svm.fast import farkas_check, ldp, ldp_eq, nuclear_ipm, rank_one
+
+if TYPE_CHECKING:  # cvxpy is imported where a problem is built (its import costs about a
+    import cvxpy as cp  # second, which a process that only takes the fast paths need not pay)
 
 __all__ = ["Rows", "Infeasible", "compiled", "solve_all", "solve_many", "CHUNK"]
 
@@ -74,6 +76,8 @@ class Piece(NamedTuple):
 
 def _dual_vars(m, m_eq):
     """Multipliers lam >= 0 (inequalities), mu (equalities), and the b, c Parameters."""
+    import cvxpy as cp
+
     lam = cp.Variable(m, nonneg=True, name="lam") if m else None
     mu = cp.Variable(m_eq, name="mu") if m_eq else None
     b = cp.Parameter(m, name="b") if m else None
@@ -89,6 +93,8 @@ def _values(lam, mu):
 
 def _piece(m: int, m_eq: int, shape: tuple, norm) -> Piece:
     """The cvxpy objective and constraints of one instance, with Parameters for its data."""
+    import cvxpy as cp
+
     D = math.prod(shape)
     if norm == "fro":  # dual QP: max b'lam + c'mu - 1/2 ||A'lam + C'mu||^2, w = A'lam + C'mu
         lam, mu, b, c, obj = _dual_vars(m, m_eq)
@@ -158,6 +164,8 @@ def compiled(m: int, m_eq: int, shape: tuple, norm, k: int = 1) -> Compiled:
     Built once per (shape, norm, k) and cached; its data are Parameters (DPP), so every later
     solve only substitutes numbers.
     """
+    import cvxpy as cp
+
     pieces = [_piece(m, m_eq, shape, norm) for _ in range(k)]
     prob = cp.Problem(cp.Minimize(sum(p.objective for p in pieces)),
                       [con for p in pieces for con in p.constraints])
@@ -191,6 +199,8 @@ def _attempts(comp: Compiled, solver: str, config: SolveConfig) -> list:
 def _run(comp: Compiled, items: list, solver: str, opts: dict, warm: bool):
     """One solver call on ``items``: ("solved", [(w, lam, mu)]), ("infeasible", None) or
     ("failed", reason)."""
+    import cvxpy as cp
+
     for piece, r in zip(comp.pieces, items):
         piece.load(r)
     try:

@@ -3,12 +3,13 @@
 Readable, slow (a Python loop over constraints and a fresh canonicalisation per call) and
 independent of the fast path (:mod:`attnlib.svm.engine` solves duals of vectorized rows): the
 documentation's statement of each problem and the tests' oracle. Arguments are numpy arrays of
-one instance; each function returns ``(optimal value, solution)``.
+one instance; each function returns ``(optimal value, solution)``. cvxpy is imported when a
+problem is first built (its import costs about a second, which a process that never solves
+one need not pay).
 """
 
 from __future__ import annotations
 
-import cvxpy as cp
 import numpy as np
 
 __all__ = ["att_svm_primal", "prompt_svm_primal", "head_svm_primal"]
@@ -17,6 +18,8 @@ _TIGHT = dict(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=
 
 
 def _norm(x, norm):
+    import cvxpy as cp
+
     if norm == "fro":
         return cp.norm(cp.vec(x, order="C"), 2)
     if norm == "nuc":
@@ -32,6 +35,8 @@ def att_svm_primal(X, z, alpha, norm="fro", mask=None):
     readable statement that :func:`att_svm` (the fast path) is tested against. Returns
     ``(optimal value, W)`` as numpy. See chapter 2, *The Att-SVM and gradient descent*.
     """
+    import cvxpy as cp
+
     n, T, d = X.shape
     W = cp.Variable((d, d))
     cons = [(X[i, alpha[i]] - X[i, t]) @ W @ z[i] >= 1
@@ -49,6 +54,8 @@ def prompt_svm_primal(X, alpha, W=None, norm="fro", rhs=None):
     The readable statement that :func:`prompt_svm` and :func:`relaxed_prompt_svm` are tested
     against. Returns ``(optimal value, p)`` as numpy. See chapter 2.
     """
+    import cvxpy as cp
+
     n, T, d = X.shape
     W = np.eye(d) if W is None else W
     p = cp.Variable(d)
@@ -66,6 +73,8 @@ def head_svm_primal(X, Y, alpha, norm="fro"):
     The readable statement that :func:`head_svm` is tested against. Returns
     ``(optimal value, v)`` as numpy. See chapter 4, *Training the head too*.
     """
+    import cvxpy as cp
+
     n, _, d = X.shape
     v = cp.Variable(d)
     cons = [Y[i] * (X[i, alpha[i]] @ v) >= 1 for i in range(n)]
