@@ -88,6 +88,25 @@ def test_a_submission_that_leaves_its_session_dies_at_the_limit(own_tmp, mode):
                     f"{run.output_tail}")
 
 
+@pytest.mark.parametrize("mode", [pytest.param("namespace", marks=NEEDS_NS), "none"])
+def test_a_busy_submission_dies_at_its_cpu_limit(own_tmp, mode):
+    """The CPU-time limit holds in both sandboxes. In the namespace sandbox the collector is
+    the first process of its PID namespace, which the kernel does not signal for a
+    default-action SIGXCPU: only the hard limit stops it there, so the hard limit is the
+    limit."""
+    import resource
+
+    nb = tg.student_with({0: "while True:\n    pass\n"}, edit=only_the_answer)
+    lim = sb.Limits(wall=60, cpu=2, output=10_000)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = _collect(nb, lim, mode, **({"unsafe": True} if mode == "none" else {}))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert run.status == "killed", (run.status, run.message, run.output_tail)
+    assert run.message == f"the run stopped early: the CPU-time limit of {lim.cpu} s"
+    assert used < lim.cpu + 1.0, used  # stopped at the limit, not seconds after it
+
+
 def _attempts(targets: dict) -> str:
     """A cell that tries each hostile action and prints which ones worked."""
     lines = ["import json, os, sys, glob, signal, sqlite3, pwd\nfrom pathlib import Path\n"

@@ -132,7 +132,10 @@ def _limit(lim: Limits):
     def pre():  # runs between fork and exec: only calls into C, no imports, no locks
         mem = lim.memory_mb * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_CPU, (lim.cpu, lim.cpu + 5))
+        # hard = soft: in the namespace sandbox the collector is the first process of its PID
+        # namespace, which the kernel does not signal for SIGXCPU (the soft limit); the
+        # hard limit's SIGKILL reaches it, so the hard limit is the limit
+        resource.setrlimit(resource.RLIMIT_CPU, (lim.cpu, lim.cpu))
         resource.setrlimit(resource.RLIMIT_FSIZE, (lim.file_mb * 2**20,) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     return pre
