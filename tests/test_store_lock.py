@@ -128,3 +128,34 @@ def test_cache_clear_removes_free_locks_and_keeps_a_held_one(fakes):  # noqa: F8
         holder.wait()
     store.cache_clear()
     assert not path.exists()
+
+
+def test_an_entry_written_just_before_the_lock_is_read_not_computed_again(fakes, monkeypatch):  # noqa: F811
+    """A process that missed the cache, then took the lock just after another one wrote the
+    entry and let go of it, reads that entry."""
+    import contextlib
+
+    calls = []
+
+    def counted(seed: int = 0):
+        calls.append(seed)
+        return {"x": float(len(calls))}, {}
+
+    fakes("counted", counted)
+    experiments.run("counted")
+    (folder,) = [p for p in store.cache_dir().iterdir() if p.is_dir()]
+    entry = {f.name: f.read_bytes() for f in folder.iterdir()}
+    store.cache_clear()
+    real = store.entry_lock
+
+    @contextlib.contextmanager
+    def written_just_before(where, wait=True):
+        where.mkdir(parents=True, exist_ok=True)
+        for name, data in sorted(entry.items(), key=lambda kv: kv[0].endswith(".json")):
+            (where / name).write_bytes(data)  # the other process's entry, the JSON last
+        with real(where, wait=wait) as free:
+            yield free
+
+    monkeypatch.setattr(store, "entry_lock", written_just_before)
+    r = experiments.run("counted")
+    assert r.cached and r.numbers["x"] == 1.0 and calls == [0]

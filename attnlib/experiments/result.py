@@ -298,11 +298,15 @@ def _run(name: str, cache, settings: dict, wait: bool) -> Result:
     hit = _cached(folder, name, key, params)
     if hit is not None:
         return hit
+    entry = folder / f"{name}.json"
+    absent = not entry.exists()
     # computed once: a second process that needs it now waits here and reads the entry
     with store.entry_lock(folder, wait=wait) as free:
-        hit = None if free else _cached(folder, name, key, params)
-        if hit is not None:
-            return hit
+        # written meanwhile: while this process waited, or by one that finished just before
+        if not free or (absent and entry.exists()):
+            hit = _cached(folder, name, key, params)
+            if hit is not None:
+                return hit
         res = _compute(exp, name, params)
         try:
             store.write_entry(folder, name, dict(res._meta(), key=key, device=device,
