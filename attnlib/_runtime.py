@@ -1,7 +1,8 @@
 """Runtime policy: the default device, dtype checks, and the thread policy for tiny problems.
 
-One device default for the whole package: :func:`default_device` (CUDA when available, else
-CPU). One floating default: float64. One thread policy: :func:`few_threads`.
+One device default for the whole package: :func:`default_device` (``$ATTNLIB_DEVICE`` when
+set, else CUDA when available, else CPU). One floating default: float64. One thread policy:
+:func:`few_threads`.
 
 This module is package-internal: other attnlib modules import its public names.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 
 import torch
@@ -26,9 +28,30 @@ __all__ = ["default_device", "resolve_device", "resolve_dtype", "few_threads",
 SMALL_WORK = 2e5
 
 
+#: The environment variable that overrides :func:`default_device` (``cpu``, ``cuda``, ``cuda:1``).
+DEVICE_ENV = "ATTNLIB_DEVICE"
+
+
 def default_device() -> torch.device:
-    """CUDA when available, else CPU (the book's default device, the ONE default)."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """The book's default device, the ONE default: ``$ATTNLIB_DEVICE`` when it is set, else
+    CUDA when available, else CPU.
+
+    ``ATTNLIB_DEVICE=cpu`` on a GPU machine reproduces the book's own numbers, which were
+    computed on a CPU (a GPU rounds differently; see README.md, "Running on a GPU"); the unit
+    tests set it (tests/conftest.py) and ask for ``device="cuda"`` where they test the GPU.
+
+    Raises
+    ------
+    ValueError
+        If ``$ATTNLIB_DEVICE`` is not a device, or names a GPU this machine does not have.
+    """
+    named = os.environ.get(DEVICE_ENV, "").strip()
+    if not named:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return resolve_device(named)
+    except ValueError as err:
+        raise ValueError(f"{DEVICE_ENV}={named!r}: {err}") from None
 
 
 def resolve_device(device=None) -> torch.device:

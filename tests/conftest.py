@@ -8,6 +8,11 @@ import pytest
 import torch
 from hypothesis import settings
 
+# The unit tests run on the CPU also on a GPU machine (their oracles are CPU code: numpy, scipy,
+# cvxpy); a test of the GPU asks for device="cuda" and is marked ``cuda``.  Set before attnlib
+# is imported; subprocesses (nbval, the grader) inherit it.
+os.environ["ATTNLIB_DEVICE"] = "cpu"
+
 # The browser tests' session fixtures (tests/site_helpers.py), defined here once: one web server
 # and one headless Chromium per worker for the whole session.  (A session fixture imported into
 # a test module is defined again for that module: each module then started its own Chromium.)

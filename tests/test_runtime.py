@@ -12,12 +12,51 @@ def blas_threads():
             if lib["user_api"] == "blas"}
 
 
-def test_default_device_is_cuda_when_available():
+def test_default_device_is_cuda_when_available(monkeypatch):
+    monkeypatch.delenv(R.DEVICE_ENV, raising=False)
     want = "cuda" if torch.cuda.is_available() else "cpu"
     assert R.default_device() == torch.device(want)
     assert R.resolve_device(None) == R.default_device()
     assert R.resolve_device("cpu") == torch.device("cpu")
     assert R.resolve_device(torch.device("cpu")) == torch.device("cpu")
+
+
+def test_the_suite_runs_on_the_cpu_unless_a_test_asks():
+    """conftest.py sets ATTNLIB_DEVICE=cpu: the oracles are CPU code and the book's numbers
+    were computed on a CPU; a GPU test names device="cuda"."""
+    assert R.default_device() == torch.device("cpu")
+
+
+@pytest.mark.parametrize("named, want", [("cpu", "cpu"), (" cpu ", "cpu"), ("", None)])
+def test_attnlib_device_names_the_default(monkeypatch, named, want):
+    """$ATTNLIB_DEVICE is the default of every function that takes ``device=None``; empty is
+    unset."""
+    from attnlib.data import random_data
+
+    monkeypatch.setenv(R.DEVICE_ENV, named)
+    want = torch.device(want or ("cuda" if torch.cuda.is_available() else "cpu"))
+    assert R.default_device() == want == R.resolve_device(None)
+    assert random_data(2, 3, 2, seed=0).X.device.type == want.type
+
+
+@pytest.mark.cuda
+def test_attnlib_device_cuda(monkeypatch):
+    from attnlib.data import random_data
+
+    monkeypatch.setenv(R.DEVICE_ENV, "cuda")
+    assert R.default_device().type == "cuda"
+    assert random_data(2, 3, 2, seed=0).X.device.type == "cuda"
+    assert R.resolve_device("cpu") == torch.device("cpu")  # an explicit device still wins
+
+
+@pytest.mark.parametrize("named", ["gpu0", "cuda:99"] + ([] if torch.cuda.is_available()
+                                                           else ["cuda"]))
+def test_attnlib_device_rejects(monkeypatch, named):
+    monkeypatch.setenv(R.DEVICE_ENV, named)
+    with pytest.raises(ValueError, match=rf"^ATTNLIB_DEVICE='{named}': device: expected "):
+        R.default_device()
+    with pytest.raises(ValueError, match="ATTNLIB_DEVICE"):
+        R.resolve_device(None)
 
 
 @pytest.mark.parametrize("bad", ["gpu0", 3.5, "cuda:99"])
