@@ -225,16 +225,17 @@ def enumerate_selections(data, norm="fro", *, param="W", W=None, mask=None, tol=
         raise ValueError(f"data: T^n = {T}^{n} = {T**n} selections exceed max_selections="
                          f"{max_selections}")
     m = as_mask(mask, X)
-    alphas = torch.tensor(list(itertools.product(range(T), repeat=n)), dtype=torch.long)
-    opt = optimal_tokens(data, mask=m).cpu()
+    alphas = torch.tensor(list(itertools.product(range(T), repeat=n)), dtype=torch.long,
+                          device=X.device)
+    opt = optimal_tokens(data, mask=m)
     feas, loc = [], []
     for a in alphas:  # one SVM solve per selection (tiny instances only)
-        if m is not None and not bool(m.cpu()[torch.arange(n), a].all()):
+        if m is not None and not bool(m[torch.arange(n, device=X.device), a].all()):
             feas.append(False)
             loc.append(False)
             continue
-        f, lo = _local(data, a.to(X.device), norm, param, W, m, tol, score_tol)
+        f, lo = _local(data, a, norm, param, W, m, tol, score_tol)
         feas.append(bool(f))
         loc.append(bool(lo))
-    return Selections(alphas, torch.tensor(feas), torch.tensor(loc),
-                      (alphas == opt).all(-1))
+    return Selections(alphas, torch.tensor(feas, device=X.device),
+                      torch.tensor(loc, device=X.device), (alphas == opt).all(-1))

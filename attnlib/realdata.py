@@ -281,7 +281,7 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float | tuple 
             opt.step()
             if k % eval_every == 0 or k == steps:
                 record(k)
-    out = {"step": torch.tensor(steps_seen)}
+    out = {"step": torch.tensor(steps_seen, device=data.X.device)}
     for key, val in rec.items():
         x = torch.stack(val)  # (C, L*S, ...)
         out[key] = x.reshape(x.shape[0], L, S, *x.shape[2:]).transpose(0, 1)  # (L, C, S, ...)
@@ -416,7 +416,7 @@ def compare(data: DigitSplits | None = None, lp: float = 1.1, steps: int = 1000,
     if set(lrs) != set(OPTIMIZERS):
         raise ValueError(f"lrs must give a grid for each of {OPTIMIZERS}, got {sorted(lrs)}")
     Xte, _, zte = data.part("test")
-    b = torch.arange(len(tuple(seeds)))
+    b = torch.arange(len(tuple(seeds)), device=data.X.device)
     out = {}
     for name in OPTIMIZERS:
         run = fit(data, name, lrs[name], lp, steps, eval_every, seeds, init_scale, progress)

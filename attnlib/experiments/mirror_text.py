@@ -62,7 +62,7 @@ SHOWN = 8  # test sentences whose attention is kept for the figures and the expl
 
 def _measure(run, li, ck, data, rel_te):
     """Metrics of one optimizer's validation-selected models (per seed) and its curves."""
-    b = torch.arange(ck.shape[0])
+    b = torch.arange(ck.shape[0], device=ck.device)
     W = run["W"][li, ck, b]  # (S, d, d)
     Xtr, Ytr, ztr = data.part("train")
     Xte, _, zte = data.part("test")
