@@ -15,6 +15,7 @@ import torch
 
 from .. import plots
 from .._runtime import few_threads
+from .._validate import to_numpy
 from ..metrics import correlation
 from .framework import Control, Explorer, with_static
 
@@ -257,7 +258,7 @@ def best_attention(gamma, lam: float) -> np.ndarray:
     r"""The best attention of the λ head, :math:`\arg\max_{s \in \Delta}\ \sum_t s_t\gamma_t -
     \lambda\|s\|^2` (orthonormal tokens): the projection of :math:`\gamma/(2\lambda)` onto the
     simplex (sparsemax); for λ = 0 (a linear head) the one-hot of the best token."""
-    gam = np.asarray(gamma, dtype=float)
+    gam = np.asarray(to_numpy(gamma), dtype=float)
     if lam <= 0:
         return np.eye(gam.size)[int(gam.argmax())]
     y = gam / (2.0 * lam)

@@ -125,13 +125,13 @@ def reference(keys, gamma, alpha, p0, *, lr=0.1, normalized=True, loss="logistic
         of :func:`attnlib.train`.
     """
     _check_settings(lr, normalized, loss, iterations)
-    K = torch.as_tensor(keys, dtype=torch.float64)
-    g = torch.as_tensor(gamma, dtype=torch.float64)
+    K = torch.as_tensor(keys, dtype=torch.float64, device="cpu")  # the example's device (below)
+    g = torch.as_tensor(gamma, dtype=torch.float64, device="cpu")
     if K.ndim != 3 or K.shape[-1] != 2 or g.shape != K.shape[:2]:
         raise ValueError(f"keys, gamma: expected shapes (n, T, 2) and (n, T), got "
                          f"{tuple(K.shape)} and {tuple(g.shape)}")
     n, T, _ = K.shape
-    a = torch.as_tensor(alpha, dtype=torch.int64)
+    a = torch.as_tensor(alpha, dtype=torch.int64, device="cpu")
     if a.shape != (n,) or (a < 0).any() or (a >= T).any():
         raise ValueError(f"alpha: expected {n} token indices in [0, {T}), got {alpha!r}")
     # the prompt model of the examples: tokens (k, gamma), W = diag(1, 1, 0), v = (0, 0, 1)

@@ -196,7 +196,7 @@ def plot_attention(res, images: int = 4):
 
     data = realdata.digits_tokens(split_seed=res.params["split_seed"])
     Xte, _, zte = data.part("test")
-    X, z = Xte[:images], zte[:images]
+    X, z = Xte[:images].cpu(), zte[:images].cpu()  # drawn with the stored (numpy) weights
     keys = ("md", "gd", "adam")
     fig, axes = _plots.new_figure(images, 1 + len(keys), figsize=(2.0 * (1 + len(keys)),
                                                                   2.0 * images))

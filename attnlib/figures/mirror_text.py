@@ -178,7 +178,7 @@ def plot_digit_overlay(res, images: int = 4, seed: int = 0):
 
     data = realdata.digits_tokens(split_seed=res.params["split_seed"])
     Xte, _, zte = data.part("test")
-    X, z = Xte[:images].double(), zte[:images].double()
+    X, z = Xte[:images].cpu().double(), zte[:images].cpu().double()  # as the stored weights
     keys = ("md", "gd", "adam")
     names = {"md": f"ℓ{res.params['lp']:g}-MD", "gd": "GD", "adam": "Adam"}
     att = {k: torch.softmax(torch.einsum("ntd,de,ne->nt", X, torch.as_tensor(

@@ -13,6 +13,7 @@ import numpy as np
 
 import attnlib.plots.style as style
 
+from .._validate import to_numpy
 from .style import COLORS, MARKERS, PALETTE, SCORE_CMAP, as_array, as_points, target_axes
 
 __all__ = ["token_names", "token_scatter", "rays", "trajectories", "token_plane"]
@@ -118,7 +119,7 @@ def token_scatter(X, scores=None, *, ax=None, optimal=None, selected=None, suppo
                        c="white" if g is not None else COLORS[i % len(COLORS)],
                        edgecolors=PALETTE["ink"], linewidths=0.6, label=f"input {i + 1}")
         if optimal is not None:
-            o = int(np.asarray(optimal).reshape(-1)[i])
+            o = int(to_numpy(optimal).reshape(-1)[i])
             ax.scatter(X[i, o, 0], X[i, o, 1], marker="*", s=3.2 * size, c="none",
                        edgecolors=PALETTE["target"], linewidths=1.2, zorder=4)
         if annotate:
@@ -184,7 +185,7 @@ def ray_segments(directions, length, origin=(0.0, 0.0)):
     D = as_points(directions, "directions", 2)  # (k, 2)
     norms = np.linalg.norm(D, axis=-1, keepdims=True)
     D = D / np.where(norms > 0, norms, 1.0)
-    o = np.asarray(origin, dtype=float)
+    o = as_array(origin, "origin")
     return [([o[0], o[0] + length * d[0]], [o[1], o[1] + length * d[1]]) for d in D]
 
 
@@ -231,7 +232,7 @@ def arrowheads(ax, P, colors, arrow_every=None):
     """The arrowheads of :func:`trajectories` (one quiver call draws them all): about six per
     trajectory of ``P`` (B, S, 2), each in its trajectory's colour. Returns the Quiver, or
     None when no trajectory moves."""
-    P = np.asarray(P)
+    P = to_numpy(P)
     B, S, _ = P.shape
     step = arrow_every or max(1, S // 6)
     heads = []  # (x, y, dx, dy, colour) of every arrowhead
