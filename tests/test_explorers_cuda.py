@@ -5,9 +5,9 @@ built and drawn as the book's build does (the static renderer, here one page of 
 the chapter's setting and one changed control, the second drawn by the explorer's in-place
 update when it has one), and once more live (``LiveExplorer.update``, as moving a control
 does; needs ipywidgets); every experiment's figure, and the figure helpers the chapters call,
-are drawn from a result computed on CUDA at tiny settings (the cheapest allowed settings of
-``tests/test_experiment_settings_sampled.py``). Each figure is rendered to PNG, so that data
-matplotlib converts only when it draws is converted too.
+are drawn from a result computed on CUDA at tiny settings (those of
+``tests/test_experiments_cuda.py``, which checks the experiments' numbers there). Each figure
+is rendered to PNG, so that data matplotlib converts only when it draws is converted too.
 
 Oracle: nothing raises (a CUDA tensor that reaches numpy or matplotlib, or meets a CPU tensor,
 raises), and every page or figure has its frames and panels. The numbers are checked on the
@@ -20,12 +20,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import io
-import random
 
 import matplotlib.pyplot as plt
 import pytest
 import torch
-from test_experiment_settings_sampled import sample
+from test_experiments_cuda import tiny_settings
 
 import attnlib.experiments as E
 from attnlib import explorers
@@ -35,18 +34,12 @@ from attnlib.explorers import StaticExplorer
 pytestmark = pytest.mark.cuda
 DEVICE = "cuda"  # the device under test (the default device of every test here)
 
-# tiny settings where the cheapest sampled ones are refused (a size below a declared minimum)
-# or leave nothing to draw
-TINY = {
-    "mm_local_cone": dict(mus=(0.001, 0.3), radii=(0.5, 1.0), r0=1.0, steps=20,
-                          record_every=10),
-    "md_bias": dict(lps=(1.25, 2.0)),
+# beyond the experiments' tiny settings (tests/test_experiments_cuda.py): what the explorers
+# need to have something to show
+MORE = {
     "md_text": dict(n=40),  # test sentences to show (the explorer opens on one)
     "tf_global_fraction": dict(ds=(2, 4)),  # two sizes for the sweep explorer's slider
 }
-# an experiment whose cheapest sizes accept no run: its own small settings instead
-FIXED = {"tf_multi_token": dict(accepted=1, ds=(4,), record_every=1000, chunk=16,
-                                progress=False)}
 
 # the explorers' functions that keep what they computed (cleared: computed here, on DEVICE)
 _MEMOS = ("max_margin.token_plane_data", "max_margin._selection_data", "mirror.mirror_data",
@@ -75,20 +68,9 @@ def on_device(tmp_path_factory):
     plt.close("all")
 
 
-def _tiny_settings(name: str) -> dict:
-    if name in FIXED:
-        s = dict(FIXED[name])
-    else:
-        s = sample(name, random.Random(f"sampled-{name}"), cheapest=True)
-        s.update(TINY.get(name, {}))
-    if "device" in E.get(name).settings:
-        s["device"] = DEVICE  # also where the experiment's own default is the CPU
-    return s
-
-
 def result(name: str):
     """Experiment ``name`` at its tiny settings, computed on DEVICE (cached in this module)."""
-    return E.run(name, **_tiny_settings(name))
+    return E.run(name, **{**tiny_settings(name, DEVICE), **MORE.get(name, {})})
 
 
 def _png(fig) -> bytes:
