@@ -238,7 +238,7 @@ def sentences_svm(steps: int = 3000, seeds: int = 3, n: int = 48, T: int = 8, di
     svms = {}  # (selection, q) -> the ℓq-AttSVM (or None: infeasible, uncertified), solved once
 
     def svm(a, q):
-        key = (a.numpy().tobytes(), q)
+        key = (a.cpu().numpy().tobytes(), q)
         if key not in svms:
             try:
                 svms[key] = att_svm(X, z, a, norm=q)
