@@ -248,9 +248,11 @@ def test_joint_example_figure_as_chapter_4_draws_it():
 
 
 def test_plots_take_cuda_tensors():
-    """``attnlib.plots`` takes tensors on any device (chapter 1 passes the example's)."""
+    """``attnlib.plots`` (and ``mid_margin_line``) take tensors on any device (chapter 1
+    passes the example's)."""
     import attnlib as al
     from attnlib import plots
+    from attnlib.figures.tf_svm import mid_margin_line
 
     ex = al.examples.three_token_example("global")
     X, g = ex.data.X[0, :, :2], al.tokens.scores(ex.data)[0]
@@ -267,4 +269,5 @@ def test_plots_take_cuda_tensors():
     plots.curves(steps, {"p": P[0, :, 0]}, ax=axes[0], mark=steps[3])
     plots.histogram({"a": g, "b": g + 1}, ax=axes[1])
     plots.matrix_image(ex.data.X[0], ax=axes[2], values=ex.data.X[0])
+    assert mid_margin_line(X[0], X[1]).shape == (2, 2)
     assert _png(fig) and _png(fig2)

@@ -25,7 +25,7 @@ from ..plots import (
     sweep_curves,
     token_plane,
 )
-from ..plots.style import power_ticks
+from ..plots.style import as_array, power_ticks
 from .tf_svm_heads import (  # chapter 7's figures live there
     mean_markers,
     plot_lambda,
@@ -51,7 +51,7 @@ def mid_margin_line(p, x_sel, reach: float = 1e3):
     r"""Two far points of the mid-margin line :math:`\{x : p^\top x = p^\top x_{\rm sel} -
     \tfrac12\}` of one query, :math:`p = W^{mm} z_i` (the official dotted line): it passes
     through :math:`x_{\rm sel} - p/(2\|p\|^2)`, perpendicular to p. Returns (2, 2)."""
-    p, x_sel = np.asarray(p, dtype=float), np.asarray(x_sel, dtype=float)
+    p, x_sel = as_array(p, "p"), as_array(x_sel, "x_sel")  # (tensors on any device too)
     c = x_sel - p / (2.0 * float(p @ p))
     u = np.array([-p[1], p[0]]) / np.linalg.norm(p)
     return np.stack([c - reach * u, c + reach * u])
