@@ -262,7 +262,7 @@ def test_plots_take_cuda_tensors():
     plots.token_plane(X, g, paths=P, directions=X[:2], ax=ax, title="tokens")
     plots.token_scatter(X, g, ax=ax, optimal=al.tokens.optimal_tokens(ex.data),
                         selected=torch.tensor([0], device=X.device), colorbar=False)
-    plots.rays(X[:2], ax=ax, origin=torch.zeros(2, device=X.device), length=2.0)
+    plots.rays([X[0], X[1]], ax=ax, origin=torch.zeros(2, device=X.device), length=2.0)
     plots.square_view(ax, X)
     fig2, axes = plots.new_figure(1, 3)
     steps = torch.arange(7, device=X.device)

@@ -239,12 +239,20 @@ def new_figure(nrows=1, ncols=1, *, figsize=None, **subplot_kw):
     return fig, axes
 
 
+def _on_host(a):
+    """``a`` with every tensor in it (also inside lists and tuples) as a numpy array."""
+    if isinstance(a, (list, tuple)):
+        return [_on_host(x) for x in a]
+    return to_numpy(a) if hasattr(a, "detach") else a
+
+
 def as_array(a, name="array"):
-    """``a`` (torch tensor, numpy array or list) as a float numpy array."""
+    """``a`` (a torch tensor on any device, a numpy array, or a list of these or of numbers)
+    as a float numpy array."""
     if a is None:
         return None
     try:
-        return np.asarray(to_numpy(a), dtype=float)
+        return np.asarray(_on_host(a), dtype=float)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{name} must be numeric array-like, got {type(a).__name__}") from err
 
