@@ -17,6 +17,8 @@ import pytest
 import yaml
 from site_helpers import toc_files
 
+from attnlib.course.plain import CHAPTER_DEVICE, install_cell_source
+
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -82,6 +84,12 @@ def test_first_cell_installs_attnlib_in_colab(path):
     # `%pip install ...` or `subprocess.run([sys.executable, "-m", "pip", "install", ...])`
     assert re.search(r"\bpip\b", src) and re.search(r"\binstall\b", src) and REPO_URL in src, \
         f"the Colab cell must pip-install attnlib from {REPO_URL} (repository.url of _config.yml)"
+    # the chapter computes on the CPU also where a GPU is (the book's numbers); before any
+    # other code, and in the plain export's install cell too
+    assert src.splitlines().count(CHAPTER_DEVICE) == 1, \
+        f"the first cell must set the chapter's device: {CHAPTER_DEVICE}"
+    assert CHAPTER_DEVICE in install_cell_source(REPO_URL, "v1")
+    assert not any(c.cell_type == "code" and "ATTNLIB_DEVICE" in c.source for c in nb.cells[1:])
 
 
 def _pins(path: Path) -> dict[str, str]:

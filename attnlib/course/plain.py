@@ -19,6 +19,11 @@ from attnlib.course.repo import ROOT, doc_path, git_ref, repo_url, toc_files
 
 INSTALL_MARK = "google.colab"
 
+#: The chapters compute on the CPU, also where a GPU is (Colab's GPU runtime, a workstation):
+#: their examples are small, run fastest there and give the book's own numbers (a GPU rounds
+#: differently). The first cell of every chapter sets it; $ATTNLIB_DEVICE set before overrides.
+CHAPTER_DEVICE = 'os.environ.setdefault("ATTNLIB_DEVICE", "cpu")'
+
 
 def install_cell_source(url: str, ref: str) -> str:
     """The one way the export installs attnlib on Colab: pinned to the release ``ref``.
@@ -28,8 +33,11 @@ def install_cell_source(url: str, ref: str) -> str:
     front end renders natively, so the explorers need no ``enable_custom_widget_manager()``
     (a third-party manager loaded from a CDN). tests/test_colab_widgets.py runs this cell
     with ipywidgets 7.7.1 and shows an explorer."""
-    return ("# Colab only: install attnlib at the book's release (elsewhere: see README.md).\n"
-            "import sys\n\n"
+    return ("# Set-up: the chapter computes on the CPU, where its small examples run fastest\n"
+            "# and give the book's numbers; in Colab, install attnlib at the book's release\n"
+            "# (elsewhere: see README.md).\n"
+            "import os\nimport sys\n\n"
+            f"{CHAPTER_DEVICE}\n"
             f'if "{INSTALL_MARK}" in sys.modules:\n'
             f'    %pip install -q "attnlib @ git+{url}@{ref}"')
 
