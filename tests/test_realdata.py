@@ -262,6 +262,15 @@ def _close(gpu, cpu, what):
     assert err <= CUDA_RTOL * scale, f"{what}: max |cuda - cpu| = {err:.3g}, scale {scale:.3g}"
 
 
+def _same_fraction(gpu, cpu, what):
+    """Fractions of samples (or entries): the same ones counted on both devices. A GPU's mean
+    may round the last bit differently (it multiplies by 1/n), so the fractions are equal to
+    1e-12; one sample counted differently moves a fraction by 1/n, at least 1e-4 here."""
+    assert gpu.device.type == "cuda", what
+    err = float((gpu.cpu() - cpu).abs().max())
+    assert err <= 1e-12, f"{what}: max |cuda - cpu| = {err:.3g}"
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("opt,lrs,kw", [("md", (0.3, 1.0), dict(lp=1.1)),
                                         ("md", (0.1,), dict(lp=(3.0,), normalized=True)),
@@ -275,7 +284,7 @@ def test_fit_on_cuda_agrees_with_cpu(opt, lrs, kw):
     for key in ("train_loss", "val_loss", "W", "v"):
         _close(gpu[key], cpu[key], f"fit {opt}: {key}")
     for key in ("train_acc", "val_acc", "test_acc"):
-        assert torch.equal(gpu[key].cpu(), cpu[key]), f"fit {opt}: {key}"
+        _same_fraction(gpu[key], cpu[key], f"fit {opt}: {key}")
     assert gpu["status"].ok == cpu["status"].ok
 
 
@@ -292,6 +301,6 @@ def test_compare_on_cuda_agrees_with_cpu():
         assert g["lr"] == c["lr"], name
         assert torch.equal(g["step"].cpu(), c["step"]), name
         for key in ("val_acc", "test_acc", "final_test_acc", "sparsity"):
-            assert torch.equal(g[key].cpu(), c[key]), f"{name}: {key}"
+            _same_fraction(g[key], c[key], f"{name}: {key}")
         for key in ("W", "l1_over_fro", "entropy", "top1", "curve_train_loss"):
             _close(g[key], c[key], f"compare {name}: {key}")

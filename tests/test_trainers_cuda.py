@@ -56,15 +56,15 @@ TRAIN_CASES = {
     "W": dict(param="W"),
     "W-logistic-eps": dict(param="W", eps=1e-9, lr=0.2),
     "W-unnormalized": dict(param="W", normalized=False, lr=0.5),
-    "KQ": dict(param="KQ", reg=1e-3),
+    "KQ": dict(param="KQ", reg=1e-3, steps=30),
     "p": dict(param="p"),
     "W+v": dict(param="W+v"),
     "p+v": dict(param="p+v"),
     "v": dict(param="v"),
-    "md-1.25": dict(param="W", method="md", lp=1.25),
+    "md-1.25": dict(param="W", method="md", lp=1.25, steps=30),
     "md-3": dict(param="W", method="md", lp=3.0, eps=1e-12),
     "md-unnormalized": dict(param="W", method="md", lp=1.5, normalized=False, lr=2.0),
-    "md-KQ": dict(param="KQ", method="md", lp=1.5),
+    "md-KQ": dict(param="KQ", method="md", lp=1.5, steps=30),
     "exp-loss": dict(param="W", loss="exp"),
     "correlation-loss": dict(param="W", loss="correlation"),
 }
@@ -72,9 +72,15 @@ TRAIN_CASES = {
 
 @pytest.mark.parametrize("case", TRAIN_CASES)
 def test_train_agrees_with_cpu(case):
-    kw = TRAIN_CASES[case]
+    """150 steps, or 30 where the run turns chaotic later: there a relative change of 1e-15 in
+    X moves the CPU's own result by 1e-9 (KQ), 8e-2 (ℓ1.25 MD on W) and 2e-7 (ℓ1.5 MD on KQ)
+    after 100 steps, and by at most 2e-14 after 30 (measured), so the GPU's other order of
+    summation, a few ulps a step, is amplified the same way (on an H200 after 150 steps:
+    1.2e-9, 2.5e-2 and 4.4e-2 of the largest entry)."""
+    kw = dict(TRAIN_CASES[case])
+    steps = kw.pop("steps", 150)
     cpu_data = data()
-    runs = both(lambda dev: al.train(cpu_data, steps=150, record_every=50, seed=3, device=dev,
+    runs = both(lambda dev: al.train(cpu_data, steps=steps, record_every=10, seed=3, device=dev,
                                      **kw))
     cpu, gpu = runs
     for name in ("W", "K", "Q", "p", "v"):
