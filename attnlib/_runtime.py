@@ -37,21 +37,25 @@ def default_device() -> torch.device:
     CUDA when available, else CPU.
 
     ``ATTNLIB_DEVICE=cpu`` on a GPU machine reproduces the book's own numbers, which were
-    computed on a CPU (a GPU rounds differently; see README.md, "Running on a GPU"); the unit
-    tests set it (tests/conftest.py) and ask for ``device="cuda"`` where they test the GPU.
+    computed on a CPU (a GPU rounds differently); every chapter sets it so. An empty value is
+    unset.
 
     Raises
     ------
     ValueError
-        If ``$ATTNLIB_DEVICE`` is not a device, or names a GPU this machine does not have.
+        If ``$ATTNLIB_DEVICE`` is not ``cpu``, ``cuda``, ``cuda:<n>`` or ``mps``, or names a
+        GPU this machine does not have.
     """
     named = os.environ.get(DEVICE_ENV, "").strip()
     if not named:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return resolve_device(named)
+        dev = resolve_device(named)
     except ValueError as err:
         raise ValueError(f"{DEVICE_ENV}={named!r}: {err}") from None
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"{DEVICE_ENV}={named!r}: expected cpu, cuda, cuda:<n> or mps")
+    return dev
 
 
 def resolve_device(device=None) -> torch.device:

@@ -67,6 +67,7 @@ def test_experiment_on_cuda_gives_the_cpu_targets_finite(name, monkeypatch, tmp_
     monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
     cpu = run_on(name, "cpu", monkeypatch)
     gpu = run_on(name, DEVICE, monkeypatch)
+    assert gpu.params.get("device", DEVICE) == DEVICE, gpu.params  # asked for the GPU
     missing = [t.key for t in E.get(name).targets
                if t.applies(gpu.params) and t.key not in gpu.numbers]
     assert not missing, f"{name} on {DEVICE}: declared targets not computed: {missing}"

@@ -21,8 +21,10 @@ INSTALL_MARK = "google.colab"
 
 #: The chapters compute on the CPU, also where a GPU is (Colab's GPU runtime, a workstation):
 #: their examples are small, run fastest there and give the book's own numbers (a GPU rounds
-#: differently). The first cell of every chapter sets it; $ATTNLIB_DEVICE set before overrides.
-CHAPTER_DEVICE = 'os.environ.setdefault("ATTNLIB_DEVICE", "cpu")'
+#: differently). The first cell of every chapter sets it; a non-empty $ATTNLIB_DEVICE set
+#: before wins (attnlib reads an empty one as unset).
+CHAPTER_DEVICE = ('os.environ["ATTNLIB_DEVICE"] = '
+                  'os.environ.get("ATTNLIB_DEVICE", "").strip() or "cpu"')
 
 
 def install_cell_source(url: str, ref: str) -> str:
@@ -33,8 +35,8 @@ def install_cell_source(url: str, ref: str) -> str:
     front end renders natively, so the explorers need no ``enable_custom_widget_manager()``
     (a third-party manager loaded from a CDN). tests/test_colab_widgets.py runs this cell
     with ipywidgets 7.7.1 and shows an explorer."""
-    return ("# Set-up: the chapter computes on the CPU, where its small examples run fastest\n"
-            "# and give the book's numbers; in Colab, install attnlib at the book's release\n"
+    return ("# Set-up: the book computes on the CPU, where its small examples run fastest and\n"
+            "# give the numbers printed in it; in Colab, install attnlib at the book's release\n"
             "# (elsewhere: see README.md).\n"
             "import os\nimport sys\n\n"
             f"{CHAPTER_DEVICE}\n"

@@ -37,8 +37,8 @@ Both experiments run on the CPU unless ``device`` says otherwise: the official n
 the round-off of a CPU, and a GPU rounds differently. On an NVIDIA H200 (float32 and float64
 reductions in another order) the float32 official loop on E1 stalls later (mean
 :math:`\|p(1000)\|` 17.1 instead of 15.7, smallest cosine at k = 1000 0.979 instead of 0.934)
-and the float64 loop with ε = 0 loses its direction a little later (largest cosine 0.557
-instead of 0.530): the three regimes stay what they are, the official digits do not.
+and the float64 loop with ε = 0 ends a little closer to it (largest cosine at k = 1000:
+0.557 instead of 0.530): the three regimes stay what they are, the official digits do not.
 
 The figures are in :mod:`attnlib.figures.max_margin_gd` and :mod:`attnlib.figures.mirror`.
 See chapters 2 and 9.
