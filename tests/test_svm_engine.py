@@ -378,3 +378,33 @@ def test_matrix_rows_against_loops():
     assert eq.c.tolist() == [0.7]
     none = matrix_rows(D, zn, active, 1.5, eq=(np.zeros((0, 2)), np.zeros((0, 2)), []))
     assert none.C is None and none.c is None
+
+
+def test_fresh_start_makes_an_answer_independent_of_the_one_before():
+    """A warm-started Clarabel answer depends on the instance solved before it (here by about
+    5e-6 of W, inside its certified tolerance); after ``fresh_start`` the next solve is the one
+    of a new process. ``attnlib.experiments.run`` starts each experiment so, and its numbers do
+    not depend on what ran before it."""
+    from attnlib.data import random_data
+    from attnlib.svm.engine import fresh_start
+
+    A, B = (random_data(4, 3, 6, trials=1, seed=s, device="cpu") for s in (1, 2))
+    fresh_start()
+    first = svm.att_svm(B, norm=1.5)
+    svm.att_svm(A, norm=1.5)
+    warm = svm.att_svm(B, norm=1.5)
+    svm.att_svm(A, norm=1.5)
+    fresh_start()
+    cold = svm.att_svm(B, norm=1.5)
+    assert not torch.equal(warm, first)  # the dependence removed (else this test shows nothing)
+    assert torch.equal(cold, first)
+
+
+def test_each_experiment_starts_its_solvers_cold(monkeypatch, tmp_path):
+    import attnlib.experiments.result as result
+
+    calls = []
+    monkeypatch.setattr(result, "fresh_start", lambda: calls.append(1))
+    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path))
+    result.run("mm_ray_risk", cache=False)
+    assert calls == [1]

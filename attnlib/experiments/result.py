@@ -18,6 +18,7 @@ import attnlib.experiments.store as store
 from attnlib._runtime import resolve_device, resolve_dtype
 from attnlib._validate import choice
 from attnlib.status import RunStatus, collect, total
+from attnlib.svm.engine import fresh_start
 
 from .ledger import record_target
 from .registry import Experiment, format_value, get, paper_of
@@ -333,6 +334,7 @@ def _cached(folder, name: str, key: str, params: dict) -> Result | None:
 
 
 def _compute(exp, name: str, params: dict) -> Result:
+    fresh_start()  # the SVM solvers start cold: the numbers do not depend on what ran before
     t0 = time.perf_counter()
     with collect() as reports:
         numbers, arrays = exp.func(**params)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+import weakref
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -157,6 +158,23 @@ class Compiled(NamedTuple):
     clarabel: dict  # extra Clarabel settings for this problem
 
 
+#: every compiled problem (see :func:`fresh_start`)
+_PROBLEMS: weakref.WeakSet = weakref.WeakSet()
+
+
+def fresh_start() -> None:
+    """Forget the solvers kept for warm starts: the next solve of every compiled problem
+    starts cold, as in a new process.
+
+    A warm-started Clarabel answer depends slightly on the instance solved before it (about
+    1e-6 relative, inside the tolerance it is certified to), so a result would depend on what
+    ran before it in the same process; ``attnlib.experiments.run`` calls this before each
+    experiment, whose numbers are then the same in any order.
+    """
+    for prob in list(_PROBLEMS):
+        prob._solver_cache.clear()
+
+
 @functools.lru_cache(maxsize=64)
 def compiled(m: int, m_eq: int, shape: tuple, norm, k: int = 1) -> Compiled:
     """``k`` independent instances of one shape as one cvxpy problem (their sum).
@@ -175,6 +193,7 @@ def compiled(m: int, m_eq: int, shape: tuple, norm, k: int = 1) -> Compiled:
         infeasible = ("infeasible", "infeasible_inaccurate")
     # a nuclear LMI's scaling block is dense: faer's supernodal LDL is ~2x faster from ~24 rows
     extra = dict(direct_solve_method="faer") if norm == "nuc" and sum(shape) >= 24 else {}
+    _PROBLEMS.add(prob)
     return Compiled(prob, pieces, infeasible, extra)
 
 
