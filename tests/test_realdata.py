@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from test_trainers_cuda import close
 
 from attnlib import realdata as rd
 
@@ -246,20 +247,12 @@ def test_bad_input(data):
 
 
 # ----------------------------------------------------------------------------- on a GPU
-# float64 on both devices: the GPU sums in another order, a few ulps a step; 30 steps of
-# these small models stay within 1e-9 of the CPU's weights (a device bug is an O(1) change)
-CUDA_RTOL = 1e-9
+# float64 on both devices, compared as the trainers are (test_trainers_cuda.close: 1e-9 of
+# the largest entry; 30 steps of these small models, a device bug is an O(1) change)
 
 
 def _on(device):
     return rd.digits_tokens(device=device, dtype=torch.float64)
-
-
-def _close(gpu, cpu, what):
-    assert gpu.device.type == "cuda", what
-    scale = float(cpu.abs().max()) or 1.0
-    err = float((gpu.cpu() - cpu).abs().max())
-    assert err <= CUDA_RTOL * scale, f"{what}: max |cuda - cpu| = {err:.3g}, scale {scale:.3g}"
 
 
 def _same_fraction(gpu, cpu, what):
@@ -282,7 +275,7 @@ def test_fit_on_cuda_agrees_with_cpu(opt, lrs, kw):
     cpu, gpu = rd.fit(_on("cpu"), opt, lrs, **args), rd.fit(_on("cuda"), opt, lrs, **args)
     assert gpu["step"].device.type == "cuda" and torch.equal(gpu["step"].cpu(), cpu["step"])
     for key in ("train_loss", "val_loss", "W", "v"):
-        _close(gpu[key], cpu[key], f"fit {opt}: {key}")
+        close(gpu[key], cpu[key], f"fit {opt}: {key}")
     for key in ("train_acc", "val_acc", "test_acc"):
         _same_fraction(gpu[key], cpu[key], f"fit {opt}: {key}")
     assert gpu["status"].ok == cpu["status"].ok
@@ -303,4 +296,4 @@ def test_compare_on_cuda_agrees_with_cpu():
         for key in ("val_acc", "test_acc", "final_test_acc", "sparsity"):
             _same_fraction(g[key], c[key], f"{name}: {key}")
         for key in ("W", "l1_over_fro", "entropy", "top1", "curve_train_loss"):
-            _close(g[key], c[key], f"compare {name}: {key}")
+            close(g[key], c[key], f"compare {name}: {key}")
