@@ -118,6 +118,15 @@ def test_figures_and_explorer_draw(res):
     assert 'data-explorer="word-attention"' in st.html and st.html.count("<img") >= 1
 
 
+def test_the_explorer_names_a_run_with_no_test_sentence_to_show():
+    # n = 6 leaves no sentence in the test split: no explorer can open on one
+    tiny = al.experiments.run("md_text", cache=False, n=6, steps=2, eval_every=1, seeds=1,
+                              progress=False)
+    assert np.asarray(tiny.arrays["words"]).shape[0] == 0
+    with pytest.raises(ValueError, match="result: this md_text run kept no test sentence"):
+        al.explorers.word_attention(tiny, mode="static")
+
+
 def test_fixed_head_must_match_d():
     data = text.sentiment_sentences(n=20, T=6, dim=8, distractors=1, seed=0)
     with pytest.raises(ValueError, match="v: expected shape"):

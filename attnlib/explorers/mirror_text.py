@@ -94,6 +94,10 @@ def representative_sentence(result, optimizer: str = "md", seed: int = 0) -> int
     explorer opens on a typical case, neither the best nor a failure."""
     a = result.arrays
     att = np.asarray(a[f"attention_{optimizer}"][int(seed)], dtype=float)  # (shown, T)
+    if att.shape[0] == 0:
+        raise ValueError(
+            f"result: this md_text run kept no test sentence to show (n={result.params['n']}: "
+            "a quarter of the sentences is the test split; run it with n >= 8)")
     rel = np.asarray(a["relevant"], dtype=int)[: att.shape[0]]
     mass = att[np.arange(att.shape[0]), rel]
     order = np.argsort(mass, kind="stable")
@@ -128,6 +132,8 @@ def word_attention(result=None, sentence: int | None = None, optimizer: str = "m
     """
     result = run("md_text", **TEXT_SETTINGS) if result is None else result
     shown = int(np.asarray(result.arrays["words"]).shape[0])
+    if shown == 0:
+        representative_sentence(result, optimizer, seed)  # raises: no sentence to show
     seeds = int(np.asarray(result.arrays["attention_md"]).shape[0])
     if sentence is None:
         sentence = representative_sentence(result, optimizer, seed)
