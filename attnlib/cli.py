@@ -316,6 +316,10 @@ def cmd_cache(args) -> int:
     else:
         n = store.cache_clear()
         print(f"removed {n} cache entr{'y' if n == 1 else 'ies'} from {store.cache_dir()}")
+        left = store.cache_info()["entries"]
+        if left:
+            print(f"kept {left} entr{'y' if left == 1 else 'ies'} that another process is "
+                  "computing now")
     return 0
 
 

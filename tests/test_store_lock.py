@@ -130,6 +130,56 @@ def test_cache_clear_removes_free_locks_and_keeps_a_held_one(fakes):  # noqa: F8
     assert not path.exists()
 
 
+def test_cache_clear_keeps_an_entry_whose_writer_holds_its_lock(fakes):  # noqa: F811
+    fakes("inner", lambda seed=0: ({"x": 3.0}, {}))
+    fakes("other", lambda seed=0: ({"x": 4.0}, {}))
+    path = _lock_path("inner")
+    experiments.run("inner")
+    experiments.run("other")
+    folder = path.with_suffix("")
+    holder = _hold(path, 20.0)  # another process writing this entry
+    try:
+        assert store.cache_clear() == 1  # the other entry only
+        assert (folder / "inner.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert store.cache_clear() == 1
+    assert not folder.exists() and not path.exists()
+
+
+def test_a_lock_removed_while_waited_for_is_not_taken(tmp_path):
+    """A process that waited on a lock file which was then removed (cache_clear) and made
+    anew locks the new file: a lock on the removed one would exclude no one."""
+    import threading
+
+    folder = tmp_path / ("a" * 20)
+    path = tmp_path / f"{folder.name}.lock"
+    path.touch()
+    first = _hold(path, 20.0)
+    taken = threading.Event()
+
+    def waiter():
+        with store.entry_lock(folder):
+            taken.set()
+
+    t = threading.Thread(target=waiter, daemon=True)
+    t.start()
+    time.sleep(0.3)  # the thread now waits on the first file
+    path.unlink()
+    path.touch()
+    second = _hold(path, 20.0)  # the file now at the path, held by another process
+    try:
+        first.kill()
+        first.wait()
+        assert not taken.wait(1.0)  # the removed file is free, the path's is not
+    finally:
+        second.kill()
+        second.wait()
+    assert taken.wait(10.0)
+    t.join(10.0)
+
+
 def test_an_entry_written_just_before_the_lock_is_read_not_computed_again(fakes, monkeypatch):  # noqa: F811
     """A process that missed the cache, then took the lock just after another one wrote the
     entry and let go of it, reads that entry."""

@@ -75,31 +75,52 @@ def entry_lock(folder, wait: bool = True):
     except ImportError:  # not a POSIX system
         fcntl = None
     folder = Path(folder)
+    path = folder.parent / f"{folder.name}.lock"
     f = None
     if fcntl is not None and _held == 0:
         try:
             folder.parent.mkdir(parents=True, exist_ok=True)
-            f = open(folder.parent / f"{folder.name}.lock", "a")  # noqa: SIM115 - closed below
+            f = open(path, "a")  # noqa: SIM115 - closed below
         except OSError:
             f = None
     if f is None:
         yield True
         return
-    with f:
+    free = True
+    while True:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            free = True
         except OSError:
             if not wait:
+                f.close()
                 raise Busy(str(folder)) from None
             fcntl.flock(f, fcntl.LOCK_EX)
             free = False
+        if _same_file(f, path):
+            break
+        # the lock file was removed (cache_clear) between our open and our lock: a lock on
+        # the removed file excludes no one, so lock the file now at that path instead
+        f.close()
+        try:
+            f = open(path, "a")  # noqa: SIM115 - closed below
+        except OSError:
+            yield free
+            return
+    with f:
         _held += 1
         try:
             yield free
         finally:
             _held -= 1
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _same_file(f, path: Path) -> bool:
+    """Whether the open file ``f`` is still the file at ``path`` (not removed or replaced)."""
+    try:
+        return os.stat(path).st_ino == os.fstat(f.fileno()).st_ino
+    except OSError:
+        return False
 
 
 def cache_dir() -> Path:
@@ -313,20 +334,25 @@ def cache_info() -> dict:
 
 
 def cache_clear() -> int:
-    """Remove every cache entry (and stray temporary files); return how many entries.
+    """Remove every cache entry (and stray temporary files); return how many were removed.
 
-    Only folders named like cache keys are removed, so ``$ATTNLIB_CACHE`` pointing at a folder
+    An entry whose lock another process holds (it is computing or writing that entry) is
+    kept. Only folders named like cache keys are removed, so ``$ATTNLIB_CACHE`` pointing at a folder
     with other content never loses it.
     """
     root = cache_dir()
-    entries = _entries(root)
-    for p in entries:
-        shutil.rmtree(p)
+    removed = 0
+    for p in _entries(root):
+        # under the entry's lock: an entry another process is writing (it holds the lock) is
+        # kept, never removed half-written under it
+        with contextlib.suppress(Busy), entry_lock(p, wait=False):
+            shutil.rmtree(p, ignore_errors=True)  # (another cache_clear may be removing it too)
+            removed += 1
     if root.is_dir():
         for tmp in root.glob(".*.tmp"):
-            tmp.unlink()
+            tmp.unlink(missing_ok=True)
         for lock in root.glob("*.lock"):  # the entries' locks (one held is kept: still in use)
             if _KEY.match(lock.stem):
                 with contextlib.suppress(OSError, Busy), entry_lock(root / lock.stem, wait=False):
-                    lock.unlink()
-    return len(entries)
+                    lock.unlink(missing_ok=True)
+    return removed
