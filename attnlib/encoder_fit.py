@@ -21,9 +21,11 @@ generator seeded by its seed); the members of one seed start from the same weigh
 their run. A member stops, as in the paper, after the first epoch whose running training
 accuracy reaches ``stop_acc`` (0.995), or at ``max_epochs``; from then on its weights are
 restored after every step. Validation and test accuracy are recorded after every epoch
-(dropout off). A member's step is skipped when its gradient has NaN or Inf entries (or, for
-mirror descent, when its update leaves the float range): the skips are counted per member
-and reported as the run's status (:mod:`attnlib.status`), which ``--strict`` fails on.
+(dropout off), or validation after the last epoch only (``val_every_epoch=False``: a stopped
+member's weights are its weights at its stop, so its last row is the same). A member's step
+is skipped when its gradient has NaN or Inf entries (or, for mirror descent, when its update
+leaves the float range): the skips are counted per member and reported as the run's status
+(:mod:`attnlib.status`), which ``--strict`` fails on.
 See chapter 10, *Real reviews*.
 """
 
@@ -37,7 +39,7 @@ from ._validate import choice, number
 from .encoder import EncoderConfig, ReviewEncoder, bce_sum
 from .reviews import ReviewData
 from .status import RunStatus, collect, report
-from .train.mirror import LpMirrorDescent
+from .train.mirror import LpMirrorDescent, rows_within
 
 __all__ = ["fit_encoder", "evaluate"]
 
@@ -78,7 +80,7 @@ def _optimizer(kind: str, lp: float, lr: float, params):
 
 def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderConfig | None = None,
                 batch: int = 100, max_epochs: int = 30, stop_acc: float = 0.995,
-                progress: bool = False, device=None) -> dict:
+                progress: bool = False, device=None, val_every_epoch: bool = True) -> dict:
     """Train one member per run and seed, all in one batched model.
 
     Parameters
@@ -89,13 +91,18 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
         the same weights as the other runs' members of the same seed.
     device : str, optional
         Where to compute (default: the CPU).
+    val_every_epoch : bool
+        Evaluate the validation split after every epoch (default), or after the last one
+        only: ``val_acc`` and ``val_loss`` then have one row, equal to the last row of the
+        per-epoch record (a member's weights stay those of its stop).
 
     Returns
     -------
     dict with the trained ``model``; ``run`` (M,) the run of each member, ``seed`` (M,),
     ``epochs`` (M,) epochs run, ``stopped`` (M,) reached ``stop_acc``; and per epoch and
     member, (E, M): ``train_acc``, ``train_loss`` (running, per sentence), ``val_acc``,
-    ``val_loss``, ``test_acc`` (after a member's stop its rows repeat its stopped values);
+    ``val_loss``, ``test_acc`` (after a member's stop its rows repeat its stopped values;
+    ``val_acc`` and ``val_loss`` (1, M) with ``val_every_epoch=False``);
     ``skipped`` (M,) the steps skipped, at least (every one skipped for a non-finite gradient;
     of those skipped for an update out of the float range, which the optimizer flags once,
     the first), ``first_skipped`` (M,) the first (-1: none), and
@@ -105,6 +112,8 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
     batch = number("batch", batch, lo=1, integer=True)
     max_epochs = number("max_epochs", max_epochs, lo=1, integer=True)
     stop_acc = number("stop_acc", stop_acc, lo=0, hi=1)
+    if not isinstance(val_every_epoch, bool):
+        raise ValueError(f"val_every_epoch: expected True or False, got {val_every_epoch!r}")
     if config is None:
         config = EncoderConfig(vocab_size=len(data.vocab), max_len=data.tokens.shape[1])
     names, S = list(runs), len(seeds)
@@ -154,9 +163,8 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
                 hits += ((f.detach() > 0) == (y > 0)).sum(-1).cpu()
                 loss_sum += loss.detach().double().cpu()
                 loss.sum().backward()
-                finite = torch.stack([torch.isfinite(p.grad).flatten(1).all(1) for p in params
-                                      if p.grad is not None] + [torch.ones(M, dtype=torch.bool,
-                                      device=dev)]).all(0).cpu()  # (M,) per member
+                finite = rows_within([p.grad for p in params if p.grad is not None],
+                                     M).cpu()  # (M,) per member: every entry finite
                 for opt, views, i in opts:
                     if not active[i]:
                         continue  # a stopped member stays put
@@ -177,10 +185,10 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
                         for p, w in zip(params, ws):
                             p[i] = w
             acc = hits / N
-            va_acc, va_loss = evaluate(model, *va)
             te_acc, _ = evaluate(model, *te)
-            new = {"train_acc": acc, "train_loss": loss_sum / N, "val_acc": va_acc,
-                   "val_loss": va_loss, "test_acc": te_acc}
+            new = {"train_acc": acc, "train_loss": loss_sum / N, "test_acc": te_acc}
+            if val_every_epoch:
+                new["val_acc"], new["val_loss"] = evaluate(model, *va)
             for key, v in new.items():
                 prev = rec[key][-1] if rec[key] else v
                 rec[key].append(torch.where(active, v, prev))
@@ -195,6 +203,9 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
                 break
     if bar is not None:
         bar.close()
+    if not val_every_epoch:  # each member's weights are those of its stop, or its last epoch's
+        va_acc, va_loss = evaluate(model, *va)
+        rec["val_acc"], rec["val_loss"] = [va_acc], [va_loss]
     out = {key: torch.stack(v) for key, v in rec.items()}
     run = [n for n in names for _ in seeds]
     bad = torch.zeros(M, dtype=torch.bool)

@@ -153,7 +153,8 @@ def real_reviews(seeds: int = 3, epochs: int = 6, n_train: int = 2000, n_val: in
             runs[f"{key}/{j}"] = (kind, lp, g)
     fit = encoder_fit.fit_encoder(data, runs, seeds=tuple(range(seeds)), config=cfg,
                                   batch=batch, max_epochs=epochs, stop_acc=stop_acc,
-                                  progress=progress, device=device)
+                                  progress=progress, device=device,
+                                  val_every_epoch=False)  # only the last epoch's is read
     model = fit["model"].cpu()
     names = fit["run"]
     E = fit["test_acc"].shape[0]
