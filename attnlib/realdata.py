@@ -158,11 +158,15 @@ def _loss(f, Y):
     return torch.nn.functional.softplus(-Y * f).mean(-1)
 
 
+def _acc(f, Y):
+    """Accuracy of each model's outputs ``f`` (B, N): (B,)."""
+    return ((f > 0) == (Y > 0)).to(f.dtype).mean(-1)
+
+
 def _loss_acc(model, X, Y, z, values=None):
     """Mean logistic loss and accuracy of each model: two (B,) tensors."""
     f = model(X, z, values)  # (B, N)
-    acc = ((f > 0) == (Y > 0)).to(f.dtype).mean(-1)
-    return _loss(f, Y), acc
+    return _loss(f, Y), _acc(f, Y)
 
 
 def _make_optimizer(name: str, groups: list[dict], lps: list[float]):
@@ -256,11 +260,9 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float | tuple 
     steps_seen = []
 
     def record(k):
+        """Checkpoint k: validation, test, weights (the training metrics: :func:`record_train`)."""
         with torch.no_grad():
             steps_seen.append(k)
-            tl, tacc = _loss_acc(model, *tr)
-            rec["train_loss"].append(tl)
-            rec["train_acc"].append(tacc)
             vl, vacc = _loss_acc(model, *va)
             rec["val_loss"].append(vl)
             rec["val_acc"].append(vacc)
@@ -268,19 +270,32 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float | tuple 
             rec["W"].append(model.W.detach().clone())
             rec["v"].append(model.v.detach().clone())
 
+    def record_train(f, loss):
+        """The last checkpoint's training loss and accuracy, from the outputs ``f`` of the
+        training split at its weights: those of the next step's forward pass (the same
+        computation), so that the checkpoint costs no pass of its own over that split."""
+        rec["train_loss"].append(loss.detach())
+        rec["train_acc"].append(_acc(f.detach(), Ytr))
+
     # the tensors are small: on a busy CPU, torch's thread pool costs far more than it saves
     # (measured 12x slower per step with 2 threads under load on a 2-core machine)
     with few_threads(device=data.X.device), collect():  # the optimiser's reports: summed below
         record(0)
         for k in tqdm(range(1, steps + 1), disable=not progress, desc=optimizer):
             opt.zero_grad(set_to_none=True)
-            # the sum over models: independent gradients
-            _loss(model(Xtr, ztr, vtr), Ytr).sum().backward()
+            f = model(Xtr, ztr, vtr)
+            loss = _loss(f, Ytr)
+            if len(rec["train_loss"]) < len(steps_seen):  # the weights of the last checkpoint
+                record_train(f, loss)
+            loss.sum().backward()  # the sum over models: independent gradients
             if normalized:
                 _normalize(model, [2.0 if optimizer == "gd" else p / (p - 1.0) for p in lps])
             opt.step()
             if k % eval_every == 0 or k == steps:
                 record(k)
+        with torch.no_grad():  # the last checkpoint (after the last step)
+            f = model(Xtr, ztr, vtr)
+            record_train(f, _loss(f, Ytr))
     out = {"step": torch.tensor(steps_seen, device=data.X.device)}
     for key, val in rec.items():
         x = torch.stack(val)  # (C, L*S, ...)
