@@ -8,6 +8,7 @@ go through. See chapters 2 (GD), 5 (W vs (K,Q)), 8 (sequences) and 9 (mirror des
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ from attnlib.status import RunStatus, report
 from attnlib.tokens import bool_mask
 
 from .config import TrainConfig
-from .mirror import inverse_mirror_map, lq_norm, mirror_map, normalized_step_zeros, rows_within
+from .mirror import inverse_mirror_map, lq_norm, mirror_map, rows_within, step_scale
 from .setup import Problem, make_gradient, prepare, stack_kq, unstack_kq
 
 __all__ = ["TrainResult", "train", "run"]
@@ -248,39 +249,57 @@ def run(prob: Problem, cfg: TrainConfig) -> TrainResult:
                     bar.update(k - bar.n)
             if k == steps:
                 break
-            zero, new, new_theta = None, {}, {}
+            zero, some_nonzero, new, new_theta = None, False, {}, {}
             for name, g in G.items():
                 rows = 2 if name == "KQ" else 1  # K and Q are normalised separately
                 g = g.reshape(B * rows, -1)
                 ks = Ks[name] if rows == 1 else Ks[name].repeat_interleave(2)
                 # a zero step: (normalised, eps = 0) exactly a zero gradient, else the step;
-                # normalised, both are read off per-row scalars (no pass over the entries)
+                # normalised, both are read off per-row scalars (no pass over the entries),
+                # and on the CPU off one scalar when no row of g or of the step is zero
                 if cfg.normalized:
-                    step, g_zero, step_zero = normalized_step_zeros(g, lr, qn, eps, ks)
-                    is_zero = g_zero if eps == 0 else step_zero
+                    step, c, g_zero = step_scale(g, lr, qn, eps, ks)
+                    if cpu and g_zero is None and float(c.amin()) > 0:  # (NaN: not > 0)
+                        is_zero = None  # no zero update of this tensor in any trial
+                    else:
+                        if g_zero is None:
+                            g_zero = torch.zeros_like(c, dtype=torch.bool)
+                        step_zero = g_zero | (c == 0)
+                        is_zero = g_zero if eps == 0 else step_zero
+                        # a normalised step of a non-zero gradient is never zero (on the CPU,
+                        # looked at only where some step is zero)
+                        if not cpu or bool(step_zero.any()):
+                            lost = ~g_zero & step_zero
+                            stall |= lost.view(B, rows).any(1)
                 else:
                     step = (lr * torch.exp(-ks)).unsqueeze(1) * g
                     # (step == 0).all(1) in one reduction (NaN rows: amax is NaN, not zero)
-                    step_zero = is_zero = step.abs().amax(1) == 0
-                if rows == 2:
-                    is_zero = is_zero.view(B, 2).all(1)
-                zero = is_zero if zero is None else zero & is_zero
-                # a normalised step of a non-zero gradient is never zero (on the CPU, looked
-                # at only where some step is zero)
-                if cfg.normalized and (not cpu or bool(step_zero.any())):
-                    lost = ~g_zero & step_zero
-                    stall |= lost.view(B, rows).any(1)
+                    is_zero = step.abs().amax(1) == 0
+                # a trial's update is zero when every tensor's is (None: in no trial)
+                if is_zero is None:
+                    some_nonzero = True
+                elif not some_nonzero:
+                    if rows == 2:
+                        is_zero = is_zero.view(B, 2).all(1)
+                    zero = is_zero if zero is None else zero & is_zero
                 step = step.view(P[name].shape)
                 if mirror:
                     new_theta[name] = theta[name] - step
                     new[name] = inverse_mirror_map(new_theta[name], lp)
                 else:
                     new[name] = P[name] - step
-            frozen += zero  # a zero update freezes the trial for good: count, don't branch
-            finite = rows_within(new.values(), B)
-            if cpu and not any_broken and bool(finite.all()):
-                # every trial finite, none stopped before (checked on the CPU, where the
-                # check costs less than the masking it saves): the update as it is
+            if not some_nonzero:
+                frozen += zero  # a zero update freezes the trial for good: count, don't branch
+            # every trial finite, none stopped before (checked on the CPU, where the check
+            # costs less than the masking it saves): the update as it is. A finite sum of the
+            # entries says so at once; otherwise (a non-finite entry, or a finite sum that
+            # overflows) the per-trial check decides
+            if cpu and not any_broken and all(math.isfinite(float(t.sum()))
+                                              for t in new.values()):
+                finite = None
+            else:
+                finite = rows_within(new.values(), B)
+            if cpu and not any_broken and (finite is None or bool(finite.all())):
                 P.update(new)
                 if mirror:
                     theta.update(new_theta)

@@ -24,7 +24,7 @@ from attnlib._validate import number
 from attnlib.status import RunStatus, report
 
 __all__ = ["mirror_map", "inverse_mirror_map", "lq_norm", "normalized_step",
-           "normalized_step_zeros", "rows_within", "LpMirrorDescent"]
+           "normalized_step_zeros", "step_scale", "rows_within", "LpMirrorDescent"]
 
 
 def _power(x: torch.Tensor, e: float) -> torch.Tensor:
@@ -106,20 +106,41 @@ def normalized_step_zeros(g, lr, q, eps, log_scale=None):
 
     Returns ``(step, g_zero, step_zero)``: ``g_zero`` (B,) is ``(g == 0).all(1)`` and
     ``step_zero`` (B,) is ``(step == 0).all(1)``, read off per-row scalars instead of the
-    (B, N) entries (what :func:`attnlib.train` checks every step). The largest entry of a
-    row of ``g / max|g|`` is exactly 1 in magnitude, so the largest of the step's row is
-    exactly ``lr / nrm``: the step is zero where ``g`` is or ``lr / nrm`` underflows, and NaN
-    rows are neither (``amax`` propagates NaN).
+    (B, N) entries. The largest entry of a row of ``g / max|g|`` is exactly 1 in magnitude, so
+    the largest of the step's row is exactly ``lr / nrm``: the step is zero where ``g`` is or
+    ``lr / nrm`` underflows, and NaN rows are neither (``amax`` propagates NaN).
+    """
+    step, c, g_zero = step_scale(g, lr, q, eps, log_scale)
+    if g_zero is None:
+        g_zero = torch.zeros_like(c, dtype=torch.bool)
+    return step, g_zero, g_zero | (c == 0)
+
+
+def step_scale(g, lr, q, eps, log_scale=None):
+    """The normalised step of :func:`normalized_step` and what :func:`attnlib.train` checks
+    per step: ``(step, c, g_zero)``.
+
+    The step is :math:`c_b\\, g_b / \\max_j|g_{bj}|` with
+    :math:`c_b = \\eta\\,\\max_j|G_{bj}| / (\\|G_b\\|_q + \\varepsilon)` (B,), the largest
+    magnitude in the step's row (zero where it underflows). ``g_zero`` (B,) is
+    ``(g == 0).all(1)``, or ``None`` when no row can be zero: on the CPU, when the smallest row
+    maximum of ``g`` is at least :math:`\\sqrt{\\mathrm{tiny}}` (one scalar read instead of
+    per-row tests; NaN rows take the general path).
     """
     m = g.abs().amax(dim=1)  # (B,)
     tiny = torch.finfo(g.dtype).tiny ** 0.5
-    small = m < tiny
-    boost = None  # no row tiny (the usual case on the CPU, checked there): a boost of 1
-    if g.device.type != "cpu" or bool(small.any()):
-        boost = torch.where(small, torch.full_like(m, 1.0 / tiny), torch.ones_like(m))
-        g = g * boost.unsqueeze(1)  # exact: 1/tiny is a power of two
-        m = m * boost
-    safe = torch.where(m > 0, m, torch.ones_like(m))
+    cpu = g.device.type == "cpu"
+    boost = g_zero = None  # no row tiny (the usual case on the CPU, checked there): a boost of 1
+    if cpu and float(m.amin()) >= tiny:  # every row's largest entry >= tiny > 0 (no NaN)
+        safe = m
+    else:
+        small = m < tiny
+        if not cpu or bool(small.any()):
+            boost = torch.where(small, torch.full_like(m, 1.0 / tiny), torch.ones_like(m))
+            g = g * boost.unsqueeze(1)  # exact: 1/tiny is a power of two
+            m = m * boost
+        safe = torch.where(m > 0, m, torch.ones_like(m))
+        g_zero = m == 0
     gs = g / safe.unsqueeze(1)
     nrm = torch.linalg.vector_norm(gs, ord=q, dim=1)  # >= 1 where m > 0
     if eps > 0:
@@ -129,8 +150,7 @@ def normalized_step_zeros(g, lr, q, eps, log_scale=None):
         nrm = nrm + torch.exp(math.log(eps) - log_true_max)
     nrm = nrm.clamp_min(torch.finfo(g.dtype).tiny)  # a zero row (nrm 0) takes a zero step
     c = lr / nrm  # (B,): the largest |entry| of each row of the step (where m > 0)
-    g_zero = m == 0
-    return c.unsqueeze(1) * gs, g_zero, g_zero | (c == 0)
+    return c.unsqueeze(1) * gs, c, g_zero
 
 
 class LpMirrorDescent(torch.optim.Optimizer):
