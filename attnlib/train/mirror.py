@@ -147,9 +147,11 @@ def step_scale(g, lr, q, eps, log_scale=None):
         log_true_max = torch.log(safe) if boost is None else torch.log(safe) - torch.log(boost)
         if log_scale is not None:
             log_true_max = log_true_max - log_scale
-        nrm = nrm + torch.exp(math.log(eps) - log_true_max)
+        nrm = nrm + torch.exp(torch.rsub(log_true_max, math.log(eps)))  # eps / true max
     nrm = nrm.clamp_min(torch.finfo(g.dtype).tiny)  # a zero row (nrm 0) takes a zero step
-    c = lr / nrm  # (B,): the largest |entry| of each row of the step (where m > 0)
+    # (B,): the largest |entry| of each row of the step (where m > 0); lr / nrm, which for
+    # a Python number is nrm.reciprocal() * lr (without the operator's wrapper)
+    c = nrm.reciprocal() * lr if isinstance(lr, (int, float)) else lr / nrm
     return c.unsqueeze(1) * gs, c, g_zero
 
 
