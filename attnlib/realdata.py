@@ -248,6 +248,7 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float | tuple 
         for p in model.vs:
             p.requires_grad_(False).copy_(v.expand_as(p))
     opt = _make_optimizer(optimizer, model.param_groups(lrs), lps)
+    sets = _norm_sets(model, [2.0 if optimizer == "gd" else p / (p - 1.0) for p in lps])
     tr, va, te = ((X, Y, shared_query(z)) for X, Y, z in
                   (data.part("train"), data.part("val"), data.part("test")))
     if v is not None:  # a fixed head: the values of every split are constants of the run
@@ -289,7 +290,7 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float | tuple 
                 record_train(f, loss)
             loss.sum().backward()  # the sum over models: independent gradients
             if normalized:
-                _normalize(model, [2.0 if optimizer == "gd" else p / (p - 1.0) for p in lps])
+                _normalize(sets)
             opt.step()
             if k % eval_every == 0 or k == steps:
                 record(k)
@@ -315,17 +316,23 @@ def _status(out: dict, opt) -> RunStatus:
                      first_nonfinite=first, causes=causes)
 
 
-def _normalize(model, qs: list[float]) -> None:
-    """Each model's gradient divided by its ℓq norm, in place (W and v separately), with
-    ``qs[g]`` the dual exponent of group g.
+def _norm_sets(model, qs: list[float]) -> list[tuple[float, list]]:
+    """The parameters :func:`_normalize` normalises together: for W and for v, those of the
+    groups that share a dual exponent q (``qs[g]``: group g's), as (q, parameters) pairs
+    (fixed for a run: found once, not at every step)."""
+    return [(q, [p for p, qg in zip(pars, qs) if qg == q and p.requires_grad])
+            for pars in (list(model.Ws), list(model.vs)) for q in dict.fromkeys(qs)]
+
+
+def _normalize(sets: list[tuple[float, list]]) -> None:
+    """Each model's gradient divided by its ℓq norm, in place (W and v separately), for the
+    (q, parameters) pairs of :func:`_norm_sets`.
 
     The gradients of the groups that share q are normalised together, one row per model (the
     norm is a row's own, so this is the group-by-group result, in one call)."""
-    for pars in (model.Ws, model.vs):
-        for q in dict.fromkeys(qs):
-            same = [p for p, qg in zip(pars, qs) if qg == q and p.grad is not None]
-            if not same:
-                continue
+    for q, pars in sets:
+        same = [p for p in pars if p.grad is not None]
+        if same:
             g = torch.cat([p.grad.flatten(1) for p in same]) if len(same) > 1 else \
                 same[0].grad.flatten(1)
             step = normalized_step(g, 1.0, q, 0.0)
