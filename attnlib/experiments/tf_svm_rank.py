@@ -5,7 +5,7 @@ the numerical rank of the Frobenius and the nuclear-norm Att-SVM solutions over 
 the official notebook's protocol (SCS, absolute rank tolerance) that produced the paper's
 nuclear curve. Every solution is certified (:func:`attnlib.svm.solve_each`), and each nuclear
 rank is bounded by the dual (:func:`dual_matrix`). Runs at the paper's full scale in about
-half a minute of CPU time. Computation and declared targets only; the figure is in
+12 s of CPU time. Computation and declared targets only; the figure is in
 :mod:`attnlib.figures.tf_svm`. See chapter 5.
 """
 
@@ -169,7 +169,7 @@ def _official_target(n, d, paper, lo, hi):
     "tf_svm_rank", paper=f"{PAPER} Fig. 4 (E3, svm_rank.ipynb)", chapter="05_w_vs_kq",
     title="Rank of the Frobenius and nuclear Att-SVM solutions over (n, T, d)",
     plot=plot_rank,
-    seconds=25,  # measured 2026-11-29 05:58 UTC: CPU s of one process under the lock (load 2-3)
+    seconds=13,  # measured 2026-11-29: 12.5 CPU s, one process alone (md_text 11.6 s there)
     bounds={"official_trials": (0, None), "full_trials": (1, None)},
     targets=[
         Target("margin_err_max", "every feasible Frobenius solution: |min margin − 1|",
