@@ -8,6 +8,7 @@ between 1e-20 and 1e20, in float32 as in float64. NaN in gives NaN out, never a 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from attnlib._validate import choice, number
@@ -69,8 +70,8 @@ def correlation(A, B, dims=None) -> torch.Tensor:
     A, B = A.reshape(1) if A.ndim == 0 else A, B.reshape(1) if B.ndim == 0 else B
     ax = _dims(A, B, dims)
     try:
-        torch.broadcast_shapes(A.shape, B.shape)
-    except RuntimeError:
+        np.broadcast_shapes(tuple(A.shape), tuple(B.shape))  # (torch's imports sympy)
+    except ValueError:
         raise ValueError(f"A, B: expected batch dimensions that broadcast, got {tuple(A.shape)} "
                          f"and {tuple(B.shape)}") from None
     if any(A.shape[a] == 0 for a in ax):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from attnlib._validate import as_tensor
@@ -169,7 +170,8 @@ def as_mask(mask, X):
 
 def _take(x, alpha):
     """``x[..., i, alpha_i]`` for x (..., n, T) and alpha (..., n) (broadcast)."""
-    shape = torch.broadcast_shapes(x.shape[:-1], alpha.shape)
+    # (numpy's broadcast rule: torch.broadcast_shapes imports sympy on first use, 0.3-0.5 s)
+    shape = np.broadcast_shapes(tuple(x.shape[:-1]), tuple(alpha.shape))
     return torch.gather(x.expand(*shape, x.shape[-1]), -1,
                         alpha.expand(shape).unsqueeze(-1)).squeeze(-1)
 
