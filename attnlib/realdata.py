@@ -248,7 +248,8 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float | tuple 
         for p in model.vs:
             p.requires_grad_(False).copy_(v.expand_as(p))
     opt = _make_optimizer(optimizer, model.param_groups(lrs), lps)
-    sets = _norm_sets(model, [2.0 if optimizer == "gd" else p / (p - 1.0) for p in lps])
+    sets = _norm_sets(model, [2.0 if optimizer == "gd" else p / (p - 1.0) for p in lps],
+                      data.part("train")[2])
     tr, va, te = ((X, Y, shared_query(z)) for X, Y, z in
                   (data.part("train"), data.part("val"), data.part("test")))
     if v is not None:  # a fixed head: the values of every split are constants of the run
@@ -316,28 +317,47 @@ def _status(out: dict, opt) -> RunStatus:
                      first_nonfinite=first, causes=causes)
 
 
-def _norm_sets(model, qs: list[float]) -> list[tuple[float, list]]:
-    """The parameters :func:`_normalize` normalises together: for W and for v, those of the
-    groups that share a dual exponent q (``qs[g]``: group g's), as (q, parameters) pairs
-    (fixed for a run: found once, not at every step)."""
-    return [(q, [p for p, qg in zip(pars, qs) if qg == q and p.requires_grad])
-            for pars in (list(model.Ws), list(model.vs)) for q in dict.fromkeys(qs)]
+def _norm_sets(model, qs: list[float], z) -> list[tuple[float, list, torch.Tensor | None]]:
+    r"""The parameters :func:`_normalize` normalises together: for W and for v, those of the
+    groups that share a dual exponent q (``qs[g]``: group g's), as (q, parameters, columns)
+    (fixed for a run: found once, not at every step).
+
+    ``columns``: for W, the indices of the columns e that can take a gradient,
+    :math:`\nabla_{W_b}\mathcal L = \sum_i g_{bi} z_i^\top` being exactly zero in every
+    column where every training query ``z`` (N, d) is 0 (all but the indicator of a [CLS]
+    query); ``None`` where that is every column, for v, and for q = 2."""
+    live = (z != 0).any(0).nonzero().flatten()
+    cols = None if len(live) == z.shape[-1] else live
+    return [(q, [p for p, qg in zip(pars, qs) if qg == q and p.requires_grad],
+             cols if pars is model.Ws and q != 2.0 else None)
+            for pars in (model.Ws, model.vs) for q in dict.fromkeys(qs)]
 
 
-def _normalize(sets: list[tuple[float, list]]) -> None:
-    """Each model's gradient divided by its ℓq norm, in place (W and v separately), for the
-    (q, parameters) pairs of :func:`_norm_sets`.
+def _normalize(sets: list[tuple[float, list, torch.Tensor | None]]) -> None:
+    r"""Each model's gradient divided by its ℓq norm, in place (W and v separately), for the
+    (q, parameters, columns) of :func:`_norm_sets`.
 
     The gradients of the groups that share q are normalised together, one row per model (the
-    norm is a row's own, so this is the group-by-group result, in one call)."""
-    for q, pars in sets:
+    norm is a row's own, so this is the group-by-group result, in one call). Where only some
+    columns of W can take a gradient, the step is computed on those entries alone (the other
+    entries are exact zeros, which the step keeps): for q ≠ 2 the norm
+    :math:`(\sum_j |g_j|^q)^{1/q}` adds its terms one after the other in the row's order, and
+    a term :math:`0^q = 0` leaves every partial sum as it was, so the entries, their order and
+    the result are those of the whole row."""
+    for q, pars, cols in sets:
         same = [p for p in pars if p.grad is not None]
-        if same:
-            g = torch.cat([p.grad.flatten(1) for p in same]) if len(same) > 1 else \
-                same[0].grad.flatten(1)
+        if not same:
+            continue
+        g = torch.cat([p.grad.flatten(1) for p in same]) if len(same) > 1 else \
+            same[0].grad.flatten(1)
+        if cols is None:
             step = normalized_step(g, 1.0, q, 0.0)
-            for p, s in zip(same, step.split([p.shape[0] for p in same])):
-                p.grad = s.view_as(p)
+        else:
+            gw = g.view(g.shape[0], -1, same[0].shape[-1])  # (B, d, d): rows, columns
+            part = normalized_step(gw.index_select(2, cols).flatten(1), 1.0, q, 0.0)
+            step = gw.clone().index_copy_(2, cols, part.view(gw.shape[0], gw.shape[1], -1))
+        for p, s in zip(same, step.split([p.shape[0] for p in same])):
+            p.grad = s.view_as(p)
 
 
 def select(val_acc, val_loss, eligible=None) -> tuple[int, torch.Tensor]:
