@@ -262,7 +262,7 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float | tuple 
     steps_seen = []
 
     def record(k):
-        """Checkpoint k: validation, test, weights (the training metrics: :func:`record_train`)."""
+        """Checkpoint k: validation, test, weights (training: ``record_train``)."""
         with torch.no_grad():
             steps_seen.append(k)
             vl, vacc = _loss_acc(model, *va)
@@ -272,10 +272,7 @@ def fit(data: DigitSplits, optimizer: str = "md", lrs=(0.1,), lp: float | tuple 
             rec["W"].append(model.W.detach().clone())
             rec["v"].append(model.v.detach().clone())
 
-    def record_train(f, loss):
-        """The last checkpoint's training loss and accuracy, from the outputs ``f`` of the
-        training split at its weights: those of the next step's forward pass (the same
-        computation), so that the checkpoint costs no pass of its own over that split."""
+    def record_train(f, loss):  # the last checkpoint's: the next forward pass is at its weights
         rec["train_loss"].append(loss.detach())
         rec["train_acc"].append(_acc(f.detach(), Ytr))
 
@@ -317,33 +314,28 @@ def _status(out: dict, opt) -> RunStatus:
                      first_nonfinite=first, causes=causes)
 
 
-def _norm_sets(model, qs: list[float], z) -> list[tuple[float, list, torch.Tensor | None]]:
-    r"""The parameters :func:`_normalize` normalises together: for W and for v, those of the
-    groups that share a dual exponent q (``qs[g]``: group g's), as (q, parameters, columns)
-    (fixed for a run: found once, not at every step).
+def _norm_sets(model, qs: list[float], z) -> list[tuple]:
+    r"""What :func:`_normalize` normalises together, found once per run: (q, parameters,
+    columns) for W and for v, the groups g sharing the dual exponent q = ``qs[g]``.
 
-    ``columns``: for W, the indices of the columns e that can take a gradient,
-    :math:`\nabla_{W_b}\mathcal L = \sum_i g_{bi} z_i^\top` being exactly zero in every
-    column where every training query ``z`` (N, d) is 0 (all but the indicator of a [CLS]
-    query); ``None`` where that is every column, for v, and for q = 2."""
+    ``columns``: W's columns that a gradient :math:`\sum_i g_{bi} z_i^\top` can reach (those
+    where some training query ``z`` (N, d) is nonzero: a [CLS] query's one), on the CPU for
+    q ≠ 2 when not all of them; ``None`` otherwise."""
     live = (z != 0).any(0).nonzero().flatten()
-    cols = None if len(live) == z.shape[-1] else live
+    cols = None if len(live) == z.shape[-1] or z.device.type != "cpu" else live
     return [(q, [p for p, qg in zip(pars, qs) if qg == q and p.requires_grad],
              cols if pars is model.Ws and q != 2.0 else None)
             for pars in (model.Ws, model.vs) for q in dict.fromkeys(qs)]
 
 
-def _normalize(sets: list[tuple[float, list, torch.Tensor | None]]) -> None:
-    r"""Each model's gradient divided by its ℓq norm, in place (W and v separately), for the
-    (q, parameters, columns) of :func:`_norm_sets`.
+def _normalize(sets: list[tuple]) -> None:
+    r"""Each model's gradient divided by its ℓq norm, in place, for :func:`_norm_sets`'s sets.
 
-    The gradients of the groups that share q are normalised together, one row per model (the
-    norm is a row's own, so this is the group-by-group result, in one call). Where only some
-    columns of W can take a gradient, the step is computed on those entries alone (the other
-    entries are exact zeros, which the step keeps): for q ≠ 2 the norm
-    :math:`(\sum_j |g_j|^q)^{1/q}` adds its terms one after the other in the row's order, and
-    a term :math:`0^q = 0` leaves every partial sum as it was, so the entries, their order and
-    the result are those of the whole row."""
+    The gradients of a set are normalised together, one row per model (the norm is a row's
+    own: the group-by-group result, in one call). With ``columns``, on those entries alone (the
+    others are exact zeros, kept): the CPU's ℓq norm (q ≠ 2) adds :math:`|g_j|^q` one entry
+    after the other, and a term 0 leaves the partial sum as it was, so the step is the whole
+    row's, bit for bit."""
     for q, pars, cols in sets:
         same = [p for p in pars if p.grad is not None]
         if not same:
