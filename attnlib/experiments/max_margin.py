@@ -62,7 +62,7 @@ def _history_attention(X, W, P):
 
 # ----------------------------------------------------------------------------- E1
 @experiment(
-    "mm_e1_basins", seconds=2.5, paper=f"{PAPER} Fig. 1 (E1)", chapter="03_local_global",
+    "mm_e1_basins", seconds=0.3, paper=f"{PAPER} Fig. 1 (E1)", chapter="03_local_global",
     title="One input, three tokens: global and local convergence of normalised GD",
     plot=plot_e1, bounds={"sweep": (0, None)},
     targets=[
@@ -216,7 +216,7 @@ def e1_basins(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, trials: int
 
 # ----------------------------------------------------------------------------- E2
 @experiment(
-    "mm_e2_multi_input", seconds=3.5, paper=f"{PAPER} Fig. 2 (E2)", chapter="02_att_svm",
+    "mm_e2_multi_input", seconds=0.2, paper=f"{PAPER} Fig. 2 (E2)", chapter="02_att_svm",
     title="Three inputs: normalised GD and plain GD both align with ATT-SVM",
     plot=plot_e2,
     targets=[
@@ -332,7 +332,7 @@ def e2_multi_input(steps: int = 1000, lr: float = 0.1, lr_gd: float = 1.0, eps: 
 
 # ----------------------------------------------------------------------------- E3
 @experiment(
-    "mm_e3_joint", seconds=3, paper=f"{PAPER} Fig. 3 (E3)", chapter="04_joint_head",
+    "mm_e3_joint", seconds=0.2, paper=f"{PAPER} Fig. 3 (E3)", chapter="04_joint_head",
     title="Joint (v, p) training: v's support vectors shape p's SVM",
     plot=plot_e3,
     targets=[

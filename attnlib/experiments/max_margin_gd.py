@@ -150,7 +150,7 @@ def _angle(u) -> float:
 
 # ----------------------------------------------------------------------------- the circle
 @experiment(
-    "mm_circle", seconds=0.3, paper=f"{PAPER} intuition behind R1", chapter="02_att_svm",
+    "mm_circle", seconds=0.1, paper=f"{PAPER} intuition behind R1", chapter="02_att_svm",
     title="The risk over the circle of directions: its minimiser turns to the max-margin "
           "direction as R grows",
     plot=plot_circle,
@@ -208,7 +208,7 @@ def circle(radii: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256), n_angl
 
 # ----------------------------------------------------------------------------- plain GD
 @experiment(
-    "mm_gd_theorem", seconds=10, paper=f"{PAPER} R2 (GD, η ≤ 1/L)", chapter="02_att_svm",
+    "mm_gd_theorem", seconds=2.0, paper=f"{PAPER} R2 (GD, η ≤ 1/L)", chapter="02_att_svm",
     title="Plain GD with a step justified by the smoothness bound converges in direction to "
           "p^mm; the proof's mechanism along the path",
     plot=plot_gd_theorem,

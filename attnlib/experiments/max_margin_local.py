@@ -124,7 +124,7 @@ def tail_angle(K, a, p_mm, n=90001) -> float:
 
 # ----------------------------------------------------------------------------- local cone
 @experiment(
-    "mm_local_cone", seconds=6, paper=f"{PAPER} local convergence theorem, on its own terms",
+    "mm_local_cone", seconds=1.1, paper=f"{PAPER} local convergence theorem, on its own terms",
     chapter="03_local_global", plot=plot_local_cone,
     title="Plain GD with step 1/L from the cones C_{μ,R} around the locally optimal direction",
     targets=[
@@ -238,7 +238,7 @@ def local_cone(mus: tuple[float, ...] = (0.001, 0.002, 0.004, 0.008, 0.03, 0.1, 
 
 # ----------------------------------------------------------------------------- local path
 @experiment(
-    "mm_local_regpath", seconds=2, paper=f"{PAPER} local regularisation path, on its own "
+    "mm_local_regpath", seconds=0.1, paper=f"{PAPER} local regularisation path, on its own "
     "terms", chapter="03_local_global", plot=plot_local_regpath,
     title="The loss over circles of growing radius: global and local (cone) minimisers",
     targets=[
@@ -340,7 +340,7 @@ def local_regpath(radii: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 48
 
 # ----------------------------------------------------------------------------- E4 selection
 @experiment(
-    "mm_e4_selection", seconds=1, paper=f"{PAPER} appendix figure (E4), what is selected",
+    "mm_e4_selection", seconds=0.2, paper=f"{PAPER} appendix figure (E4), what is selected",
     chapter="03_local_global",
     title="E4: which tokens each loss selects at C = 100; C = 1 by symmetry and off the axis",
     targets=[
@@ -404,7 +404,7 @@ def e4_selection(steps: int = 1000, lr: float = 0.1, eps: float = 1e-9, offset: 
 
 # ----------------------------------------------------------------------------- joint path
 @experiment(
-    "mm_joint_regpath", seconds=2, paper=f"{PAPER} joint regularisation path, on its own "
+    "mm_joint_regpath", seconds=0.9, paper=f"{PAPER} joint regularisation path, on its own "
     "terms", chapter="04_joint_head", plot=plot_joint_regpath,
     title="The joint (v, p) regularisation path of the tight and non-tight examples",
     targets=[

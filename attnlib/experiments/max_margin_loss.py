@@ -25,7 +25,7 @@ PAPER = "2306.13596"
 # ----------------------------------------------------------------------------- E4
 
 @experiment(
-    "mm_e4_loss", seconds=4, paper=f"{PAPER} appendix figure (E4)", chapter="03_local_global",
+    "mm_e4_loss", seconds=0.2, paper=f"{PAPER} appendix figure (E4)", chapter="03_local_global",
     title="The loss shapes the path: correlation loss vs logistic loss",
     plot=plot_e4,
     targets=[

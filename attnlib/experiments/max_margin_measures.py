@@ -119,7 +119,7 @@ def ray_risk(radii: tuple[float, ...] = (0, 1, 2, 4, 8, 16, 32, 64),
 
 # ----------------------------------------------------------------------------- R1 check
 @experiment(
-    "mm_regpath", seconds=3, paper=f"{PAPER} R1 (suggested check)", chapter="02_att_svm",
+    "mm_regpath", seconds=0.3, paper=f"{PAPER} R1 (suggested check)", chapter="02_att_svm",
     title="Regularisation path on the 3-token example (global scores)",
     plot=plot_regpath,
     targets=[
@@ -158,7 +158,8 @@ def regpath(radii: tuple[float, ...] = (2, 4, 8, 16), steps: int = 2000, lr: flo
 
 # ----------------------------------------------------------------------------- README certificate
 @experiment(
-    "mm_local_certificate", seconds=4, paper=f"{PAPER} README procedure", chapter="03_local_global",
+    "mm_local_certificate", seconds=0.1, paper=f"{PAPER} README procedure",
+    chapter="03_local_global",
     title="Certify GD's limit: every endpoint selects a locally optimal selection",
     plot=plot_certificate,
     targets=[
@@ -235,7 +236,7 @@ _ENUMERATE_UP_TO = 27  # label every selection when there are at most this many 
 
 
 @experiment(
-    "mm_token_plane", seconds=2, paper=f"{PAPER} Figs. 1-2 (explorer)", chapter="02_att_svm",
+    "mm_token_plane", seconds=0.1, paper=f"{PAPER} Figs. 1-2 (explorer)", chapter="02_att_svm",
     title="Token plane: six GD runs of p and the max-margin rays of the locally optimal "
           "selections",
     targets=[
@@ -303,7 +304,7 @@ SELECTION_POSITIONS = {"(0, 0)": (0.0, 0.0), "(0.6, 0.6)": (0.6, 0.6),
 
 
 @experiment(
-    "mm_selection", seconds=0.5, paper=f"{PAPER} local optimality (explorer)",
+    "mm_selection", seconds=0.1, paper=f"{PAPER} local optimality (explorer)",
     chapter="03_local_global",
     title="Every selection of the 3-token input, x3 moved: feasible, locally optimal, its SVM",
     targets=[

@@ -100,7 +100,7 @@ def lp_norm(W, lp: float):
 @experiment(
     "md_mechanics", paper=f"{PAPER} §2 (algorithm)", chapter="09_mirror_descent",
     title="The ℓp mirror-descent step: maps, p = 2, proximal form, Bregman divergence",
-    seconds=2,  # expected at paper scale on a 2-core CPU
+    seconds=1.0,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("roundtrip_err", "max |∇ψ*(∇ψ(W)) − W| / max(1, |W|), p ∈ {1.1, 1.25, 1.75, 2, 3}",
                "≤ 1e-10", 0.0, 1e-10, "≤ 1e-10", "suggested"),
@@ -208,7 +208,7 @@ def mechanics(seed: int = 0, lps: tuple[float, ...] = (1.1, 1.25, 1.75, 2.0, 3.0
     chapter="09_mirror_descent",
     title="Normalised ℓp-MD on W converges in direction to the ℓp-AttSVM (p = 1.75, 2, 3)",
     plot=figures.plot_convergence,
-    seconds=17,  # measured 2026-11-29: 16.4 CPU s, one process alone (md_text 11.6 s there)
+    seconds=14,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("norm_violation", "‖W(k)‖_p^{p−1} ≤ ‖W(0)‖_p^{p−1} + ηk at every recorded k "
                "(largest relative excess)", "≤ roundoff", -math.inf, 1e-10, "roundoff",
@@ -343,7 +343,7 @@ def convergence(trials: int = 100, seed: int = 1, lps: tuple[float, ...] = _LPS,
     "md_bias", paper=f"{PAPER} §3.3, §5.1 (re-simulation design)", chapter="09_mirror_descent",
     title="The implicit bias depends on p: matched vs mismatched ℓq-SVMs, and sparsity",
     plot=figures.plot_bias,
-    seconds=5,  # expected at paper scale on a 2-core CPU
+    seconds=1.6,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("diag_ratio_min", "each row of the D_dir matrix is smallest on its diagonal, "
                "by a factor (min over rows of off-diagonal / diagonal)", "≥ 2 (e.g. 3.1, 11.7, "
@@ -416,7 +416,7 @@ def bias(trials: int = 6, seed: int = 1, lps: tuple[float, ...] = (1.25, 2.0, 3.
     chapter="09_mirror_descent",
     title="Constant-step ℓp-MD: the direction converges slowly, the norm grows like log k",
     plot=figures.plot_unnormalized,
-    seconds=5,  # expected at paper scale on a 2-core CPU
+    seconds=1.4,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("ddir_p2", "p = 2: D_dir to the ℓ2-SVM after 5,000 constant steps (mean)",
                "≈ 0.04", 0.02, 0.08, "within ×2", "re-simulation",

@@ -42,7 +42,7 @@ def blank_attention(W, X, z, pixels: int = 4):
     chapter="10_real_data",
     title="ℓ1.1 mirror descent vs GD vs Adam on scikit-learn's digits (one attention layer)",
     plot=figures.plot_digits,
-    seconds=11,  # measured 2026-11-29: 10.9-11.4 CPU s, one process alone, 2-core CPU
+    seconds=10,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("sparsity_ratio", "near-zero entries of W (|W_jk| < 1e-3·max): ℓ1.1-MD over GD "
                "(means over seeds)", "≥ 3× (hypothesis)", 3.0, math.inf, "≥ 3×", "suggested",

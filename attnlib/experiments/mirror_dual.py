@@ -61,7 +61,7 @@ def _synthetic(keep_dual, data, W0, lp, lr, steps):
     "md_dual", paper=f"{PAPER} (official optimizer vs attnlib's)", chapter="09_mirror_descent",
     title="The paper's optimizer (dual recomputed from float32 weights) vs the book's "
           "(dual kept): zero trapping at p = 1.1",
-    seconds=10,  # expected at paper scale on a 2-core CPU
+    seconds=0.8,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("trap_paper", "one float32 entry at p = 1.1 crossing zero with dual steps of "
                "1e-5: steps it ends at exactly 0, paper's variant (of the steps after the "

@@ -31,7 +31,7 @@ _STEPS = tuple(MD_BUDGETS[p] for p in _LPS)  # their official iteration budgets
     "md_joint", paper=f"{PAPER} §5.2 (joint toy)", chapter="09_mirror_descent",
     title="Joint (W, v) mirror descent on the 2-sample toy: which token each p selects",
     plot=figures.plot_joint,
-    seconds=3.5,  # measured 2026-11-29: 3.2 CPU s, one process alone (md_text 11.6 s there)
+    seconds=3.2,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("selection_ok", "selected tokens (0-based) are (1, 0) for p = 1.75 and 2, "
                "(0, 0) for p = 3", "(1,0), (1,0), (0,0)", 1, 1, "exact", "official code"),

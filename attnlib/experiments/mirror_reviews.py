@@ -90,7 +90,7 @@ def _mean_std(x):
     chapter="10_real_data",
     title="ℓ1.1-MD vs GD vs ℓ3-MD vs Adam: a small transformer on rated movie-review sentences",
     plot=figures.plot_reviews,
-    seconds=15,  # measured 2026-11-29: 15.1-15.2 CPU s, one process alone, 2-core CPU
+    seconds=14,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("acc_diff_max", "max test accuracy, ℓ1.1-MD minus GD (points, means over "
                "seeds)", "+1.5 to +2.3 (IMDb, 3/4/6 blocks)", 1.5, math.inf, "≥ +1.5",

@@ -93,7 +93,7 @@ def _measure(run, li, ck, data, rel_te):
     chapter="10_real_data",
     title="ℓ1.1-MD vs GD vs ℓ3-MD vs Adam: attention on a planted sentiment word (real words)",
     plot=figures.plot_text,
-    seconds=10,  # measured 2026-11-29: 10.1-10.2 CPU s, one process alone, 2-core CPU
+    seconds=9.3,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("separated", "every ℓ1.1-MD, GD, ℓ3-MD and Adam model separates its training "
                "sentences at the chosen checkpoint (min train accuracy)",
@@ -189,7 +189,7 @@ SVM_PS = (1.1, 2.0, 3.0)
     chapter="10_real_data",
     title="The mechanism on real words: the trained direction against the ℓp-AttSVM of the "
           "selected tokens",
-    seconds=15,  # measured 2026-11-29: 13-17 s beside other jobs (load average 2-3), 2-core CPU
+    seconds=4.1,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("svm_solved", "ℓq-AttSVMs of the selected tokens solved and certified (of "
                "3 p × seeds × 3 q)", "feasible (theory's assumption)", 1.0, 1.0, "all",

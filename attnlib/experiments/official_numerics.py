@@ -242,7 +242,7 @@ _E1_EPS0 = "2306.13596 Fig. 1 (E1): the official notebook's loop, re-run in floa
 
 
 @experiment(
-    "mm_official_numerics", seconds=20, chapter="02_att_svm",
+    "mm_official_numerics", seconds=1.0, chapter="02_att_svm",
     paper="2306.13596 Fig. 1-2 (E1, E2), the official loop's numerics",
     title="E1 and E2 under the official numerics (autograd, the notebooks' ε, float32) and "
           "under attnlib's exact gradient, run by run",
@@ -343,7 +343,7 @@ MD_REGIMES = {"exact_eps": ("exact", True), "exact_0": ("exact", False),
 
 
 @experiment(
-    "md_official_numerics", seconds=5, chapter="09_mirror_descent",
+    "md_official_numerics", seconds=1.7, chapter="09_mirror_descent",
     paper="2410.14581 §5.1 (p = 1.75), the official optimizer's numerics",
     title="Normalised ℓp mirror descent under four numerical regimes: ε freezes the "
           "direction, the exact gradient converges, autograd without ε diverges",

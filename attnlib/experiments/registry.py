@@ -239,8 +239,9 @@ def _interval(iv: tuple[float, float]) -> str:
 class Experiment:
     """A registered experiment: the function, its figure, its targets and typed settings.
 
-    ``seconds`` is the expected run time at paper scale (the defaults) on a 2-core CPU, or
-    ``None`` where it was not measured.
+    ``seconds`` is the run time at paper scale (the defaults): CPU seconds of one process
+    alone on a 2-core CPU (machines differ up to twofold), or ``None`` where it was not
+    measured.
     """
 
     name: str

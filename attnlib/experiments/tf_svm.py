@@ -139,7 +139,7 @@ def _layout_numbers(layouts: int, seed: int, kw: dict, device) -> dict:
     "tf_visualization", paper=f"{PAPER} Fig. 1 (E1, visualization2.ipynb)", chapter="05_w_vs_kq",
     title="2-D GD paths of W and (K,Q) against the Frobenius and nuclear SVM rays",
     plot=plot_visualization,
-    seconds=15,
+    seconds=0.6,
     bounds={"layouts": (0, None), "example": (1, 2)},
     targets=[
         Target("corr_W_fro", "corr(W(2000), W^mm_α) on the paper's 2-D example", "≥ 0.99",
@@ -216,7 +216,7 @@ def tf_visualization(steps: int = 2000, layouts: int = 10, seed: int = 0, exampl
     chapter="05_w_vs_kq",
     title="Local convergence: W → Att-SVM (Frobenius), (K,Q) → Att-SVM⋆ (nuclear)",
     plot=plot_local,
-    seconds=11,  # measured 2026-11-29: one process beside other jobs (load average 3-4), 2-core CPU
+    seconds=2.0,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("prob_KQ_k100", "mean max-softmax of (K,Q) at k = 100", "0.998", 0.948, 1.0,
                "±0.05", "re-simulation"),

@@ -27,7 +27,7 @@ PAPER = "2308.16898"
     chapter="08_sequences_causal",
     title="Sequence and causal self-attention: GD direction vs the (causal) sequence SVM",
     plot=plot_causal,
-    seconds=4,  # measured 2026-11-29: one process beside other jobs (load average 3-4), 2-core CPU
+    seconds=0.7,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("corr_causal_final", "mean corr(W(k), causal SAtt-SVM of GD's selection) at the "
                "end", "the paper's claim, checked numerically by the book", 0.99, 1.0, "≥ 0.99",

@@ -95,7 +95,7 @@ def _subset(data: AttentionData, idx: torch.Tensor) -> AttentionData:
     chapter="07_nonlinear_heads",
     title="ReLU head: several selected tokens, GD direction vs the generalised SVM equivalence",
     plot=plot_multi,
-    seconds=56,  # measured 2026-11-29 05:58 UTC: CPU s of one process under the lock (load 2-3)
+    seconds=25,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("eq_le_dir", "SVM-eq ≤ W^dir in final 1 − corr, every run: W^eq is the "
                "projection of W(2001) on S_fin ⊕ span(W^dir), which contains W^dir", "holds", 1,
@@ -357,7 +357,7 @@ def _svms(sub, s, take):
     chapter="07_nonlinear_heads",
     title="λ-penalty head: GD selects two tokens and follows the SVM equivalence",
     plot=plot_lambda,
-    seconds=5,
+    seconds=0.2,
     targets=[
         Target("s_gap", "largest |s_t − s*_t| between GD's final softmax and the best "
                "attention (0.7, 0.3, 0, 0)", "0", 0.0, 0.02, "≤ 0.02", "suggested",

@@ -87,7 +87,7 @@ def circle_path_direction(log_cost, radius: float, points: int = 200_001) -> tor
     f"statement), for W as in {PAPER}", chapter="07_nonlinear_heads",
     title="ReLU head, one best token per input: the regularisation path turns to its Att-SVM",
     plot=plot_nonlinear_path,
-    seconds=8,
+    seconds=1.1,
     targets=[
         Target("sel_ok", "share of inputs whose attention at the largest radius is on "
                "argmax_t ψ(x_it)", "1", 1.0, 1.0, "all", "suggested",

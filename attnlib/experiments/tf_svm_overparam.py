@@ -38,7 +38,7 @@ FEAS_BELOW = ((15, 5, 4), (10, 5, 3))
     chapter="06_overparameterization",
     title="Att-SVM is feasible for every selection once d ≥ max(T−1, n)",
     plot=plot_feasibility,
-    seconds=1,  # measured 2026-11-29: one process beside other jobs (load average 3-4), 2-core CPU
+    seconds=0.2,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("feasible_opt_at", "d ≥ max(T−1, n): share of instances feasible at α = opt "
                "(smallest over the cells)", "100%", 1.0, 1.0, "exact", "re-simulation"),
@@ -100,7 +100,7 @@ _E5_RUN = {2: 0.10, 4: 0.38, 6: 0.48, 8: 0.62, 10: 0.66, 15: 0.74, 20: 0.84}
     chapter="06_overparameterization",
     title="Share of GD runs converging to the global vs a locally optimal direction, vs d",
     plot=plot_global,
-    seconds=5,  # measured 2026-11-29: 4.9 CPU s, one process alone (md_text 11.6 s there)
+    seconds=2.9,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         *(Target(f"global_d{d}", f"share of GD runs converging to the global W^mm, d = {d}",
                  f"{p:.2f}", max(0.0, p - 0.15), min(1.0, p + 0.15), "±0.15 at 50 runs",
@@ -255,7 +255,7 @@ def equal_scores_trap(device=None) -> tuple[AttentionData, torch.Tensor]:
     "tf_global_equal_scores", paper=f"{PAPER} §global convergence of GD (W)",
     chapter="06_overparameterization",
     title="GD on W from a random start: global convergence when the non-optimal scores are equal",
-    seconds=20,
+    seconds=1.6,
     targets=[
         Target("global_equal_d10", "d = 10 (≥ max(T−1, n)), equal non-optimal scores: share "
                "of GD runs converging to the global W^mm (corr > 0.95, α = opt)", "1 if the "

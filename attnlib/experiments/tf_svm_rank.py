@@ -169,7 +169,7 @@ def _official_target(n, d, paper, lo, hi):
     "tf_svm_rank", paper=f"{PAPER} Fig. 4 (E3, svm_rank.ipynb)", chapter="05_w_vs_kq",
     title="Rank of the Frobenius and nuclear Att-SVM solutions over (n, T, d)",
     plot=plot_rank,
-    seconds=13,  # measured 2026-11-29: 12.5 CPU s, one process alone (md_text 11.6 s there)
+    seconds=11,  # measured 2026-11-29: CPU s, one process alone
     bounds={"official_trials": (0, None), "full_trials": (1, None)},
     targets=[
         Target("margin_err_max", "every feasible Frobenius solution: |min margin − 1|",
@@ -387,7 +387,7 @@ def _nuclear_gap(W: torch.Tensor) -> torch.Tensor:
     "tf_nuclear_nonunique", paper=f"{PAPER} §Att-SVM⋆ (non-unique solutions)",
     chapter="05_w_vs_kq",
     title="Att-SVM⋆ can have many solutions: (K,Q) GD ends on different ones",
-    seconds=12,
+    seconds=1.0,
     targets=[
         Target("nuc_gap_max", "every (K,Q) run: ‖KQᵀ‖_⋆ at unit margin, relative to the "
                "nuclear optimum 2 (0: KQᵀ(2000) is an Att-SVM⋆ solution)", "0", 0.0, 1e-6,

@@ -88,7 +88,7 @@ def capped_svm(X, z, alpha, m: int, W0=None, starts: int = 6, seed: int = 0):
 @experiment(
     "tf_rank_cap", paper=f"{PAPER} §Att-SVM⋆ with rank ≤ m (m < n)", chapter="05_w_vs_kq",
     title="(K,Q) with width m < n: the rank cap binds, GD follows the rank-capped SVM",
-    seconds=7,  # measured 2026-11-29: one process beside other jobs (load average 3-4), 2-core CPU
+    seconds=1.7,  # measured 2026-11-29: CPU s, one process alone
     targets=[
         Target("corr_cap_median_m1", "m = 1: median corr(KQᵀ(2000), rank-capped Att-SVM⋆)",
                "≥ 0.99", 0.99, 1.0, "≥ 0.99", "suggested",
