@@ -173,3 +173,28 @@ def test_a_member_whose_step_overflows_does_not_hold_back_the_other_seeds():
                                       batch=50)
         for p1, p2 in zip(one["model"].parameters(), both["model"].parameters()):
             assert torch.allclose(p1[0], p2[j], rtol=1e-5, atol=1e-6, equal_nan=True), s
+
+
+def test_validation_after_the_last_epoch_only_equals_the_last_epochs_record():
+    """``val_every_epoch=False`` evaluates once, at the end: each member's row equals the
+    per-epoch record's last, also for members that stopped early (their weights stay those
+    of their stop)."""
+    data = reviews.review_data(max_len=12)
+    sub = {k: v[:200] for k, v in data.index.items()}
+    data = reviews.ReviewData(**{**data.__dict__, "index": sub})
+    cfg = encoder.EncoderConfig(vocab_size=len(data.vocab), max_len=12, n_embd=8,
+                                n_blocks=1, n_head=2, n_hidden=8, dropout=0.0)
+    run = {"md": ("md", 1.1, 5e-3), "adam": ("adam", 2.0, 0.3)}
+    mixed = False
+    for stop_acc in (0.0, 0.9, 1.0):  # every member stops at once / at different epochs / none
+        kw = dict(seeds=(0, 1), config=cfg, max_epochs=3, batch=50, stop_acc=stop_acc)
+        every = encoder_fit.fit_encoder(data, run, **kw)
+        last = encoder_fit.fit_encoder(data, run, val_every_epoch=False, **kw)
+        mixed |= len(set(every["epochs"].tolist())) > 1
+        assert last["val_acc"].shape == (1, 4) and every["val_acc"].shape[0] >= 1
+        assert torch.equal(last["val_acc"][0], every["val_acc"][-1])
+        assert torch.equal(last["val_loss"][0], every["val_loss"][-1])
+        assert torch.equal(last["test_acc"], every["test_acc"])
+    assert mixed  # in one of the runs the members stopped at different epochs
+    with pytest.raises(ValueError, match="val_every_epoch"):
+        encoder_fit.fit_encoder(data, run, seeds=(0,), config=cfg, val_every_epoch=1)
