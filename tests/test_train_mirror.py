@@ -253,6 +253,27 @@ def testnormalized_step_zeros_exact_for_subnormal_zero_and_plain_rows():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("q", [2.0, 11.0])
+def test_a_zero_row_takes_a_zero_step_at_any_learning_rate(dtype, q):
+    """A zero gradient gives a zero step also for a large lr (lr / tiny would overflow)."""
+    from attnlib.train.mirror import normalized_step
+
+    g = torch.tensor([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5]], dtype=dtype)
+    for lr in (0.1, 10.0, 1e6):
+        got = normalized_step(g, lr, q, 0.0)
+        assert torch.equal(got[0], torch.zeros(3, dtype=dtype)), lr
+        assert torch.isfinite(got).all()
+
+
+def test_a_zero_gradient_at_a_large_step_stops_the_trial_and_is_finite():
+    X = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]], dtype=F64)
+    data = al.AttentionData(X, torch.ones(1), z=torch.ones(1, 3), v=torch.tensor([0, 0, 1.0]))
+    r = al.train(data, init={"W": torch.eye(3, dtype=F64)}, steps=5, eps=0.0, lr=10.0)
+    assert r.stopped.item() == 0 and r.status.ok  # stopped at once, every number finite
+    assert torch.equal(r.W, torch.eye(3, dtype=F64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("eps", [0.0, 1e-300, 1e30])
 @pytest.mark.parametrize("q", [2.0, 1.5, 5.0])
 def test_per_row_zero_and_finite_checks_match_the_entries(dtype, eps, q):

@@ -122,7 +122,8 @@ def step_scale(g, lr, q, eps, log_scale=None):
 
     The step is :math:`c_b\\, g_b / \\max_j|g_{bj}|` with
     :math:`c_b = \\eta\\,\\max_j|G_{bj}| / (\\|G_b\\|_q + \\varepsilon)` (B,), the largest
-    magnitude in the step's row (zero where it underflows). ``g_zero`` (B,) is
+    magnitude in the step's row where that row of ``g`` is non-zero and finite (zero where it
+    underflows; finite for a zero row, whose step is zero). ``g_zero`` (B,) is
     ``(g == 0).all(1)``, or ``None`` when no row can be zero: on the CPU, when the smallest row
     maximum of ``g`` is at least :math:`\\sqrt{\\mathrm{tiny}}` (one scalar read instead of
     per-row tests; NaN rows take the general path).
@@ -148,7 +149,9 @@ def step_scale(g, lr, q, eps, log_scale=None):
         if log_scale is not None:
             log_true_max = log_true_max - log_scale
         nrm = nrm + torch.exp(torch.rsub(log_true_max, math.log(eps)))  # eps / true max
-    nrm = nrm.clamp_min(torch.finfo(g.dtype).tiny)  # a zero row (nrm 0) takes a zero step
+    # a zero row (nrm 0, eps = 0) takes a zero step: nrm >= 1 wherever m > 0, so a floor of 1
+    # changes no other row, and lr / 1 stays finite (lr / tiny overflowed for lr above ~4)
+    nrm = nrm.clamp_min(1.0)
     # (B,): the largest |entry| of each row of the step (where m > 0); lr / nrm, which for
     # a Python number is nrm.reciprocal() * lr (without the operator's wrapper)
     c = nrm.reciprocal() * lr if isinstance(lr, (int, float)) else lr / nrm
