@@ -318,8 +318,8 @@ def cmd_cache(args) -> int:
         print(f"removed {n} cache entr{'y' if n == 1 else 'ies'} from {store.cache_dir()}")
         left = store.cache_info()["entries"]
         if left:
-            print(f"kept {left} entr{'y' if left == 1 else 'ies'} that another process is "
-                  "computing now")
+            print(f"{left} entr{'y remains' if left == 1 else 'ies remain'} (another "
+                  "process is computing or writing it now)")
     return 0
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from experiment_fakes import fakes  # noqa: F401  (fixture)
 
 from attnlib import experiments
+from attnlib.cli import main
 from attnlib.experiments import store
 
 TESTS = Path(__file__).resolve().parent
@@ -130,7 +131,7 @@ def test_cache_clear_removes_free_locks_and_keeps_a_held_one(fakes):  # noqa: F8
     assert not path.exists()
 
 
-def test_cache_clear_keeps_an_entry_whose_writer_holds_its_lock(fakes):  # noqa: F811
+def test_cache_clear_keeps_an_entry_whose_writer_holds_its_lock(fakes, capsys):  # noqa: F811
     fakes("inner", lambda seed=0: ({"x": 3.0}, {}))
     fakes("other", lambda seed=0: ({"x": 4.0}, {}))
     path = _lock_path("inner")
@@ -141,11 +142,26 @@ def test_cache_clear_keeps_an_entry_whose_writer_holds_its_lock(fakes):  # noqa:
     try:
         assert store.cache_clear() == 1  # the other entry only
         assert (folder / "inner.json").exists()
+        assert main(["cache", "clear"]) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            f"removed 0 cache entries from {store.cache_dir()}",
+            "1 entry remains (another process is computing or writing it now)"]
     finally:
         holder.kill()
         holder.wait()
     assert store.cache_clear() == 1
     assert not folder.exists() and not path.exists()
+
+
+def test_cache_clear_counts_only_what_it_removed(fakes, monkeypatch):  # noqa: F811
+    """An entry another cache_clear removed first (a stale list of entries) is not counted."""
+    fakes("inner", lambda seed=0: ({"x": 3.0}, {}))
+    experiments.run("inner")
+    (real,) = [p for p in store.cache_dir().iterdir() if p.is_dir()]
+    ghost = store.cache_dir() / ("f" * 20)  # listed, but already gone
+    monkeypatch.setattr(store, "_entries", lambda root: [ghost, real])
+    assert store.cache_clear() == 1
+    assert not real.exists()
 
 
 def test_a_lock_removed_while_waited_for_is_not_taken(tmp_path):

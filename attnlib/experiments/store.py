@@ -337,8 +337,9 @@ def cache_clear() -> int:
     """Remove every cache entry (and stray temporary files); return how many were removed.
 
     An entry whose lock another process holds (it is computing or writing that entry) is
-    kept. Only folders named like cache keys are removed, so ``$ATTNLIB_CACHE`` pointing at a folder
-    with other content never loses it.
+    kept (on POSIX systems, where :func:`entry_lock` locks; elsewhere every entry is removed).
+    An entry that cannot be removed raises the error. Only folders named like cache keys are
+    removed, so ``$ATTNLIB_CACHE`` pointing at a folder with other content never loses it.
     """
     root = cache_dir()
     removed = 0
@@ -346,8 +347,10 @@ def cache_clear() -> int:
         # under the entry's lock: an entry another process is writing (it holds the lock) is
         # kept, never removed half-written under it
         with contextlib.suppress(Busy), entry_lock(p, wait=False):
-            shutil.rmtree(p, ignore_errors=True)  # (another cache_clear may be removing it too)
-            removed += 1
+            if p.is_dir():  # (not removed meanwhile by another cache_clear)
+                with contextlib.suppress(FileNotFoundError):  # (nor while removing it)
+                    shutil.rmtree(p)
+                removed += not p.exists()
     if root.is_dir():
         for tmp in root.glob(".*.tmp"):
             tmp.unlink(missing_ok=True)
