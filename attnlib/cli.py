@@ -93,6 +93,8 @@ def _key_value(text: str) -> tuple[str, str]:
 def _duration(seconds) -> str:
     if seconds is None:
         return "?"
+    if seconds < 1:
+        return "<1 s"
     if seconds < 90:
         return f"~{seconds:.0f} s"
     if seconds < 5400:

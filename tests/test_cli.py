@@ -332,3 +332,10 @@ def test_a_setting_that_skips_a_target_is_reported_not_a_crash(fakes, tmp_path, 
     text = capsys.readouterr().out
     assert "not computed with these settings" in text and "missed: conditional.shrinks" in text
     assert main(args + ["--strict"]) == 1
+
+
+def test_list_durations_read_as_written():
+    from attnlib.cli import _duration
+
+    assert [_duration(s) for s in (None, 0.2, 1.4, 25, 600, 7200)] == [
+        "?", "<1 s", "~1 s", "~25 s", "~10 min", "~2.0 h"]

@@ -91,13 +91,14 @@ def _draw_words(fig, sentence, optimizer, seed, result):
 def representative_sentence(result, optimizer: str = "md", seed: int = 0) -> int:
     """The kept test sentence on which ``optimizer``'s seed-``seed`` model puts the median
     attention on the planted word (the lower of the two middle ones for an even count): the
-    explorer opens on a typical case, neither the best nor a failure."""
+    explorer opens on a typical case, neither the best nor a failure. A run that kept no test
+    sentence (n = 6) raises a ValueError."""
     a = result.arrays
     att = np.asarray(a[f"attention_{optimizer}"][int(seed)], dtype=float)  # (shown, T)
     if att.shape[0] == 0:
         raise ValueError(
             f"result: this md_text run kept no test sentence to show (n={result.params['n']}: "
-            "a quarter of the sentences is the test split; run it with n >= 8)")
+            "a quarter of the sentences is the test split; run it with n >= 7)")
     rel = np.asarray(a["relevant"], dtype=int)[: att.shape[0]]
     mass = att[np.arange(att.shape[0]), rel]
     order = np.argsort(mass, kind="stable")
