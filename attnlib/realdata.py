@@ -335,7 +335,9 @@ def _normalize(sets: list[tuple]) -> None:
     own: the group-by-group result, in one call). With ``columns``, on those entries alone (the
     others are exact zeros, kept): the CPU's ℓq norm (q ≠ 2) adds :math:`|g_j|^q` one entry
     after the other, and a term 0 leaves the partial sum as it was, so the step is the whole
-    row's, bit for bit."""
+    row's, bit for bit (tests/test_realdata.py checks it). A non-finite gradient is the
+    exception (the whole row's step would be NaN everywhere, this one only in ``columns``):
+    the optimizer skips any step whose gradient is not finite."""
     for q, pars, cols in sets:
         same = [p for p in pars if p.grad is not None]
         if not same:

@@ -297,3 +297,29 @@ def test_compare_on_cuda_agrees_with_cpu():
             _same_fraction(g[key], c[key], f"{name}: {key}")
         for key in ("W", "l1_over_fro", "entropy", "top1", "curve_train_loss"):
             close(g[key], c[key], f"compare {name}: {key}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("d", [20, 65, 200])
+def test_the_query_column_step_is_the_whole_rows_bit_for_bit(dtype, d):
+    """With a [CLS] query only W's query column takes a gradient: the normalised ℓq step taken
+    on that column alone equals the step of the whole row, bit for bit (q ≠ 2)."""
+    from types import SimpleNamespace
+
+    g = torch.Generator().manual_seed(d)
+    z = torch.zeros(5, d, dtype=dtype)
+    z[:, 0] = 1.0
+    grad = torch.zeros(3, d, d, dtype=dtype)
+    grad[:, :, 0] = torch.randn(3, d, generator=g, dtype=dtype) * torch.rand(
+        3, d, generator=g, dtype=dtype) ** 4
+    for q in (1.5 / 0.5, 1.1 / 0.1, 101.0):
+        W = torch.zeros(3, d, d, dtype=dtype, requires_grad=True)
+        model = SimpleNamespace(Ws=[W], vs=[])
+        (sets,) = [s for s in rd._norm_sets(model, [q], z) if s[1]]
+        assert sets[2] is not None and sets[2].tolist() == [0]  # the column path is taken
+        W.grad = grad.clone()
+        rd._normalize([sets])
+        whole = W.grad.clone()
+        W.grad = grad.clone()
+        rd._normalize([(q, [W], None)])
+        assert torch.equal(whole, W.grad), q
