@@ -337,7 +337,7 @@ def cache_clear() -> int:
     """Remove every cache entry (and stray temporary files); return how many were removed.
 
     An entry whose lock another process holds (it is computing or writing that entry) is
-    kept (on POSIX systems, where :func:`entry_lock` locks; elsewhere every entry is removed).
+    kept (on POSIX systems, where ``entry_lock`` locks; elsewhere every entry is removed).
     An entry that cannot be removed raises the error. Only folders named like cache keys are
     removed, so ``$ATTNLIB_CACHE`` pointing at a folder with other content never loses it.
     """
