@@ -106,6 +106,19 @@ def seed(x, name: str = "seed", count: int = 1) -> int:
     return number(name, x, lo=0, hi=SEED_MAX - (count - 1), integer=True)
 
 
+def flag(name: str, x) -> bool:
+    """Check that ``x`` is ``True`` or ``False`` (a Python bool); return it.
+
+    Raises
+    ------
+    ValueError
+        ``"name: expected True or False, got x"``.
+    """
+    if not isinstance(x, bool):
+        raise ValueError(f"{name}: expected True or False, got {x!r}")
+    return x
+
+
 def choice(name: str, x, options):
     """Check that ``x`` is one of ``options``; return the matching option.
 

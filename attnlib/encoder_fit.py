@@ -35,7 +35,7 @@ import warnings
 
 import torch
 
-from ._validate import choice, number
+from ._validate import choice, flag, number
 from .encoder import EncoderConfig, ReviewEncoder, bce_sum
 from .reviews import ReviewData
 from .status import RunStatus, collect, report
@@ -112,8 +112,7 @@ def fit_encoder(data: ReviewData, runs: dict, seeds=(0, 1, 2), config: EncoderCo
     batch = number("batch", batch, lo=1, integer=True)
     max_epochs = number("max_epochs", max_epochs, lo=1, integer=True)
     stop_acc = number("stop_acc", stop_acc, lo=0, hi=1)
-    if not isinstance(val_every_epoch, bool):
-        raise ValueError(f"val_every_epoch: expected True or False, got {val_every_epoch!r}")
+    flag("val_every_epoch", val_every_epoch)
     if config is None:
         config = EncoderConfig(vocab_size=len(data.vocab), max_len=data.tokens.shape[1])
     names, S = list(runs), len(seeds)

@@ -30,7 +30,7 @@ import torch
 
 from . import models as M
 from ._runtime import resolve_device, resolve_dtype
-from ._validate import SEED_MAX, as_tensor, labels, number
+from ._validate import SEED_MAX, as_tensor, flag, labels, number
 from .data import AttentionData, TokenData
 from .status import RunStatus
 from .train import TrainConfig, train
@@ -144,8 +144,7 @@ def causal_mask(T: int, causal: bool = True, device=None) -> torch.Tensor:
     ``T`` is an int >= 1, ``causal`` a bool.
     """
     T = number("T", T, lo=1, integer=True)
-    if not isinstance(causal, bool):
-        raise ValueError(f"causal: expected True or False, got {causal!r}")
+    flag("causal", causal)
     mask = torch.ones(T, T, dtype=torch.bool, device=device)
     return torch.tril(mask) if causal else mask
 

@@ -149,3 +149,10 @@ def test_as_tensor_names_what_is_not_an_array_of_numbers(x):
 def test_as_tensor_accepts_object_arrays_of_numbers():
     t = V.as_tensor(np.array([1, 2.5], dtype=object), "X")
     assert t.tolist() == [1.0, 2.5] and t.dtype == torch.float64
+
+
+@pytest.mark.parametrize("bad", [1, 0, "True", None, np.bool_(True), torch.tensor(True)])
+def test_flag_takes_python_booleans_only(bad):
+    assert V.flag("f", True) is True and V.flag("f", False) is False
+    with pytest.raises(ValueError, match=r"^f: expected True or False, got "):
+        V.flag("f", bad)

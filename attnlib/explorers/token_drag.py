@@ -35,6 +35,7 @@ import json
 
 import torch
 
+from attnlib._validate import flag
 from attnlib.examples import three_token_example
 from attnlib.experiments.max_margin_measures import TOKEN_EXAMPLES
 from attnlib.optimality import is_locally_optimal
@@ -90,8 +91,7 @@ def _example(example: str):
 def _check_settings(lr, normalized, loss, iterations):
     if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0):
         raise ValueError(f"lr: expected a number > 0, got {lr!r}")
-    if not isinstance(normalized, bool):
-        raise ValueError(f"normalized: expected True or False, got {normalized!r}")
+    flag("normalized", normalized)
     if loss not in LOSSES:
         raise ValueError(f"loss: expected one of {LOSSES}, got {loss!r}")
     if not (isinstance(iterations, int) and ITERATIONS[0] <= iterations <= ITERATIONS[1]):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnlib._validate import scalar
+from attnlib._validate import flag, scalar
 
 __all__ = ["SolveConfig", "InfeasibleError", "UncertifiedError", "norm_key", "check_solver",
            "FIRST_ORDER", "MAX_LP", "CLARABEL_TIGHT"]
@@ -115,8 +115,7 @@ class SolveConfig:
             raise ValueError(f"rescale_outside: expected (lo, hi) with 0 < lo <= 1 <= hi, got "
                              f"{self.rescale_outside!r}")
         object.__setattr__(self, "rescale_outside", (float(lo_hi[0]), float(lo_hi[1])))
-        if not isinstance(self.fast, bool):
-            raise ValueError(f"fast: expected True or False, got {self.fast!r}")
+        flag("fast", self.fast)
         mi = self.max_iters
         if mi is not None and (isinstance(mi, bool) or int(mi) != mi or mi < 1):
             raise ValueError(f"max_iters: expected None or an integer >= 1, got {mi!r}")

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from attnlib import models as M
-from attnlib._validate import choice, number
+from attnlib._validate import choice, flag, number
 from attnlib._validate import seed as check_seed
 
 __all__ = ["TrainConfig", "PARAMS", "METHODS"]
@@ -82,8 +82,7 @@ class TrainConfig:
             "seed": check_seed(self.seed),
         }
         for name in ("normalized", "progress"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}: expected True or False, got {getattr(self, name)!r}")
+            flag(name, getattr(self, name))
         if fix["method"] == "gd" and fix["lp"] != 2.0:
             raise ValueError(f"lp: method 'gd' is the case lp=2; use method='md' for "
                              f"lp={fix['lp']}")

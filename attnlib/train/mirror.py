@@ -20,7 +20,7 @@ import warnings
 
 import torch
 
-from attnlib._validate import number
+from attnlib._validate import flag, number
 from attnlib.status import RunStatus, report
 
 __all__ = ["mirror_map", "inverse_mirror_map", "lq_norm", "normalized_step",
@@ -331,7 +331,5 @@ def _checked_group(group: dict) -> dict:
                lp=number("lp", group["lp"], lo=1, lo_open=True),
                eps=number("eps", group["eps"], lo=0))
     for name in ("normalized", "keep_dual"):
-        if not isinstance(group[name], bool):
-            raise ValueError(f"{name}: expected True or False, got {group[name]!r}")
-        out[name] = group[name]
+        out[name] = flag(name, group[name])
     return out
