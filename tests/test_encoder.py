@@ -175,10 +175,11 @@ def test_a_member_whose_step_overflows_does_not_hold_back_the_other_seeds():
             assert torch.allclose(p1[0], p2[j], rtol=1e-5, atol=1e-6, equal_nan=True), s
 
 
-def test_validation_after_the_last_epoch_only_equals_the_last_epochs_record():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_validation_after_the_last_epoch_only_equals_the_last_epochs_record(device):
     """``val_every_epoch=False`` evaluates once, at the end: each member's row equals the
     per-epoch record's last, also for members that stopped early (their weights stay those
-    of their stop)."""
+    of their stop). The same on a GPU, where validation is computed on the device."""
     data = reviews.review_data(max_len=12)
     sub = {k: v[:200] for k, v in data.index.items()}
     data = reviews.ReviewData(**{**data.__dict__, "index": sub})
@@ -187,11 +188,13 @@ def test_validation_after_the_last_epoch_only_equals_the_last_epochs_record():
     run = {"md": ("md", 1.1, 5e-3), "adam": ("adam", 2.0, 0.3)}
     mixed = False
     for stop_acc in (0.0, 0.9, 1.0):  # every member stops at once / at different epochs / none
-        kw = dict(seeds=(0, 1), config=cfg, max_epochs=3, batch=50, stop_acc=stop_acc)
+        kw = dict(seeds=(0, 1), config=cfg, max_epochs=3, batch=50, stop_acc=stop_acc,
+                  device=device)
         every = encoder_fit.fit_encoder(data, run, **kw)
         last = encoder_fit.fit_encoder(data, run, val_every_epoch=False, **kw)
         mixed |= len(set(every["epochs"].tolist())) > 1
         assert last["val_acc"].shape == (1, 4) and every["val_acc"].shape[0] >= 1
+        assert next(last["model"].parameters()).device.type == device
         assert torch.equal(last["val_acc"][0], every["val_acc"][-1])
         assert torch.equal(last["val_loss"][0], every["val_loss"][-1])
         assert torch.equal(last["test_acc"], every["test_acc"])
