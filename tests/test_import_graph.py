@@ -1,10 +1,12 @@
 """The package's house rules, read from the source with ``ast`` (nothing is imported):
 
 - the import graph of attnlib's modules has no cycle, counting imports at any nesting level
-  (inside functions too) and ``importlib.import_module("attnlib....")`` calls: a constant name
-  is an edge to that module, a formatted one (``f"attnlib.{name}"``) an edge to every module
-  its constant prefix can reach; the scripts under ``scripts/`` (which import each other as
-  top-level modules) have no cycle either;
+  (inside functions too) and ``import_module``/``__import__`` calls: a constant name is an edge
+  to that module, a built one (``f"attnlib.{name}"``, ``"attnlib." + name``, ``%``,
+  ``.format``, relative ones resolved) an edge to every module its constant prefix can reach,
+  one that cannot be read an edge to every module (tests/test_import_graph_dynamic.py checks
+  the checker); the scripts under ``scripts/`` (which import each other as top-level
+  modules) have no cycle either;
 - the course kit (``attnlib.course``) is layered: its notebook model at the bottom, its command
   line on top, and the rest of attnlib never imports it;
 - the computations never reach the presentation: nothing in ``experiments`` imports
@@ -65,36 +67,95 @@ def _owner(name: str, mods) -> str | None:
     return None
 
 
-def _import_call(node: ast.AST) -> ast.expr | None:
-    """The name argument of ``importlib.import_module(...)``, ``import_module(...)`` or
-    ``__import__(...)``; else None."""
-    if not (isinstance(node, ast.Call) and node.args):
+#: Parameters of the two import calls, in order (a keyword gives the same slot).
+_SIGNATURES = {"import_module": ("name", "package"),
+               "__import__": ("name", "globals", "locals", "fromlist", "level")}
+
+#: Modules whose import call reads its name from a table of module names that the file writes
+#: out as string constants: their edges are the modules the file names. Any other name that
+#: cannot be read counts as an edge to every module. (``attnlib/__init__.py`` needs no entry:
+#: its ``f"attnlib.{name}"`` is read as an edge to every module under ``attnlib.``.)
+LAZY_TABLES = {
+    "attnlib.explorers",  # __getattr__: import_module(_HOMES[name]), _HOMES's values literals
+}
+
+
+def _import_call(node: ast.AST) -> dict[str, ast.expr] | None:
+    """The arguments, by parameter name, of ``importlib.import_module(...)``,
+    ``import_module(...)`` or ``__import__(...)``; else None."""
+    if not isinstance(node, ast.Call):
         return None
     f = node.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-    return node.args[0] if name in ("import_module", "__import__") else None
+    if name not in _SIGNATURES:
+        return None
+    args = dict(zip(_SIGNATURES[name], node.args))
+    args.update((k.arg, k.value) for k in node.keywords if k.arg)
+    return args if "name" in args else None
 
 
-def _dynamic_targets(arg: ast.expr, mods, named: set[str]) -> set[str]:
-    """Modules an import_module argument can name: the module of a constant string; for an
-    f-string, every module that starts with its constant prefix; for any other expression
-    (``_MOVED[name]``), every module the file names in a string constant (``named``)."""
+def _prefix(arg: ast.expr) -> tuple[str, bool]:
+    """The constant start of a string expression, and whether it is the whole string: a
+    constant is whole; an f-string, ``"..." + x``, ``"...%s" % x`` or ``"...{}".format(x)``
+    gives the text before its first part that is not constant; anything else ``""``."""
     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-        target = _owner(arg.value, mods)
+        return arg.value, True
+    if isinstance(arg, ast.JoinedStr):
+        text = ""
+        for part in arg.values:
+            if not isinstance(part, ast.Constant):
+                return text, False
+            text += part.value
+        return text, True
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
+        text, whole = _prefix(arg.left)
+        if not whole:
+            return text, False
+        rest, whole = _prefix(arg.right)
+        return text + rest, whole
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Mod):
+        return _prefix(arg.left)[0].split("%")[0], False
+    if (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)
+            and arg.func.attr == "format"):
+        return _prefix(arg.func.value)[0].split("{")[0], False
+    return "", False
+
+
+def _dynamic_targets(args: dict[str, ast.expr], mod: str, path: Path, mods,
+                     named: set[str], lazy: set[str]) -> set[str]:
+    """Modules an import call can load. A relative name (``import_module(".x", package)``,
+    ``__import__("x", ..., level=1)``) is resolved against its package (a constant,
+    ``__name__`` or ``__package__``). A whole name is an edge to its module; a partial one
+    (``"attnlib." + name``) to every module that starts with its constant prefix; a name with
+    no readable prefix (``import_module(name)``) to every module, or, for a module of
+    ``lazy``, to every module the file names in a string constant (``named``)."""
+    text, whole = _prefix(args["name"])
+    here = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    level = args.get("level")
+    if isinstance(level, ast.Constant) and isinstance(level.value, int):
+        text = "." * level.value + text  # __import__ relative to the calling module
+        package = ast.Name("__package__")
+    else:
+        package = args.get("package")
+    dots = len(text) - len(text.lstrip("."))
+    if dots:
+        base = (package.value if isinstance(package, ast.Constant) else
+                {"__name__": mod, "__package__": here}.get(getattr(package, "id", "")))
+        for _ in range(dots - 1):
+            base = base and base.rpartition(".")[0]
+        rest = text[dots:]
+        text = (f"{base}.{rest}" if rest or not whole else base) if base else ""
+    if not text:
+        return named if mod in lazy else set(mods)
+    if whole:
+        target = _owner(text, mods)
         return {target} if target else set()
-    prefix = ""
-    for part in arg.values if isinstance(arg, ast.JoinedStr) else ():
-        if not isinstance(part, ast.Constant):
-            break
-        prefix += part.value
-    if not prefix:
-        return named
-    return {m for m in mods if m.startswith(prefix)} | (
-        {o} if (o := _owner(prefix.rstrip("."), mods)) else set())
+    return {m for m in mods if m.startswith(text)} | (
+        {o} if (o := _owner(text.rstrip("."), mods)) else set())
 
 
-def scan(root: Path, package: str | None):
-    """Return (edges, private_uses, sizes).
+def scan(root: Path, package: str | None, lazy: set[str] = LAZY_TABLES):
+    """Return (edges, private_uses, sizes); ``lazy``: see LAZY_TABLES.
 
     edges: module -> set of modules it imports (within the package).
     private_uses: list of "importer: target._name (line N)" violations.
@@ -117,8 +178,8 @@ def scan(root: Path, package: str | None):
                 private.append(f"{mod}: {target}.{name} (line {line})")
 
         for node in ast.walk(tree):
-            if (arg := _import_call(node)) is not None:
-                edges[mod] |= _dynamic_targets(arg, mods, named)
+            if (args := _import_call(node)) is not None:
+                edges[mod] |= _dynamic_targets(args, mod, path, mods, named, lazy)
             elif isinstance(node, ast.Import):
                 for a in node.names:
                     target = _owner(a.name, mods)
@@ -303,31 +364,6 @@ def test_checker_finds_cycles_inside_functions_and_private_uses(tmp_path):
         "pkg.b: pkg.a._hidden", "pkg.c: pkg.a._hidden", "pkg.c: pkg._validate._ok",
         "pkg.sub.d: pkg.a._hidden"])
     assert sizes["pkg.b"] == 6
-
-
-def test_checker_follows_lazy_aliases_and_formatted_names(tmp_path):
-    """A module ``__getattr__`` that loads a module by name is an import like any other."""
-    _write(tmp_path, {
-        "pkg/__init__.py": ("import importlib\n"
-                            "def __getattr__(name):\n"
-                            "    return importlib.import_module(f'pkg.{name}')\n"),
-        "pkg/low.py": ("from importlib import import_module\n"
-                       "def __getattr__(name):\n"
-                       "    return getattr(import_module('pkg.high.view'), name)\n"),
-        "pkg/high/__init__.py": "",
-        "pkg/high/view.py": "from pkg import low\n",
-        "pkg/other.py": "x = __import__('json')\n",
-        "pkg/moved.py": ("import importlib\n_MOVED = {'view': 'pkg.high.view'}\n"
-                         "def __getattr__(name):\n"
-                         "    return importlib.import_module(_MOVED[name])\n"),
-    })
-    edges, _, _ = scan(tmp_path, "pkg")
-    assert edges["pkg"] == {"pkg.low", "pkg.high", "pkg.high.view", "pkg.other", "pkg.moved"}
-    assert edges["pkg.moved"] == {"pkg.high.view"}
-    assert edges["pkg.low"] == {"pkg.high.view"}
-    assert edges["pkg.other"] == set()
-    assert cycles(edges) == [["pkg.high.view", "pkg.low"]]
-    assert reachable(edges, "pkg.low") == {"pkg.high.view", "pkg.low"}
 
 
 def test_checker_reads_scripts_as_top_level_modules(tmp_path):
