@@ -124,10 +124,8 @@ def test_metamorphic_relations_on_every_path(norm, path):
     close(l2, lam, 10 * REL[norm])
 
 
-@pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize("config", [FAST, CONIC])
-def test_equality_rows_equal_the_written_out_primal(norm, config):
-    # 2 inequality and 2 equality rows for a 2x2 W (equality rows never go the fast way)
+def _with_equalities(norm):
+    """2 inequality and 2 equality rows for a 2x2 W, and the W of its written-out primal."""
     g = np.random.default_rng(11)
     r = Rows(g.standard_normal((2, 4)), np.ones(2), g.standard_normal((2, 4)),
              g.standard_normal(2), (2, 2))
@@ -135,8 +133,16 @@ def test_equality_rows_equal_the_written_out_primal(norm, config):
     obj = {"fro": cp.norm(w), "nuc": cp.normNuc(cp.reshape(w, (2, 2), order="C"))}.get(
         norm, cp.pnorm(w, 1.5))
     cp.Problem(cp.Minimize(obj), [r.A @ w >= r.b, r.C @ w == r.c]).solve(**TIGHT)
+    return r, w.value
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("config", [FAST, CONIC])
+def test_equality_rows_equal_the_written_out_primal(norm, config):
+    # (Frobenius: the fast way eliminates the equalities, ldp_eq; else the conic path)
+    r, w = _with_equalities(norm)
     (W, lam), = solve_all([r], norm, config)
-    close(W.reshape(-1), w.value, REL[norm])
+    close(W.reshape(-1), w, REL[norm])
     assert np.abs(r.C @ W.reshape(-1) - r.c).max() < 1e-7 and (lam >= 0).all()
 
 
@@ -245,6 +251,23 @@ def test_the_next_solver_answers_at_its_own_tolerance(monkeypatch):
     close(W, _primal_W(data, "fro"), config.first_order_tol)
     _spoil(monkeypatch, None, by=1e-2)
     assert isinstance(solve_many([r], "fro", config)[0], UncertifiedError)
+
+
+def test_a_spoiled_fast_answer_with_equality_rows_is_never_returned(monkeypatch):
+    # the fast way of equality rows (ldp_eq) answers at tol: off by 1e-4, its answer is
+    # rejected and the conic path answers, equal to the written-out primal
+    r, w = _with_equalities("fro")
+    assert solve_many([r], "fro", FAST)[0][2] == "fast"  # the fast way is taken
+    real = engine.ldp_eq
+
+    def spoiled(*rows):
+        status, *sol = real(*rows)
+        return (status, sol[0] * (1 - SPOIL), *sol[1:]) if status == "solved" else (status, *sol)
+
+    monkeypatch.setattr(engine, "ldp_eq", spoiled)
+    (W, _, who), = solve_many([r], "fro", FAST)
+    assert who == "CLARABEL"
+    close(W.reshape(-1), w, REL["fro"])
 
 
 def test_certify_measures_relative_violations():
