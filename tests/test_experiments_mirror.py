@@ -218,17 +218,3 @@ def test_settings_are_typed_and_on_the_cpu_by_default():
         assert exp.defaults["device"] == "cpu"
         ann = exp.func.__annotations__
         assert set(ann) - {"return"} == set(exp.defaults), name
-
-
-def test_moved_names_stay_importable():
-    from attnlib.figures import mirror as F
-    for name in ("plot_convergence", "plot_bias", "plot_unnormalized", "plot_joint",
-                 "plot_digits", "plot_attention", "digits_table", "imdb_table", "PAPER_IMDB"):
-        assert getattr(mirror, name) is getattr(F, name)
-    assert get("md_convergence").plot is F.plot_convergence
-
-
-def test_lp_norm_matches_definition():
-    W = torch.randn(4, 3, 3, dtype=torch.float64)
-    ref = (W.abs() ** 1.5).sum((-2, -1)) ** (1 / 1.5)
-    assert torch.allclose(mirror.lp_norm(W, 1.5), ref)

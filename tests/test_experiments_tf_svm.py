@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from attnlib import experiments as E
-from attnlib.experiments import tf_svm
+from attnlib.experiments import tf_svm, tf_svm_heads, tf_svm_rank
 
 TF = ("tf_visualization", "tf_local_convergence", "tf_svm_rank", "tf_nuclear_nonunique",
       "tf_rank_cap", "tf_feasibility", "tf_global_fraction", "tf_global_equal_scores",
@@ -48,17 +48,6 @@ def test_registered_in_book_order_with_typed_settings():
     for n in names:
         for p in inspect.signature(E.get(n).func).parameters.values():
             assert p.annotation is not inspect.Parameter.empty, (n, p.name)
-
-
-def test_moved_names_stay_reachable():
-    from attnlib.figures import tf_svm as F
-
-    assert tf_svm.plot_rank is F.plot_rank and E.get("tf_svm_rank").plot is F.plot_rank
-    for name in ("tf_feasibility", "tf_global_fraction", "tf_multi_token", "tf_lambda_head",
-                 "tf_causal", "RANK_CELLS", "FEAS_AT", "FEAS_BELOW"):
-        assert hasattr(tf_svm, name), name
-    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        tf_svm.nothing  # noqa: B018
 
 
 @pytest.fixture(scope="module")
@@ -265,7 +254,7 @@ def test_official_nuclear_rank_is_noisy_upper_bound():
 
     data = random_data(5, 5, 5, trials=2, seed=4, device="cpu")
     alpha = optimal_tokens(data)
-    official = tf_svm.official_nuclear_rank(data, alpha)
+    official = tf_svm_rank.official_nuclear_rank(data, alpha)
     accurate = torch.linalg.matrix_rank(att_svm(data, alpha=alpha, norm="nuc"), rtol=1e-6)
     assert (official >= accurate.numpy()).all()
 
@@ -332,7 +321,7 @@ def test_multi_token_quota_stops_the_stream_and_counts_in_seed_order():
     from attnlib.tokens import cleanly_masked, selected_sets
 
     quota = 3
-    num, A = tf_svm.tf_multi_token(accepted=quota, ds=(4,), record_every=1000, chunk=16,
+    num, A = tf_svm_heads.tf_multi_token(accepted=quota, ds=(4,), record_every=1000, chunk=16,
                                    workers=2, progress=False, device="cpu")
     data, V, W0 = _e4_candidates(4, 64, seed=1)  # the first batch: 64 seeds at this quota
     ref = train_relu_reference(data, V, W0, steps=2001, record_every=2001)
@@ -362,7 +351,7 @@ def test_multi_token_quota_stops_the_stream_and_counts_in_seed_order():
     assert num["eq_mean_d4"] == pytest.approx((1 - A["corr_eq"][:, -1]).mean())
     rows = {r["key"]: r for r in E.Result("tf_multi_token", {}, num).verdicts()}
     assert math.isnan(rows["eq_mean_d10"]["book"]) and not rows["eq_mean_d10"]["ok"]  # not run
-    one = tf_svm.tf_multi_token(accepted=quota, ds=(4,), record_every=1000, chunk=16,
+    one = tf_svm_heads.tf_multi_token(accepted=quota, ds=(4,), record_every=1000, chunk=16,
                                 workers=1, progress=False, device="cpu")[0]
     # threads change nothing: the same counts; the SVM-based means agree to the solver's
     # accuracy (cvxpy's solve depends on what the process solved before, ~1e-8 relative)

@@ -37,7 +37,7 @@ the trials of one batched :func:`attnlib.train.train` call per exponent and retu
 ``(numbers, arrays)``. Targets sit beside each experiment; their values come from the
 paper's official code (``aaronk2002/AttentionMD``) or from an independent re-simulation of
 its synthetic experiments (different random draws than the paper's). The figures and tables
-are in :mod:`attnlib.figures.mirror` (re-exported here). Computations run on the CPU unless
+are in :mod:`attnlib.figures.mirror`. Computations run on the CPU unless
 ``device`` says otherwise (``None``: ``attnlib._runtime.default_device``).
 """
 
@@ -52,18 +52,6 @@ from attnlib import metrics, models
 from attnlib._runtime import resolve_device
 from attnlib.examples import EPS, MD_BUDGETS, mirror_random_data
 from attnlib.figures import mirror as figures
-from attnlib.figures.mirror import (  # noqa: F401  (compatibility: moved to figures)
-    PAPER_IMDB,
-    digits_table,
-    imdb_table,
-    plot_attention,
-    plot_bias,
-    plot_convergence,
-    plot_digits,
-    plot_joint,
-    plot_unnormalized,
-    targets_table,
-)
 from attnlib.metrics import bregman, bregman_direction, sparsity
 from attnlib.optimality import locally_optimal_from
 from attnlib.svm import att_svm
@@ -74,9 +62,7 @@ from .mirror_svms import lq_svms, lq_svms_once
 from .official_numerics import Numerics
 from .registry import Target, experiment
 
-__all__ = ["PAPER", "PAPER_IMDB", "imdb_table", "digits_table", "plot_attention", "lp_norm",
-           "plot_convergence", "plot_bias", "plot_unnormalized", "plot_joint", "plot_digits",
-           "targets_table"]
+__all__ = ["PAPER", "mechanics", "convergence", "bias", "unnormalized"]
 
 PAPER = "2410.14581"
 _LPS = (1.75, 2.0, 3.0)  # the exponents of §5.1 and §5.2
@@ -85,14 +71,6 @@ _STEPS = tuple(MD_BUDGETS[p] for p in _LPS)  # their official iteration budgets
 _CONV_KEYS = ("norm_ratio_p3", "min_max_prob_p175", "min_max_prob_p2", "local_opt_frac_p175",
               "local_opt_frac_p2", "ddir_p2", "ddir_p3", "ddir_p175", "svm_p2_vs_fro",
               "order_175")
-
-
-def lp_norm(W, lp: float):
-    r"""Entrywise :math:`\|W\|_p` of matrices (last two dims).
-
-    Deprecated alias of ``attnlib.metrics.lp_norm(W, lp, dims=2)``, kept for compatibility.
-    """
-    return metrics.lp_norm(W, lp, dims=2)
 
 
 # ----------------------------------------------------------------------------- mechanics

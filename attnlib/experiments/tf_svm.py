@@ -20,8 +20,8 @@ name                          what                                             c
 ============================  ===============================================  =======
 
 This module holds E1 and E2 (chapter 5); E3 lives in :mod:`.tf_svm_rank`, chapters 6, 7 and 8
-in ``tf_svm_overparam``, ``tf_svm_heads`` and ``tf_svm_causal``, and every name
-is re-exported here. Computation
+in ``tf_svm_overparam``, ``tf_svm_heads`` and ``tf_svm_causal`` (importing this module registers
+them all). Computation
 and declared targets only: the figures are in :mod:`attnlib.figures.tf_svm`, the explorers in
 :mod:`attnlib.explorers.tf_svm`. All training is batched (one :func:`attnlib.train` call per
 setting, the runs as the trials dimension); the SVMs are solved by :mod:`attnlib.svm`.
@@ -38,16 +38,7 @@ from .._runtime import resolve_device
 from .._validate import to_numpy
 from ..data import AttentionData, random_data
 from ..examples import EPS, visualization_example
-from ..figures.tf_svm import (  # noqa: F401  (re-exported: the figures' old home)
-    plot_causal,
-    plot_feasibility,
-    plot_global,
-    plot_lambda,
-    plot_local,
-    plot_multi,
-    plot_rank,
-    plot_visualization,
-)
+from ..figures.tf_svm import plot_local, plot_visualization
 from ..metrics import correlation, numerical_rank
 from ..optimality import locally_optimal_from
 from ..svm import att_svm, solve_each
@@ -349,23 +340,6 @@ def tf_local_convergence(trials: int = 100, steps: int = 2000, n: int = 6, T: in
 # ----------------------------------------------------------------------------- E3, chapters 6-8
 # importing these registers their experiments (after E1, E2, in the book's order)
 # isort: off
-from .tf_svm_rank import (  # noqa: E402,F401
-    ILL_CONDITIONED,
-    RANK_CELLS,
-    nonunique_example,
-    official_nuclear_rank,
-    tf_nuclear_nonunique,
-    tf_svm_rank,
-)
-from .tf_svm_rankcap import capped_svm, tf_rank_cap  # noqa: E402,F401
-from .tf_svm_overparam import (  # noqa: E402,F401
-    FEAS_AT,
-    FEAS_BELOW,
-    equal_scores,
-    tf_feasibility,
-    tf_global_equal_scores,
-    tf_global_fraction,
-)
-from .tf_svm_heads import tf_lambda_head, tf_multi_token  # noqa: E402,F401
-from .tf_svm_causal import tf_causal  # noqa: E402,F401
+from . import tf_svm_rank, tf_svm_rankcap, tf_svm_overparam, tf_svm_heads  # noqa: E402,F401
+from . import tf_svm_causal  # noqa: E402,F401
 # isort: on

@@ -10,6 +10,6 @@ One module per paper, each holding the ``plot_*`` functions of that paper's expe
 - :mod:`attnlib.figures.mirror`: "Optimizing Attention with Mirror Descent"
   (arXiv 2410.14581), chapters 9-10.
 
-The paper modules are not imported here (import the one you need); the experiment modules
-re-export their plot functions for compatibility.
+The paper modules are not imported here (import the one you need). Each registered experiment
+names its figure (``al.experiments.run(name).figure()`` draws it).
 """
