@@ -214,7 +214,7 @@ else {
 """
 
 
-# JavaScript: display math and inline code wider than their box, and block titles (issue 13).
+# JavaScript: display math and inline code wider than their box, and block titles.
 # A display equation is measured by its typeset content (mjx-math), not by its box: a box that
 # scrolls sideways (book-site.css, the last resort) still fails, as does one that clips.
 FIT = r"""

@@ -1,4 +1,4 @@
-"""The course kit's zips are byte-reproducible (issue 14): building the same masters twice
+"""The course kit's zips are byte-reproducible: building the same masters twice
 gives the same bytes, so an instructor can rebuild a zip and compare it with the one handed
 out. What used to differ: the student edition's banner cell got a random id per build."""
 

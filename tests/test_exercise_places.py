@@ -1,5 +1,5 @@
 """Every exercise of every chapter has an answer place, and every chapter has one exercise in
-which the student writes the idea with an independent check (issue 14, item 6)."""
+which the student writes the idea with an independent check."""
 
 import ast
 from pathlib import Path

@@ -158,7 +158,7 @@ def test_note_numbers_and_verdict_follow_the_data(lp):
 
 
 def test_near_one_the_page_says_it_stalls():
-    # the case: lp = 1.1 ends far from its SVM; the page must not say it follows it
+    # lp = 1.1 ends far from its SVM; the page must not say it follows it
     note = M.mirror_note(1.1, 1500, eps=2.0 ** -52)
     assert "stalled short of the ℓ1.1-AttSVM" in note
     assert "within" not in note

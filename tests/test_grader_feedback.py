@@ -1,4 +1,4 @@
-"""Feedback that diagnoses without giving the answer (issue 14, item 5): attnlib.check names
+"""Feedback that diagnoses without giving the answer: attnlib.check names
 the common mistakes (1-based indices, a transposed W, a flipped sign, a missing
 normalisation, a known wrong answer such as p^mm for p^relax) and never prints the expected
 value."""

@@ -1,4 +1,4 @@
-"""The instructor guide's course-kit part keeps up with the kit (issue 14): every check of
+"""The instructor guide's course-kit part keeps up with the kit: every check of
 ``attnlib.check`` is named in its tables, and the options of ``assignments.py grade`` that
 the guide shows exist."""
 

@@ -1,4 +1,4 @@
-"""Guarded numerics of ℓp mirror descent near p = 1 (issue 12, item 5): no silent NaN.
+"""Guarded numerics of ℓp mirror descent near p = 1: no silent NaN.
 
 In float32 at p = 1.01 the inverse mirror map is :math:`|\\Theta|^{100}`: the primal iterate
 genuinely leaves the dtype's range once a dual entry passes ~2.4. Before that the trajectory

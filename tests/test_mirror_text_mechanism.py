@@ -1,4 +1,4 @@
-"""Chapter 10, issue 15: normalised steps, selection in the separated regime and the digits
+"""Chapter 10: normalised steps, selection in the separated regime and the digits
 overlay. (The ℓp-AttSVM distances on real words and the prose and tables built from the
 results are tested in tests/test_experiments_mirror_text.py, which runs md_text and
 md_text_svm once for all the tests that read them.)

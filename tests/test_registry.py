@@ -71,7 +71,7 @@ def test_paper_of(fakes):  # noqa: F811
 
 
 def test_every_registered_experiment_is_well_formed():
-    """Title, paper figure, chapter, described targets, and EVERY setting typed (issue 12)."""
+    """Title, paper figure, chapter, described targets, and EVERY setting typed."""
     for name in experiments.names():
         e = experiments.get(name)
         assert e.title and e.paper and e.chapter, name

@@ -1,4 +1,4 @@
-"""Chapter 5 checks that could fail (issue 17): independent oracles for the E1 figure, the
+"""Chapter 5 checks that could fail: independent oracles for the E1 figure, the
 full-space Att-SVM solve and its dual rank certificate, and the nuclear non-uniqueness example.
 
 Oracles: the per-constraint cvxpy problems of :mod:`attnlib.svm.primal` (not the reduced

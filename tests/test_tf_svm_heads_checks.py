@@ -1,4 +1,4 @@
-"""Chapter 7's informative checks (issue 17): the identity behind "SVM-eq beats W^dir", the
+"""Chapter 7's informative checks: the identity behind "SVM-eq beats W^dir", the
 part-wise checks that replace it, the acceptance rate's interval, and chapter 8's minima.
 
 Oracles: a plain-numpy least-squares projection, the defining equation of the Wilson interval,
