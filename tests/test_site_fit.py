@@ -69,7 +69,8 @@ def title_problems(titles: list[str]) -> list[str]:
 
 
 def test_title_problems_catch_the_defects():
-    """The checker of test_math_code_and_titles_fit finds both kinds of title defect (a nested bracket, a double space)."""
+    """The checker of test_math_code_and_titles_fit finds both kinds of title defect: a
+    bracket inside a bracket, and a double space."""
     assert title_problems(["Theorem 2.1 (Regularisation path (informally))"])
     assert title_problems(["Solution to  Exercise 2.1"])
     assert title_problems(["Definition 2.1  (Att-SVM for a prompt)"])
