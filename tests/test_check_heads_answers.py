@@ -1,229 +1,384 @@
 """attnlib.check.heads_answers: the write-it-yourself checks of chapters 6 and 7.
 
-The oracles (margins one input at a time, W_fin by lstsq over every pair of a set) are
-compared with the library (``token_margins``, ``svm_equivalence``) on random instances; the
-construction and the finite part written out here pass; each diagnosed mistake is fed in and
-must fail with its own hint; no feedback shows an entry of the expected matrix.
+The oracles are written here in NumPy: the proof's construction (u_i = pinv(D_i) 1 with
+D_i the differences x_iα − x_it, W = Σ_i u_i w_iᵀ with w_i the dual vectors of the queries,
+the columns of pinv(Z)), the margins (x_iα − x_it)ᵀ W z_i, and the finite part (the
+minimum-norm solution, pinv, of the log-ratio equation of every in-set pair). On random
+instances the true answer passes in any layout, and each documented mistake fails with a
+message that names it and carries its numbers, never an entry of the expected matrix.
 """
+
+import re
 
 import numpy as np
 import pytest
 import torch
 
 import attnlib as al
-from attnlib.check.heads_answers import (
-    check_finite_part,
-    check_unit_margins,
-    finite_part_oracle,
-    margins_oracle,
-)
+from attnlib.check import check_finite_part, check_unit_margins
+from attnlib.check.heads_answers import finite_part_oracle, margins_oracle
+
+TITLE, FTITLE = "unit margins (the construction)", "finite part W^fin"
 
 
-def construction(data, alpha, dual=True):
-    """The proof's W for ``alpha`` (``dual=False``: the queries instead of their duals)."""
-    X, Z = data.X.numpy(), data.z.numpy()
-    n, T, d = X.shape
-    Wd = np.linalg.pinv(Z) if dual else Z.T  # (d, n)
-    W = np.zeros((d, d))
-    for i in range(n):
-        D = X[i, alpha[i]] - X[i, np.arange(T) != alpha[i]]
-        W += np.outer(np.linalg.pinv(D) @ np.ones(T - 1), Wd[:, i])
-    return W
+def sentence(fb, title):
+    """What every failed verdict shares: its title, and a message that reads on after
+    "✗ not yet (title): " (a lowercase word or a symbol's name) and ends a sentence."""
+    assert not fb and fb.title == title, fb
+    first = fb.message.split()[0]
+    assert first[0].islower() or first.isdigit() or first in ("W", "W_fin"), fb.message
+    assert fb.message.endswith("."), fb.message
 
 
 def never_shows(fb, expected):
+    """No entry of the expected matrix appears in the message, as a number of its own."""
+    shown = set(re.findall(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", fb.message))
     for x in np.asarray(expected).ravel():
         if abs(x) > 1e-3:
-            for fmt in (".3g", ".4g", ".6g"):
-                assert format(x, fmt) not in fb.message, (format(x, fmt), fb.message)
+            assert not {format(x, f) for f in (".3g", ".4g", ".6g")} & shown, (x, fb.message)
 
 
 # ------------------------------------------------------------------------------ chapter 6
-@pytest.mark.parametrize("seed", range(5))
-def test_margins_oracle_agrees_with_token_margins(seed):
-    g = torch.Generator().manual_seed(seed)
-    data = al.random_data(4, 5, 3, seed=seed, device="cpu")
-    W = torch.randn(3, 3, dtype=torch.float64, generator=g)
-    alpha = torch.randint(0, 5, (4,), generator=g)
-    lib = al.token_margins(data, W, alpha).numpy()
-    assert np.allclose(margins_oracle(data.X, data.z, W, alpha.numpy()), lib, atol=1e-12)
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_unit_margins_passes_the_construction_and_diagnoses_mistakes(seed):
-    n, T, d = 4, 5, 4
+def instance(seed, n=3, T=4, d=3):
     data = al.random_data(n, T, d, seed=seed, device="cpu")
     alpha = np.random.default_rng(seed).integers(0, T, n)
-    W = construction(data, alpha)
-    fb = check_unit_margins(W, data, torch.as_tensor(alpha))
-    assert fb, fb.message
-    assert check_unit_margins(W.tolist(), data, alpha)  # lists and arrays are read too
-    mistakes = {
-        "0-based": construction(data, (alpha - 1) % T),  # alpha read as 1-based
-        "+ 1 instead": construction(data, (alpha + 1) % T),
-        "transposed": W.T,
-        "sign is flipped": -W,
-        "rather than 1": 3 * W,
-        "orthonormal queries": construction(data, alpha, dual=False),
-        "not the construction": al.att_svm(data, alpha=torch.as_tensor(alpha)).numpy(),
-        "differ from 1": W + 0.05,
-    }
-    # 1-based with alpha_i = 0 read as token -1: that input's equations break, the others
-    # are shifted; the diagnosis names the shifted inputs
-    X, Z = data.X.numpy(), data.z.numpy()
-    mixed = np.zeros((d, d))
-    for i in range(n):
-        a_i = alpha[i] - 1
-        D = X[i, a_i] - X[i, [t for t in range(T) if t != a_i]]
-        mixed += np.outer(np.linalg.pinv(D) @ np.ones(len(D)), np.linalg.pinv(Z)[:, i])
-    cases = list(mistakes.items()) + [("− 1 instead", mixed)] * bool((alpha > 0).any())
-    for hint, wrong in cases:
-        fb = check_unit_margins(wrong, data, alpha)
-        assert not fb and hint in fb.message, (hint, fb.message)
-        never_shows(fb, W)
-    assert "None" in check_unit_margins(None, data, alpha).message
-    assert "shape" in check_unit_margins(np.zeros((2, 2)), data, alpha).message
+    return data, data.X.numpy(), data.z.numpy(), alpha
 
 
-def test_the_svm_solution_is_feasible_with_a_smaller_norm():
-    """What the feedback says about al.att_svm, checked: feasible, norm <= construction."""
-    data = al.random_data(4, 5, 4, seed=3, device="cpu")
-    alpha = np.array([4, 0, 2, 1])
+def units(X, alpha, factor=1.0):
+    """The columns u_i = factor_i pinv(D_i) 1: (x_iα − x_it)ᵀ u_i = factor_i for t ≠ α_i."""
+    n, T, _ = X.shape
+    cols = [np.linalg.pinv(X[i, alpha[i]] - X[i, np.arange(T) != alpha[i]]) @ np.ones(T - 1)
+            for i in range(n)]
+    return np.stack(cols, 1) * np.broadcast_to(factor, (n,))
+
+
+def margins(X, Z, W, alpha):
+    """The margins (n, T) from their definition, and the mask of the tokens t ≠ α_i."""
+    n, T, _ = X.shape
+    M = np.einsum("id,de,ie->i", X[np.arange(n), alpha], W, Z)[:, None] \
+        - np.einsum("itd,de,ie->it", X, W, Z)
+    return M, np.arange(T)[None] != alpha[:, None]
+
+
+def scale(X, Z, W):
+    """The tolerance's scale: 1e-6 (1 + max|X|² max|z| Σ|W|) bounds a margin's round-off."""
+    return 1 + np.abs(X).max() ** 2 * np.abs(Z).max() * np.abs(W).sum()
+
+
+SHAPES = [(3, 4, 3), (4, 5, 4), (2, 5, 4)]  # n = d (the book's case) and n < d
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_margins_oracle_is_the_definition_and_token_margins(seed):
+    data, X, Z, alpha = instance(seed, 4, 5, 3)
+    W = np.random.default_rng(seed).standard_normal((3, 3))
+    M = margins_oracle(X.astype(np.float32), Z.astype(np.float32), W.astype(np.float32), alpha)
+    assert M.dtype == np.float64  # float32 inputs are read exactly, computed in float64
+    f32 = [a.astype(np.float32).astype(float) for a in (X, Z, W)]
+    np.testing.assert_allclose(M, margins(*f32[:2], f32[2], alpha)[0], rtol=0, atol=1e-13)
+    lib = al.token_margins(data, torch.tensor(W), torch.as_tensor(alpha)).numpy()
+    np.testing.assert_allclose(margins_oracle(X, Z, W, alpha), lib, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_construction_passes_in_any_layout_up_to_the_tolerance(shape, seed):
+    data, X, Z, alpha = instance(seed, *shape)
+    n, T, d = shape
+    W = units(X, alpha) @ np.linalg.pinv(Z).T
+    for answer, sel in ((W, alpha), (W.ravel(), alpha.tolist()), (W.tolist(), alpha[None]),
+                        (torch.tensor(W), torch.as_tensor(alpha))):
+        fb = check_unit_margins(answer, data, sel)
+        assert fb and fb.title == TITLE and f"all {n * (T - 1)} margins equal 1" in fb.message
+        assert fb.message.endswith(".")
+    for c in (1.0, 3.0):  # tokens c X and W / c: the same margins, a tolerance ~ c scale
+        data_c = al.AttentionData(c * data.X, data.Y, z=data.z)
+        s = scale(c * X, Z, W / c)  # margins 1 + eps: pass for eps <= 1e-6 scale, fail beyond
+        assert check_unit_margins(W / c * (1 + 0.9e-6 * s), data_c, alpha)
+        assert not check_unit_margins(W / c * (1 + 1.1e-6 * s), data_c, alpha)
+
+
+def mistakes(X, Z, alpha, data):
+    """Each documented mistake: (its keyword, the wrong W, the numbers the message carries)."""
+    n, T, d = X.shape
+    Zd = np.linalg.pinv(Z).T  # (n, d): the dual vectors as rows, W = U Zd
+    U, W = units(X, alpha), units(X, alpha) @ np.linalg.pinv(Z).T
+    one = alpha.copy()
+    one[-1] = (one[-1] + 1) % T
+    out = [("instead of α_i", units(X, (alpha + 1) % T) @ Zd, ["α_i + 1", str(list(range(n)))]),
+           ("instead of α_i", units(X, (alpha - 1) % T) @ Zd, ["α_i − 1", str(list(range(n)))]),
+           ("instead of α_i", units(X, one) @ Zd, ["α_i + 1", f"[{n - 1}]"]),
+           ("transposed", W.T, []), ("sign is flipped", -W, ["−1"]),
+           ("rather than 1", 0.5 * W, ["to 0.5 rather"]), ("rather than 1", 3 * W, ["to 3 "]),
+           # equal up to 2e-7, within the tolerance: still all equal
+           ("rather than 1", units(X, alpha, 2 + np.arange(n) * 1e-7) @ Zd, ["to 2 rather"]),
+           ("orthonormal queries", U @ Z, [])]  # Σ_j u_j z_jᵀ: the queries, not their duals
+    M, others = margins(X, Z, U @ Z, alpha)
+    if M[others].min() >= 1 - 1e-6 * scale(X, Z, U @ Z):  # all margins >= 1: feasible first
+        out[-1] = ("feasible point", U @ Z, [])
+    if n == d:  # rows of pinv(Z) taken for its columns: Σ_j u_j (row j of pinv(Z))
+        out.append(("columns, Z w_j = e_j", U @ np.linalg.pinv(Z), []))
     W_mm = al.att_svm(data, alpha=torch.as_tensor(alpha)).numpy()
-    M = margins_oracle(data.X, data.z, W_mm, alpha)
-    assert M[np.arange(5)[None] != alpha[:, None]].min() > 1 - 1e-6
-    assert np.linalg.norm(W_mm) <= np.linalg.norm(construction(data, alpha)) + 1e-6
+    M, others = margins(X, Z, W_mm, alpha)
+    above = int((M[others] > 1 + 1e-6 * scale(X, Z, W_mm)).sum())
+    out.append(("feasible point", W_mm, [f"but {above} of {n * (T - 1)} exceed 1"]))
+    for wrong in (W + 0.05, np.zeros((d, d)), units(X, alpha, 1 - np.arange(n) % 2 * 2) @ Zd):
+        M, others = margins(X, Z, wrong, alpha)
+        off = others & (np.abs(M - 1) > 1e-6 * scale(X, Z, wrong))
+        i, t = np.unravel_index(np.where(off, np.abs(M - 1), -1).argmax(), M.shape)
+        rows = np.nonzero(off.any(1))[0].tolist()
+        out.append(("margins differ from 1", wrong,
+                    [f"{off.sum()} of {n * (T - 1)} margins", f"input(s) {rows}",
+                     f"X[{i}, {t}] (yours {M[i, t]:.4g})"]))
+    return out
 
 
-def test_unit_margins_rejects_bad_reference_data():
-    data = al.random_data(3, 4, 3, seed=0, device="cpu")
-    with pytest.raises(ValueError, match="alpha"):
-        check_unit_margins(np.eye(3), data, [0, 4, 1])
-    with pytest.raises(ValueError, match="alpha"):
-        check_unit_margins(np.eye(3), data, [0, 1])
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("shape", SHAPES)
+def test_each_mistake_is_named_with_its_numbers(shape, seed):
+    data, X, Z, alpha = instance(seed, *shape)
+    W = units(X, alpha) @ np.linalg.pinv(Z).T
+    for keyword, wrong, facts in mistakes(X, Z, alpha, data):
+        fb = check_unit_margins(wrong, data, alpha)
+        sentence(fb, TITLE)
+        assert keyword in fb.message and all(f in fb.message for f in facts), (facts, fb)
+        if keyword == "margins differ from 1":
+            assert fb.details == {"off": int(facts[0].split()[0])}
+        never_shows(fb, W)
+
+
+@pytest.mark.parametrize("mistake", ["orthonormal queries", "columns, Z w_j = e_j"])
+def test_a_mistake_is_named_within_the_tolerance_only(mistake):
+    """u_i right up to 0.9 × 1e-6 scale: still diagnosed; beyond it (by 5e-6): the generic
+    count."""
+    data, X, Z, alpha = instance(0)
+    duals = Z if mistake == "orthonormal queries" else np.linalg.pinv(Z)
+    s = scale(X, Z, units(X, alpha) @ duals)
+    for eps, named in ((0.9e-6 * s, True), (1e-6 * s + 5e-6, False)):
+        fb = check_unit_margins(units(X, alpha, 1 + eps) @ duals, data, alpha)
+        assert (mistake in fb.message) is named and ("9 of 9 margins" in fb.message) is not named
+
+
+def test_a_feasible_point_counts_only_margins_beyond_the_tolerance():
+    """Margins 1.5 (input 0), 1 + 0.5e-6 scale (input 1: 1 within the tolerance), 1."""
+    data, X, Z, alpha = instance(0)
+    s = scale(X, Z, units(X, alpha, [1.5, 1, 1]) @ np.linalg.inv(Z.T))
+    W = units(X, alpha, [1.5, 1 + 0.5e-6 * s, 1]) @ np.linalg.inv(Z.T)
+    for k in (1, 1 - 0.5e-6 * s):  # and every margin at least 1 up to the tolerance
+        fb = check_unit_margins(k * W, data, alpha)
+        assert "feasible point" in fb.message and "but 3 of 9 exceed 1" in fb.message
+
+
+def test_unit_margins_reads_its_arguments():
+    data, X, Z, alpha = instance(0)
+    fb = check_unit_margins(None, data, alpha)
+    sentence(fb, TITLE)
+    assert "W is None" in fb.message
+    for bad, shape in ((np.eye(3)[:2], "(2, 3)"), (np.ones(8), "(8,)")):
+        fb = check_unit_margins(bad, data, alpha)
+        sentence(fb, TITLE)
+        assert "shape (d, d) = (3, 3)" in fb.message and shape in fb.message
+    for bad in ([1, -1, 3], [1, 0.5, 3], [1, 0, 4], [1, 0]):
+        with pytest.raises(ValueError, match=r"alpha must hold n = 3 token indices in 0\.\.3"):
+            check_unit_margins(np.eye(3), data, bad)
+    with pytest.raises(ValueError, match="must carry the queries z"):
+        check_unit_margins(np.eye(3), al.AttentionData(data.X, data.Y), alpha)
 
 
 # ------------------------------------------------------------------------------ chapter 7
 def attention(seed, n=3, T=4):
-    """A final attention with known sets: masked tokens at tiny positive probabilities."""
+    """A final attention with known sets: masked tokens at tiny positive probabilities, one
+    set with two tokens or more and one masked token at least."""
     rng = np.random.default_rng(seed)
     O = rng.random((n, T)) < 0.5
     O[np.arange(n), rng.integers(0, T, n)] = True
-    O[0, :2] = True  # at least one set with two tokens
-    O[0, 2:] = False  # and at least one masked token
+    O[0, :2], O[0, 2:] = True, False
     s = np.where(O, rng.random((n, T)) + 0.1, 10.0 ** rng.uniform(-14, -6, (n, T)))
-    return torch.as_tensor(s / s.sum(1, keepdims=True)), torch.as_tensor(O)
+    return s / s.sum(1, keepdims=True), O
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_finite_part_oracle_agrees_with_svm_equivalence(seed):
-    data = al.random_data(3, 4, 4, seed=seed, device="cpu")
-    s, O = attention(seed)
-    lib = al.svm_equivalence(data, O, s).W_fin.numpy()
-    assert np.allclose(finite_part_oracle(data.X, data.z, s), lib, atol=1e-10)
-    assert check_finite_part(lib, data, s)
+def system(X, z, s, keep):
+    """Every pair t < τ of each set: rows (x_iτ − x_it) z_iᵀ, log-ratios, pairs (i, t, τ)."""
+    rows, logr, where = [], [], []
+    for i in range(X.shape[0]):
+        m = np.nonzero(keep[i])[0]
+        for a in range(len(m)):
+            for b in range(a + 1, len(m)):
+                rows.append(np.outer(X[i, m[b]] - X[i, m[a]], z[i]).ravel())
+                logr.append(np.log(s[i, m[b]] / s[i, m[a]]))
+                where.append((i, int(m[a]), int(m[b])))
+    return np.array(rows), np.array(logr), where
+
+
+def finite(X, z, s, keep, rhs=None):
+    C, logr, _ = system(X, z, s, keep)
+    return (np.linalg.pinv(C) @ (logr if rhs is None else rhs)).reshape(X.shape[-1], -1)
+
+
+def ex7():
+    """The instance of the book's exercise ex-7-finite."""
+    data = al.random_data(3, 4, 4, seed=7, device="cpu")
+    s = np.array([[0.6, 0.4, 2e-9, 1e-12], [3e-10, 1.0, 1e-8, 4e-11], [0.2, 5e-7, 0.5, 0.3]])
+    return data, data.X.numpy(), data.z.numpy(), s / s.sum(-1, keepdims=True)
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_finite_part_diagnoses_mistakes(seed):
+def test_finite_part_passes_in_any_layout_and_agrees_with_the_library(seed):
     data = al.random_data(3, 4, 4, seed=seed, device="cpu")
+    X, z = data.X.numpy(), data.z.numpy()
     s, O = attention(seed)
-    W = finite_part_oracle(data.X, data.z, s)
-    assert check_finite_part(torch.as_tensor(W), data, s)
-    X, z, S = data.X.numpy(), data.z.numpy(), s.numpy()
-    # the probabilities in place of their logarithm: solve with differences as right side
-    rows, diffs = [], []
-    for i in range(3):
-        m = np.nonzero(O[i].numpy())[0]
-        for a in range(len(m)):
-            for b in range(a + 1, len(m)):
-                rows.append(np.outer(X[i, m[b]] - X[i, m[a]], z[i]).ravel())
-                diffs.append(S[i, m[b]] - S[i, m[a]])
-    W_prob = (np.linalg.pinv(np.array(rows)) @ np.array(diffs)).reshape(4, 4)
-    W_dir = al.svm_equivalence(data, O, s).W_dir.numpy()
-    mistakes = {
-        "signs are flipped": -W,
-        "transposed": W.T,
-        "logarithm": W_prob,
-        "masked tokens": finite_part_oracle(X, z, S, threshold=1e-16),
-        "not of minimum": W + W_dir,
-        "not the argmax": np.zeros((4, 4)),
-        "equations fail": W + 0.05,
-    }
-    for hint, wrong in mistakes.items():
+    W = finite(X, z, s, O)
+    lib = al.svm_equivalence(data, torch.as_tensor(O), torch.as_tensor(s)).W_fin.numpy()
+    np.testing.assert_allclose(lib, W, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(finite_part_oracle(X, z, s), W, rtol=0, atol=1e-10)
+    k = len(system(X, z, s, O)[1])
+    for answer, probs in ((W, s), (W.tolist(), s.tolist()), (torch.tensor(W), torch.tensor(s))):
+        fb = check_finite_part(answer, data, probs)
+        assert fb and fb.title == FTITLE and f"all {k} in-set log-ratios" in fb.message
+
+
+def finite_mistakes(X, z, s, O):
+    """Each documented mistake: (its keyword, the wrong W_fin)."""
+    W = finite(X, z, s, O)
+    C, logr, where = system(X, z, s, O)
+    diffs = np.array([s[i, b] - s[i, a] for i, a, b in where])
+    R = np.random.default_rng(0).standard_normal(W.size)
+    N = (R - np.linalg.pinv(C) @ (C @ R)).reshape(W.shape)  # orthogonal to S_fin
+    return [("not the argmax", 0 * W), ("signs are flipped", -W), ("transposed", W.T),
+            ("take the logarithm of the ratio", finite(X, z, s, O, diffs)),
+            ("log base 10 or 2", W / np.log(10)), ("log base 10 or 2", W / np.log(2)),
+            ("masked tokens", finite(X, z, s, s > 0)),
+            *[("masked tokens", finite(X, z, s, s > 1e-9))] * bool((s[~O] > 1e-9).any()),
+            ("not of minimum norm", W + N), ("in-set equations fail", W + 0.05)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_finite_part_names_each_mistake_with_its_numbers(seed):
+    """Random attentions, the book's instance (seed 3), and one with a single masked token
+    beside tokens of probability 0 (seed 4)."""
+    if seed == 3:
+        data, X, z, s = ex7()
+        O = s > 1e-3
+    elif seed == 4:
+        data = al.random_data(2, 4, 4, seed=5, device="cpu")
+        X, z = data.X.numpy(), data.z.numpy()
+        s = np.array([[0.5, 0.3, 0.2 - 1e-5, 1e-5], [0.4, 0.6, 0.0, 0.0]])
+        O = s > 1e-3
+    else:
+        data = al.random_data(3, 4, 4, seed=seed, device="cpu")
+        X, z = data.X.numpy(), data.z.numpy()
+        s, O = attention(seed)
+    W = finite(X, z, s, O)
+    C, logr, where = system(X, z, s, O)
+    for keyword, wrong in finite_mistakes(X, z, s, O):
         fb = check_finite_part(wrong, data, s)
-        assert not fb and hint in fb.message, (hint, fb.message)
+        sentence(fb, FTITLE)
+        assert keyword in fb.message, (keyword, fb.message)
         never_shows(fb, W)
-    assert "None" in check_finite_part(None, data, s).message
-    with pytest.raises(ValueError, match="s must"):
-        check_finite_part(W, data, s[:2])
+        if keyword == "not of minimum norm":
+            out = np.linalg.norm(wrong - W) / np.linalg.norm(wrong)
+            assert f"{out:.0%} of its norm" in fb.message
+            assert fb.details == {"outside": pytest.approx(out, rel=1e-6)}
+        if keyword == "in-set equations fail":
+            res = np.abs(C @ wrong.ravel() - logr)
+            bad = int((res > 1e-6 * (1 + np.abs(logr))).sum())
+            i, t, tau = where[int(res.argmax())]
+            assert f"{bad} of {len(logr)} in-set" in fb.message and "gelsy" in fb.message
+            assert f"input {i}, tokens ({t}, {tau})" in fb.message
+            assert fb.details == {"failed": bad}
 
 
-def test_finite_part_with_singleton_sets_is_zero():
-    data = al.random_data(2, 3, 3, seed=1, device="cpu")
-    s = torch.tensor([[1.0, 1e-9, 1e-9], [1e-9, 1e-9, 1.0]], dtype=torch.float64)
-    assert check_finite_part(np.zeros((3, 3)), data, s)
-    assert not check_finite_part(np.eye(3), data, s)
+def test_finite_part_tolerances():
+    """The equations hold up to 1e-6 (1 + |log-ratio|) each, the minimum norm up to 1e-6 of
+    |W| outside S_fin, and W_fin = 0 (singleton sets) up to 1e-6 per entry."""
+    data, X, z, s = ex7()
+    C, logr, where = system(X, z, s, s > 1e-3)
+    W = np.linalg.pinv(C) @ logr
+    u = np.linalg.pinv(C) @ (1 + np.abs(logr))  # a move within S_fin
+    q = np.abs(C @ u) / (1 + np.abs(logr))  # its residuals relative to 1 + |log-ratio|
+    for eps, ok in ((0.9e-6, True), (1.1e-6, False)):
+        assert bool(check_finite_part((W + eps / q.max() * u).reshape(4, 4), data, s)) is ok
+    # equations 1..3 off by far, equation 0 by 0.9 or 1.5 times its tolerance: 3 or 4 fail
+    for f, bad in ((0.9, 3), (1.5, 4)):
+        r = np.array([f * 1e-6 * (1 + abs(logr[0])), 0.3, 0.5, 0.2])  # r3 = r2 - r1
+        fb = check_finite_part((W + np.linalg.pinv(C) @ r).reshape(4, 4), data, s)
+        assert f"{bad} of 4 in-set equations fail" in fb.message and fb.details["failed"] == bad
+    assert np.linalg.norm(W) < 0.98  # outside S_fin: relative to |W|, not to 1
+    R = np.random.default_rng(0).standard_normal(16)
+    N = R - np.linalg.pinv(C) @ (C @ R)
+    for f, ok in ((0.98e-6, True), (1.02e-6, False)):
+        fb = check_finite_part((W + N * f * np.linalg.norm(W) / np.linalg.norm(N)).reshape(4, 4),
+                               data, s)
+        assert bool(fb) is ok and (ok or "not of minimum norm" in fb.message)
+    single = al.random_data(2, 3, 3, seed=1, device="cpu")
+    s1 = np.array([[1.0, 0.0, 0.0], [1e-9, 1e-9, 1.0 - 2e-9]])
+    for entry, ok in ((0.9e-6, True), (1.1e-6, False)):
+        fb = check_finite_part(np.full((3, 3), entry), single, s1)
+        assert bool(fb) is ok and fb.title == FTITLE and "every set has one token" in fb.message
+        assert ("zero matrix" in fb.message) is not ok
+    assert check_finite_part(np.zeros((3, 3)), single, s1 + [[1e-6 - 1e-9, 0, 0], [0, 0, 0]])
 
 
-def test_chapter_exercises_pass_with_the_book_solutions():
-    """The instances of the book's exercises (ex-6-build, ex-7-finite) pass with the oracles'
-    answers, and the checks are exported as al.check.*"""
-    ex6 = al.random_data(4, 5, 4, seed=3, device="cpu")
-    alpha = np.array([4, 0, 2, 1])
-    assert al.check.check_unit_margins(construction(ex6, alpha), ex6, alpha)
-    ex7 = al.random_data(3, 4, 4, seed=7, device="cpu")
-    s = torch.tensor([[0.6, 0.4, 2e-9, 1e-12], [3e-10, 1.0, 1e-8, 4e-11],
-                      [0.2, 5e-7, 0.5, 0.3]], dtype=torch.float64)
-    assert al.check.check_finite_part(finite_part_oracle(ex7.X, ex7.z, s), ex7, s)
-
-
-def _ex7():
-    ex7 = al.random_data(3, 4, 4, seed=7, device="cpu")
-    s = torch.tensor([[0.6, 0.4, 2e-9, 1e-12], [3e-10, 1.0, 1e-8, 4e-11],
-                      [0.2, 5e-7, 0.5, 0.3]], dtype=torch.float64)
-    return ex7, s / s.sum(-1, keepdim=True)
-
-
-def test_finite_part_names_lower_thresholds_log10_and_lstsq_default():
-    """Review R1: masked tokens kept at a threshold between 0 and 1e-3 were diagnosed as 'not
-    of minimum norm'; a log10 answer and torch.linalg.lstsq's default (gelsy) answer got the
-    generic 'check your sets' message."""
-    ex7, s = _ex7()
-    X, z, S = ex7.X.numpy(), ex7.z.numpy(), s.numpy()
-    W = finite_part_oracle(X, z, S)
-    low = finite_part_oracle(X, z, S, threshold=1e-9)  # keeps the 2e-9 and 1e-8 tokens
-    fb = check_finite_part(low, ex7, s)
-    assert not fb and "masked tokens" in fb.message, fb.message
-    fb = check_finite_part(W / np.log(10), ex7, s)
-    assert not fb and "base 10" in fb.message, fb.message
-    never_shows(fb, W)
-    rows, logs = [], []
-    for i in range(3):
-        m = np.nonzero(S[i] > 1e-3)[0]
-        for a in range(len(m)):
-            for b in range(a + 1, len(m)):
-                rows.append(np.outer(X[i, m[b]] - X[i, m[a]], z[i]).ravel())
-                logs.append(np.log(S[i, m[b]] / S[i, m[a]]))
-    C, b = torch.tensor(np.array(rows)), torch.tensor(np.array(logs))[:, None]
+def test_finite_part_any_minimum_norm_solver_passes():
+    """lstsq with an SVD driver (gelsd) gives the pinv solution; the default (gelsy) may
+    misjudge the rank of the wide system, and then fails with the gelsy hint."""
+    data, X, z, s = ex7()
+    C, logr, _ = system(X, z, s, s > 1e-3)
+    C, b = torch.tensor(C), torch.tensor(logr)[:, None]
+    assert check_finite_part(torch.linalg.lstsq(C, b, driver="gelsd").solution.reshape(4, 4),
+                             data, s)
     w = torch.linalg.lstsq(C, b).solution.reshape(4, 4)
-    fb = check_finite_part(w, ex7, s)
-    if not np.allclose(w.numpy(), W, atol=1e-9):  # gelsy misjudged the rank (not always)
-        assert not fb and "gelsy" in fb.message, fb.message
-    w = torch.linalg.lstsq(C, b, driver="gelsd").solution.reshape(4, 4)
-    assert check_finite_part(w, ex7, s)
+    fb = check_finite_part(w, data, s)
+    assert fb or "gelsy" in fb.message
 
 
-def test_unit_margins_names_rows_of_pinv_for_duals():
-    """Review R1: at d = n (the book's instance) the rows of pinv(Z) have the length of the
-    dual vectors, so taking rows for columns runs without error; it got a generic message."""
-    ex6 = al.random_data(4, 5, 4, seed=3, device="cpu")
+def test_finite_part_oracle_at_its_edges():
+    """Singleton sets give zeros (d, d); a token at exactly the threshold is masked; float32
+    inputs are computed in float64; T ≠ d."""
+    data = al.random_data(2, 3, 4, seed=2, device="cpu")
+    X, z = data.X.numpy(), data.z.numpy()
+    single = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    assert finite_part_oracle(X, z, single).shape == (4, 4)
+    assert not finite_part_oracle(X, z, single).any()
+    for s in ([[0.7, 0.3, 0.0], [0.0, 0.0, 1.0]], [[0.6, 0.3, 0.1], [1e-3, 0.5, 0.499]],
+              [[0.6, 0.4 - 1e-3, 1e-3], [0.2, 0.5, 0.3]]):
+        s = np.array(s)
+        np.testing.assert_allclose(finite_part_oracle(X, z, s), finite(X, z, s, s > 1e-3),
+                                   rtol=0, atol=1e-10)
+        assert check_finite_part(finite(X, z, s, s > 1e-3), data, s)
+    _, X, z, s = ex7()
+    f32 = [a.astype(np.float32) for a in (X, z, s)]
+    W32 = finite_part_oracle(*f32)
+    assert W32.dtype == np.float64
+    f64 = [a.astype(float) for a in f32]
+    np.testing.assert_allclose(W32, finite(*f64, f64[2] > 1e-3), rtol=0, atol=1e-10)
+
+
+def test_finite_part_reads_its_arguments():
+    data, X, z, s = ex7()
+    fb = check_finite_part(None, data, s)
+    sentence(fb, FTITLE)
+    assert "W_fin is None" in fb.message
+    fb = check_finite_part(np.eye(4)[:3], data, s)
+    sentence(fb, FTITLE)
+    assert "shape (d, d) = (4, 4)" in fb.message and "(3, 4)" in fb.message
+    for bad in (s[:1], -s, s * (1 + 2e-6), s[:, :2]):
+        with pytest.raises(ValueError, match=r"s must hold attention probabilities of shape "
+                                             r"\(n, T\) = \(3, 4\)"):
+            check_finite_part(np.zeros((4, 4)), data, bad)
+    for th in (0.0, 1.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match=rf"threshold must be in \(0, 1\), got {th}"):
+            check_finite_part(np.zeros((4, 4)), data, s, threshold=th)
+    with pytest.raises(ValueError, match="must carry the queries z"):
+        check_finite_part(np.zeros((4, 4)), al.AttentionData(data.X, data.Y), s)
+
+
+def test_the_book_exercises_pass_with_the_oracles_answers():
+    """ex-6-build and ex-7-finite, through al.check.*"""
+    data = al.random_data(4, 5, 4, seed=3, device="cpu")
     alpha = np.array([4, 0, 2, 1])
-    X, Z = ex6.X.numpy(), ex6.z.numpy()
-    W = np.zeros((4, 4))
-    for i in range(4):
-        D = X[i, alpha[i]] - X[i, np.arange(5) != alpha[i]]
-        W += np.outer(np.linalg.pinv(D) @ np.ones(4), np.linalg.pinv(Z)[i, :])
-    fb = check_unit_margins(W, ex6, alpha)
-    assert not fb and "columns" in fb.message, fb.message
-    never_shows(fb, construction(ex6, alpha))
+    W = units(data.X.numpy(), alpha) @ np.linalg.pinv(data.z.numpy()).T
+    assert al.check.check_unit_margins(W, data, alpha)
+    data, X, z, s = ex7()
+    assert al.check.check_finite_part(finite_part_oracle(X, z, s), data, s)
