@@ -44,8 +44,9 @@ MODULES = {
     "tokens": (["attnlib/tokens.py"], ["tests/test_tokens.py"]),
     "optimality": (["attnlib/optimality.py"], ["tests/test_optimality.py"]),
     # train/ in four runs: each with the test files that exercise it
-    "train-loop": (["attnlib/train/loop.py"],
-                   [*TRAIN_TESTS, "tests/test_train_loop_mutation.py"]),
+    "train-loop": (["attnlib/train/loop.py"], list(TRAIN_TESTS)),
+    "train-path": (["attnlib/train/path.py"],
+                   [*TRAIN_TESTS, "tests/test_train_path.py", "tests/test_lp_path.py"]),
     "train-path": (["attnlib/train/path.py"],
                    [*TRAIN_TESTS, "tests/test_train_path.py", "tests/test_lp_path.py",
                     "tests/test_train_path_mutation.py"]),
