@@ -1,10 +1,15 @@
-"""attnlib.check.implement: checks of exercises where the learner implements the idea.
+"""attnlib.check.implement: the checks of the exercises where the learner implements the idea.
 
-Each check's oracle (NumPy finite differences, KKT by NNLS, causal softmax by definition) is
-compared here with attnlib's own analytic computations (torch gradients, cvxpy solves,
-sequence attention): a third computation, so both sides are tested. Every mistake the checks
-diagnose is fed in and must fail with its hint, and the hint never shows the expected value.
+The oracles are written here, independent of the checks' own (finite differences, NNLS,
+vectorised softmax): the risk by a loop over samples and tokens, the gradients by
+attnlib.models' analytic formulas, Att-SVM solutions solved by hand (one or two constraints)
+or by the library's solvers, causal attention by a loop over queries. On random instances the
+right answer passes in any layout and up to the documented tolerance, and each documented
+mistake fails with a message that names it, never showing the expected value.
 """
+
+import math
+import re
 
 import numpy as np
 import pytest
@@ -19,111 +24,310 @@ from attnlib.check.implement import (
     check_kq_step,
     risk_oracle,
 )
-from attnlib.sequences import sequence_softmax
+
+F64 = dict(dtype=torch.float64)
+INSTANCES = [(4, 3, 3, 2), (4, 2, 3, 2), (3, 5, 2, 0)]  # (n, T, d, seed): T = d and T != d
 
 
-@pytest.fixture
-def data():
-    return al.random_data(n=4, T=3, d=3, seed=2)
+def instance(n, T, d, seed):
+    return al.random_data(n=n, T=T, d=d, seed=seed)
 
 
-def test_risk_oracle_matches_the_models_risk(data):
-    W = torch.randn(3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    s = M.softmax(M.logits(data.X, W, data.z))
-    L = float(M.risk(data.X, data.Y, s, data.v))
-    assert risk_oracle(data.X, data.Y, data.z, data.v, W.numpy()) == pytest.approx(L, rel=1e-12)
-    # batched over leading dims of W
-    Ws = np.stack([W.numpy(), 2 * W.numpy()])
-    assert risk_oracle(data.X, data.Y, data.z, data.v, Ws).shape == (2,)
+def risk_loop(X, Y, z, v, W):
+    X, Y, z, v, W = (np.asarray(a, float) for a in (X, Y, z, v, W))
+    total = 0.0
+    for i in range(len(Y)):
+        a = [X[i, t] @ W @ z[i] for t in range(X.shape[1])]
+        e = [math.exp(x - max(a)) for x in a]
+        f = sum(e[t] / sum(e) * (X[i, t] @ v) for t in range(len(e)))
+        total += math.log1p(math.exp(-Y[i] * f)) if -Y[i] * f < 30 else -Y[i] * f
+    return total / len(Y)
 
 
-def test_gd_step_accepts_the_analytic_step_and_diagnoses_mistakes(data):
-    W = 0.3 * torch.randn(3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    G = M.grad_W(data.X, data.Y, data.z, W, data.v)
+def tol(x, rtol, atol):
+    return atol + rtol * np.abs(np.asarray(x))
+
+
+def reads_as_feedback(fb, title, right=None):
+    """A failed verdict: its title, a sentence, and no entry of the right answer in it."""
+    assert not fb and fb.title == title and fb.message.endswith("."), fb
+    for x in np.asarray(right if right is not None else []).ravel():
+        assert f"{x:.6g}" not in fb.message, (x, fb.message)
+
+
+def test_risk_oracle_is_the_definition_even_with_huge_logits():
+    data = instance(4, 3, 3, 2)
+    X, Y, z, v = data.X, data.Y, data.z, data.v
+    g = torch.Generator().manual_seed(0)
+    X0 = X.clone()
+    X0[0] *= 1e-3  # sample 0's logits ~1e-3, the others' ~1e3: each shifted by its own max
+    for Xs, scale in ((X, 0.3), (X, 400.0), (X0, 400.0)):  # 400: exp overflows unshifted
+        W = scale * torch.randn(3, 3, generator=g, **F64)
+        r = risk_oracle(Xs, Y, z, v, W)
+        assert np.isfinite(r) and r == pytest.approx(risk_loop(Xs, Y, z, v, W), rel=1e-10)
+    W = 0.3 * torch.randn(3, 3, generator=g, **F64)
+    L = float(M.risk(X, Y, M.softmax(M.logits(X, W, z)), v))
+    assert risk_oracle(X, Y, z, v, W) == pytest.approx(L, rel=1e-12)
+    f32 = [a.float() for a in (X, Y, z, v, W)]  # float32 inputs computed in float64
+    r = risk_oracle(*f32)
+    assert r.dtype == np.float64 and r == pytest.approx(risk_loop(*f32), rel=1e-13)
+    Ws = torch.randn(2, 5, 3, 3, generator=g, **F64)  # batched over leading dims of W
+    r = risk_oracle(X, Y, z, v, Ws)
+    assert r.shape == (2, 5) and r[1, 3] == pytest.approx(risk_loop(X, Y, z, v, Ws[1, 3]),
+                                                          rel=1e-10)
+
+
+# ------------------------------------------------------------------------- one GD step on W
+GD_MISTAKES = {"up the gradient": lambda W, G, lr, n: W + lr * G,
+               "transposed": lambda W, G, lr, n: W - lr * G.T,
+               "divide by n": lambda W, G, lr, n: W - lr * n * G,
+               "step size η is missing": lambda W, G, lr, n: W - G}
+
+
+@pytest.mark.parametrize("inst", INSTANCES)
+def test_gd_step_passes_the_analytic_step_and_names_each_mistake(inst):
+    data = instance(*inst)
+    d = data.X.shape[-1]
+    W = 0.3 * torch.randn(d, d, generator=torch.Generator().manual_seed(inst[-1]), **F64)
     lr = 0.5
-    assert check_gd_step(W - lr * G, W, data, lr)
-    assert check_gd_step((W - lr * G).tolist(), W, data, lr)  # lists are read as float64
-    cases = {"up the gradient": W + lr * G, "transposed": W - lr * G.T,
-             "divide by n": W - lr * 4 * G, "step size": W - G}
-    for hint, wrong in cases.items():
-        fb = check_gd_step(wrong, W, data, lr)
-        assert not fb and hint in fb.message, (hint, fb.message)
-        assert f"{float((W - lr * G)[0, 0]):.6g}" not in fb.message  # never the answer
-    assert not check_gd_step(W - lr * G + 1e-4, W, data, lr)
-    assert "None" in check_gd_step(None, W, data, lr).message
-    with pytest.raises(ValueError, match="lr"):
-        check_gd_step(W, W, data, -1)
-    with pytest.raises(ValueError, match="shape"):
-        check_gd_step(W, torch.zeros(2, 2), data, lr)
+    right = W - lr * M.grad_W(data.X, data.Y, data.z, W, data.v)
+    G = M.grad_W(data.X, data.Y, data.z, W, data.v)
+    for answer, step in ((right, lr), (right.numpy(), "0.5"), (right.tolist(), np.float32(lr)),
+                         (right.reshape(-1), lr)):
+        fb = check_gd_step(answer, W, data, step)
+        assert fb and fb.title == "W after one GD step" and f"all {d * d} entries" in fb.message
+    # the tolerance, |answer - right| <= 1e-8 + 1e-6 |right| entrywise
+    t = torch.as_tensor(tol(right, 1e-6, 1e-8))
+    assert check_gd_step(right + 0.9 * t, W, data, lr)
+    fb = check_gd_step(right - 1.1 * t * (torch.arange(d * d).reshape(d, d) % 2), W, data, lr)
+    half = d * d // 2
+    assert f"{half} of {d * d} entries" in fb.message and fb.details["entries_off"] == half
+    for hint, mistake in GD_MISTAKES.items():
+        fb = check_gd_step(mistake(W, G, lr, data.n), W, data, lr)
+        reads_as_feedback(fb, "W after one GD step", right)
+        assert hint in fb.message, (hint, fb.message)
 
 
-def test_kq_step_accepts_the_analytic_step_and_diagnoses_mistakes(data):
-    g = torch.Generator().manual_seed(3)
-    K = 0.5 * torch.randn(3, 2, dtype=torch.float64, generator=g)
-    Q = 0.5 * torch.randn(3, 2, dtype=torch.float64, generator=g)
-    lr = 0.7
+def test_gd_step_reads_its_arguments():
+    data = instance(4, 2, 3, 2)
+    W = torch.eye(3, **F64)
+    assert "W after one GD step is None" in check_gd_step(None, W, data, 0.1).message
+    for bad in (0, -1, math.inf, math.nan):
+        with pytest.raises(ValueError, match=f"lr must be a positive number, got {float(bad)}"):
+            check_gd_step(W, W, data, bad)
+    for Wb in (W[:, :2], W[:2, :2]):  # (d, d), not (T, T): T = 2 here
+        with pytest.raises(ValueError, match=re.escape(
+                f"W must have shape (d, d) = (3, 3), got {tuple(Wb.shape)}")):
+            check_gd_step(W, Wb, data, 0.1)
+    for part in (dict(z=None, v=data.v), dict(z=data.z, v=None)):
+        with pytest.raises(ValueError, match="must carry the queries z and the head v"):
+            check_gd_step(W, W, al.AttentionData(data.X, data.Y, **part), 0.1)
+    with pytest.raises(ValueError, match="one instance"):
+        check_gd_step(W, W, al.random_data(n=4, T=3, d=3, trials=2, seed=2), 0.1)
+
+
+# ------------------------------------------------------------------- one GD step on (K, Q)
+def kq_mistakes(data, K, Q, lr):
     gK, gQ = M.grad_KQ(data.X, data.Y, data.z, K, Q, data.v)
-    right = (K - lr * gK, Q - lr * gQ)
-    assert check_kq_step(right, K, Q, data, lr)
-    assert check_kq_step([t.numpy() for t in right], K, Q, data, lr)
-    K1 = K - lr * gK
-    _, gQ1 = M.grad_KQ(data.X, data.Y, data.z, K1, Q, data.v)
+    K1, n = K - lr * gK, data.n
+    gQ1 = M.grad_KQ(data.X, data.Y, data.z, K1, Q, data.v)[1]
     G = M.grad_W(data.X, data.Y, data.z, K @ Q.T, data.v)
-    cases = {"up the gradient": (K + lr * gK, Q + lr * gQ),
-             "updated K": (K1, Q - lr * gQ1),
-             "swapped": (K - lr * G.T @ Q, Q - lr * G @ K),
-             "step size": (K - gK, Q - gQ)}
-    for hint, wrong in cases.items():
+    return (K1, Q - lr * gQ), {
+        "up the gradient": (K + lr * gK, Q + lr * gQ),
+        "used the updated K": (K1, Q - lr * gQ1),
+        "swapped": (K - lr * G.T @ Q, Q - lr * G @ K),
+        "step size η is missing": (K - gK, Q - gQ),
+        "summed loss": (K - lr * n * gK, Q - lr * n * gQ),
+        "transpose is missing in ∇_Q L": (K1, Q - lr * G @ K),
+        "∇_K L has a transpose too many": (K - lr * G.T @ Q, Q - lr * gQ)}
+
+
+@pytest.mark.parametrize("inst", INSTANCES)
+def test_kq_step_passes_the_analytic_step_and_names_each_mistake(inst):
+    data, d, m = instance(*inst), inst[2], 2
+    g = torch.Generator().manual_seed(3 + inst[-1])
+    K, Q = (0.5 * torch.randn(d, m, generator=g, **F64) for _ in "KQ")
+    lr, title = 0.7, "(K, Q) after one GD step"
+    right, mistakes = kq_mistakes(data, K, Q, lr)
+    for answer in (right, list(right), [right[0].tolist(), right[1].numpy()]):
+        fb = check_kq_step(answer, K, Q, data, lr)
+        assert fb and fb.title == title and f"all {2 * d * m} entries" in fb.message
+    t = torch.as_tensor(tol(right[1], 1e-6, 1e-8))
+    assert check_kq_step((right[0], right[1] + 0.9 * t), K, Q, data, lr)
+    fb = check_kq_step((right[0], right[1] - 1.1 * t), K, Q, data, lr)
+    assert f"{d * m} of {2 * d * m} entries of (K_next, Q_next) stacked" in fb.message
+    assert fb.details == {"entries_off": d * m}
+    for hint, wrong in mistakes.items():
         fb = check_kq_step(wrong, K, Q, data, lr)
-        assert not fb and hint in fb.message, (hint, fb.message)
-    assert not check_kq_step(right[0], K, Q, data, lr)  # not a pair
-    assert not check_kq_step((right[0], right[1][:2]), K, Q, data, lr)  # wrong shape
+        reads_as_feedback(fb, title, np.stack(right))
+        assert hint in fb.message, (hint, fb.message)
+
+
+def test_kq_step_reads_its_arguments():
+    data = instance(4, 3, 3, 2)
+    K, Q = torch.ones(3, 2, **F64), torch.zeros(3, 2, **F64)
+    right = (K, Q)
+    for answer, facts in (
+            (None, ["KQ_next is None"]), (K, ["the pair (K_next, Q_next)"]),
+            ((K,), ["the pair"]), ((K, Q, K), ["the pair"]), ((K, None), ["Q_next is None"]),
+            ((None, Q), ["K_next is None"]), ((K, Q[:2]), ["shape (3, 2)", "(3, 2) and (2, 2)"]),
+            ((K.T, Q), ["shape (3, 2)", "(2, 3) and (3, 2)"])):
+        fb = check_kq_step(answer, K, Q, data, 0.1)
+        reads_as_feedback(fb, "(K, Q) after one GD step")
+        assert all(f in fb.message for f in facts), (facts, fb.message)
+    for K_, Q_ in ((K[:, 0], Q[:, 0]), (K, Q[:, :1]), (K[:2], Q[:2])):
+        with pytest.raises(ValueError, match=re.escape(
+                f"K and Q must both have shape (d, m) with d = 3, got {tuple(K_.shape)} and "
+                f"{tuple(Q_.shape)}")):
+            check_kq_step(right, K_, Q_, data, 0.1)
+    with pytest.raises(ValueError, match="lr must be a positive number, got 0.0"):
+        check_kq_step(right, K, Q, data, 0.0)
+
+
+# ---------------------------------------------------------------------------------- Att-SVM
+def one_constraint(z=(1.0, 0.0)):
+    """n = 1, T = 2, d = 2, x_0 − x_1 = (2, 0): (x_0 − x_1)ᵀ W z ≥ 1 has the minimum-norm
+    solution W = e1 zᵀ / (2 |z|²)."""
+    X = torch.tensor([[[1.0, 0.0], [-1.0, 0.0]]], **F64)
+    return al.AttentionData(X, torch.tensor([1.0], **F64), z=torch.tensor([z], **F64),
+                            v=torch.tensor([1.0, 0.0], **F64))
+
+
+def test_att_svm_on_a_hand_solved_case_up_to_its_tolerances():
+    """Feasibility up to 1e-6 (1 + max|A| max|w|) = 2e-6 here, activity up to 1e-5 (1 + max
+    margin) ≈ 2e-5; a selection or alpha of any layout holding n indices."""
+    data, title = one_constraint(), "Att-SVM (W)"
+    W = torch.tensor([[0.5, 0.0], [0.0, 0.0]], **F64)
+    for answer, dat, alpha in ((W, data, [0]), (W.reshape(-1).tolist(), data, [[0]]),
+                               (W.numpy(), data, torch.tensor([0.0])),
+                               (W * 0.5, one_constraint((2.0, 0.0)), [0])):
+        fb = check_att_svm(answer, dat, alpha)
+        assert fb and fb.title == title and fb.details == {"support": 1}
+        assert "all 1 margins ≥ 1" in fb.message and "(1 support constraints)" in fb.message
+    for f, verdict in ((1 - 1.5e-6, True), (1 - 2.5e-6, "violated"), (1 - 1e-3, "violated"),
+                       (1 + 1.5e-5, True), (1 + 2.5e-5, "every margin is above 1"),
+                       (1 + 1e-3, "every margin is above 1")):
+        fb = check_att_svm(W * f, data, np.array([0]))
+        assert fb if verdict is True else verdict in fb.message, (f, fb)
+        if verdict == "violated":
+            reads_as_feedback(fb, title)
+            assert "1 of 1 margin constraints" in fb.message and fb.details == {"violated": 1}
+            assert "sample 1, token 2 (Python index [0, 1])" in fb.message
+            assert f"(margin {f:.4g} < 1)" in fb.message
+        elif verdict is not True:
+            reads_as_feedback(fb, title)
+            assert "normalisation is missing" in fb.message and fb.details == {}
+    off = W + torch.tensor([[0.0, 0.1], [0.0, 0.0]], **F64)  # feasible, active, not minimal
+    fb = check_att_svm(off, data, [0])
+    rel = 0.1 / math.hypot(0.5, 0.1)  # the part of W orthogonal to the one constraint
+    reads_as_feedback(fb, title)
+    assert "not the minimum-norm solution" in fb.message and "1 active constraints" in fb.message
+    assert f"relative residual {rel:.2g}" in fb.message
+    assert fb.details == {"residual": pytest.approx(rel, rel=1e-9)}
+    assert not check_att_svm(W, data, [1])  # the other selection: W violates it
+
+
+def test_att_svm_two_supports_and_the_p_svm_with_its_key_matrix():
+    """z_i = e_i, x_0 − x_1 = (2, 0) and (0, 4): W = diag(1/2, 1/4), both constraints
+    supporting; the p-SVM (x_0 − x_1)ᵀ W p ≥ 1: p = (1/2, 1/4) for W = I, p / 2 for 2 I."""
+    X = torch.tensor([[[1.0, 0.0], [-1.0, 0.0]], [[0.0, 2.0], [0.0, -2.0]]], **F64)
+    data = al.AttentionData(X, torch.ones(2, **F64), z=torch.eye(2, **F64),
+                            v=torch.tensor([1.0, 0.0], **F64))
+    W = torch.diag(torch.tensor([0.5, 0.25], **F64))
+    fb = check_att_svm(W, data, [0, 0])
+    assert fb.details == {"support": 2} and "all 2 margins ≥ 1" in fb.message
+    fb = check_att_svm(W, data, [1, 0])
+    assert "1 of 2 margin constraints" in fb.message and "(margin -1 < 1)" in fb.message
+    assert "sample 1, token 1 (Python index [0, 0])" in fb.message
+    p = torch.tensor([0.5, 0.25], **F64)
+    fb = check_att_svm(p, data, [0, 0], param="p")
+    assert fb and fb.title == "Att-SVM (p)" and fb.details == {"support": 2}
+    assert check_att_svm(p / 2, data, [0, 0], param="p", W=2 * torch.eye(2, **F64))
+    assert not check_att_svm(p, data, [0, 0], param="p", W=2 * torch.eye(2, **F64))
+    assert check_att_svm(p, al.AttentionData(X, torch.ones(2, **F64)), [0, 0], param="p")
+    assert check_att_svm(torch.tensor([0.25, 0.5], **F64), data, [0, 0], param="p",
+                         W=torch.tensor([[0.0, 1.0], [1.0, 0.0]], **F64))  # k = Wᵀ x
 
 
 @pytest.mark.parametrize("param", ["W", "p"])
-def test_att_svm_certifies_the_solvers_answer_and_rejects_others(data, param):
-    alpha = torch.tensor([0, 1, 2, 0])
+def test_att_svm_certifies_the_solvers_answer_and_rejects_others(param):
+    """The library's cvxpy solution passes; scaled down it violates, scaled up it lacks the
+    normalisation, moved at random (then scaled to feasibility) it is not minimum-norm."""
     if param == "W":
+        data, alpha = al.random_data(n=4, T=3, d=3, seed=2), torch.tensor([0, 1, 2, 0])
         sol = al.att_svm(data, alpha=alpha)
     else:  # the p-SVM is feasible for every selection when d >= n(T-1)
         data, alpha = al.random_data(n=2, T=3, d=5, seed=2), torch.tensor([2, 1])
         sol = al.prompt_svm(data, alpha=alpha)
-    fb = check_att_svm(sol, data, alpha, param=param)
-    assert fb, fb.message
-    assert "violated" in check_att_svm(0.5 * sol, data, alpha, param=param).message
-    assert "normalisation" in check_att_svm(1.01 * sol, data, alpha, param=param).message
-    # a feasible point that is not the minimum-norm one (a random move, then scaled up)
-    rng = np.random.default_rng(0)
-    worse = sol + 0.3 * torch.as_tensor(rng.standard_normal(tuple(sol.shape)))
-    worse = worse * 2.0
-    fb = check_att_svm(worse, data, alpha, param=param)
-    assert not fb and "minimum-norm" in fb.message
-    assert not check_att_svm(None, data, alpha, param=param)
+    title = f"Att-SVM ({param})"
+    assert check_att_svm(sol, data, alpha, param=param)
+    for wrong, hint in ((0.5 * sol, "violated"), (1.01 * sol, "normalisation"),
+                        (2 * (sol + 0.3 * torch.as_tensor(np.random.default_rng(0).standard_normal(
+                            tuple(sol.shape)))), "minimum-norm"),
+                        (sol.reshape(-1)[:2], f"must have {sol.numel()} entries, yours has 2")):
+        fb = check_att_svm(wrong, data, alpha, param=param)
+        reads_as_feedback(fb, title, sol)
+        assert hint in fb.message, (hint, fb.message)
+    fb = check_att_svm(None, data, alpha, param=param)
+    reads_as_feedback(fb, title)
+    assert f"{param} is None" in fb.message
 
 
-def test_att_svm_kkt_is_tight_on_a_hand_solved_case():
-    # n=1, T=2, d=2, z = e1: constraint (x_0 - x_1)^T W e1 >= 1 with x_0 - x_1 = (2, 0):
-    # the minimum-norm W has first column (1/2, 0) and zeros elsewhere.
-    X = torch.tensor([[[1.0, 0.0], [-1.0, 0.0]]], dtype=torch.float64)
-    data = al.AttentionData(X, torch.tensor([1.0]), z=torch.tensor([[1.0, 0.0]]),
-                            v=torch.tensor([1.0, 0.0]))
-    W = torch.tensor([[0.5, 0.0], [0.0, 0.0]], dtype=torch.float64)
-    assert check_att_svm(W, data, [0])
-    assert not check_att_svm(W + torch.tensor([[0.0, 0.1], [0.0, 0.0]]), data, [0])
-    assert not check_att_svm(W, data, [1])  # the other selection is infeasible for W
-    with pytest.raises(ValueError, match="alpha"):
-        check_att_svm(W, data, [2])
+def test_att_svm_reads_its_arguments():
+    data, W = one_constraint(), torch.eye(2, **F64)
+    for alpha in ([2], [-1], [0, 1]):
+        with pytest.raises(ValueError, match=r"alpha must hold n = 1 token indices in 0\.\.1"):
+            check_att_svm(W, data, alpha)
+    with pytest.raises(ValueError, match="param must be 'W' or 'p', got 'K'"):
+        check_att_svm(W, data, [0], param="K")
+    with pytest.raises(ValueError, match="must carry the queries z for the W-SVM"):
+        check_att_svm(W, al.AttentionData(data.X, data.Y), [0])
 
 
-def test_causal_attention_matches_the_library_and_diagnoses_mistakes():
-    g = torch.Generator().manual_seed(4)
-    X = torch.randn(2, 4, 3, dtype=torch.float64, generator=g)
-    W = torch.randn(3, 3, dtype=torch.float64, generator=g)
-    S = sequence_softmax(X, W, causal=True)
-    assert check_causal_attention(S, X, W)
-    assert check_causal_attention(S[0], X[0], W)
-    full = sequence_softmax(X, W, causal=False)
-    assert "future" in check_causal_attention(full, X, W).message
-    masked_late = torch.tril(full)  # masked after the softmax: rows no longer sum to 1
-    assert "masked after the softmax" in check_causal_attention(masked_late, X, W).message
-    assert "transposed" in check_causal_attention(S.transpose(-1, -2), X, W).message
+# ------------------------------------------------------------------------- causal attention
+def causal_loop(X, W, causal=True):
+    X, W = np.asarray(X, float), np.asarray(W, float)
+    T = X.shape[-2]
+    S = np.zeros(X.shape[:-2] + (T, T))
+    for idx in np.ndindex(X.shape[:-2]):
+        for k in range(T):
+            seen = k + 1 if causal else T
+            a = np.array([X[idx][t] @ W @ X[idx][k] for t in range(seen)])
+            S[idx + (k, slice(0, seen))] = np.exp(a - a.max()) / np.exp(a - a.max()).sum()
+    return S
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_causal_attention_passes_the_definition_and_names_each_mistake(seed):
+    """Logits ~1e3 (exp overflows unshifted) and query 0's ~1e-3 (a shift by the largest
+    logit of all rows would underflow its row); a sequence or a batch, any layout."""
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(2, 4, 3, generator=g, **F64)
+    W = 300 * torch.randn(3, 3, generator=g, **F64)
+    X[:, 0] *= 1e-3
+    S, title = causal_loop(X, W), "causal attention"
+    for answer, Xs in ((S, X), (torch.tensor(S), X.numpy()), (S[1].tolist(), X[1])):
+        fb = check_causal_attention(answer, Xs, W)
+        assert fb and f"all {np.asarray(answer).size} entries" in fb.message
+    t = tol(S, 1e-6, 1e-9) * (S > 0)  # the past entries only: a future one must stay 0
+    assert check_causal_attention(S + 0.9 * t, X, W)
+    assert not check_causal_attention(S + 1.1 * t, X, W)
+    ST, full = np.swapaxes(S, -1, -2), causal_loop(X, W, causal=False)
+    wrong = S.copy()
+    wrong[0, 3, 0] += 0.5  # off, no known mistake
+    for answer, hint in ((ST, "transposed"), ((1 + 5e-6) * ST, "future token"),
+                         (ST + 5e-9 * (ST == 0), "future token"), (full, "future token"),
+                         (np.tril(full), "masked after the softmax"),
+                         (wrong, "1 of 32 entries of S are off")):
+        fb = check_causal_attention(answer, X, W)
+        reads_as_feedback(fb, "S" if hint in ("masked after the softmax", "1 of 32 entries "
+                                              "of S are off") else title)
+        assert hint in fb.message, (hint, fb.message)
+    assert "future" not in fb.message and "masked" not in fb.message
+    fb = check_causal_attention(None, X, W)
+    reads_as_feedback(fb, title)
+    assert "S is None" in fb.message
+    for X_, W_ in ((X[0, 0], W), (X[None], W), (X, W[:2]), (X, W[None])):
+        with pytest.raises(ValueError, match=r"X must be \(T,d\) or \(n,T,d\) and W \(d,d\); got "
+                                             + rf"\({', '.join(map(str, X_.shape))}"):
+            check_causal_attention(S, X_, W_)
