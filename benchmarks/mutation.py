@@ -47,11 +47,10 @@ MODULES = {
     "train-loop": (["attnlib/train/loop.py"], list(TRAIN_TESTS)),
     "train-path": (["attnlib/train/path.py"],
                    [*TRAIN_TESTS, "tests/test_train_path.py", "tests/test_lp_path.py"]),
-    "train-setup": (["attnlib/train/setup.py"],
-                    [*TRAIN_TESTS, "tests/test_train_setup_mutation.py"]),
+    "train-setup": (["attnlib/train/setup.py"], list(TRAIN_TESTS)),
     "train-config-mirror": (["attnlib/train/config.py", "attnlib/train/mirror.py"],
                             [*TRAIN_TESTS, "tests/test_train_mirror*.py",
-                             "tests/test_mirror_numerics.py", "tests/test_train_mutation.py"]),
+                             "tests/test_mirror_numerics.py"]),
     # svm: the tiny-instance tests (n, T, d <= 4: a solve takes milliseconds) carry the solver
     # modules; test_svm.py and test_svm_certify.py (paper-size instances, hypothesis: ~10 s of
     # tests each, paid by every surviving mutant) stay out of the engine's loop
