@@ -218,3 +218,11 @@ def test_settings_are_typed_and_on_the_cpu_by_default():
         assert exp.defaults["device"] == "cpu"
         ann = exp.func.__annotations__
         assert set(ann) - {"return"} == set(exp.defaults), name
+
+
+def test_each_experiment_draws_its_own_figure():
+    from attnlib.figures import mirror as F
+
+    for name, plot in (("md_convergence", F.plot_convergence), ("md_bias", F.plot_bias),
+                       ("md_unnormalized", F.plot_unnormalized)):
+        assert get(name).plot is plot, name

@@ -80,17 +80,21 @@ LAZY_TABLES = {
 }
 
 
-def _import_call(node: ast.AST) -> dict[str, ast.expr] | None:
+def _import_call(node: ast.AST, loaders=()) -> dict[str, ast.expr] | None:
     """The arguments, by parameter name, of ``importlib.import_module(...)``,
-    ``import_module(...)`` or ``__import__(...)``; else None."""
+    ``import_module(...)`` (or a name in ``loaders`` it is imported as) or ``__import__(...)``;
+    else None. Arguments passed as ``**kwargs`` leave the name unreadable."""
     if not isinstance(node, ast.Call):
         return None
     f = node.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    name = "import_module" if name in loaders else name
     if name not in _SIGNATURES:
         return None
     args = dict(zip(_SIGNATURES[name], node.args))
     args.update((k.arg, k.value) for k in node.keywords if k.arg)
+    if any(k.arg is None for k in node.keywords):
+        args.setdefault("name", ast.Name("?"))
     return args if "name" in args else None
 
 
@@ -177,8 +181,10 @@ def scan(root: Path, package: str | None, lazy: set[str] = LAZY_TABLES):
                     and target not in SHARED_HOMES):
                 private.append(f"{mod}: {target}.{name} (line {line})")
 
+        loaders = {a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                   and n.module == "importlib" for a in n.names if a.name == "import_module"}
         for node in ast.walk(tree):
-            if (args := _import_call(node)) is not None:
+            if (args := _import_call(node, loaders)) is not None:
                 edges[mod] |= _dynamic_targets(args, mod, path, mods, named, lazy)
             elif isinstance(node, ast.Import):
                 for a in node.names:

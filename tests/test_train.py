@@ -312,7 +312,7 @@ def _mask(T):
 # (param, d, loss, head, init keys, mask, reg, scaled): n=3, T=4, two trials; d=4 takes the
 # pair features (B n T d^2 <= 3e4), d=60 the factored form
 GRADIENT_CASES = [
-    *[(param, d, ("logistic", "exp")[(i + d) % 2], "linear", "Wp" if "p" in param else "W",
+    *[(param, d, ("logistic", "exp")[(i + (d > 4)) % 2], "linear", "Wp" if "p" in param else "W",
        False, 0.0, True) for i, param in enumerate(PARAMS) for d in (4, 60)],
     *[("KQ", d, "logistic", "linear", "KQ", False, 0.3, True) for d in (4, 60)],
     *[("W", d, "correlation", head, "W" + x, False, 0.0, True) for d in (4, 60)

@@ -188,6 +188,13 @@ def test_a_trial_stops_only_when_every_update_is_zero():
                  init={"W": torch.zeros(3, 3, dtype=F64)})
     assert r.stopped.item() == -1 and not torch.equal(r.history["W"][0, 1], r.history["W"][0, 0])
     assert torch.equal(r.history["v"][0, 1], blind.v[0])  # v did not move at step 0
+    # (K, Q) with Q = 0: K's gradient G Q is zero, Q's is not; the trial goes on
+    data = _two_tokens([0.0, 0.5, 1.0])
+    K0 = torch.randn(3, 2, dtype=F64, generator=torch.Generator().manual_seed(1))
+    for normalized in (True, False):
+        r = al.train(data, param="KQ", init={"K": K0, "Q": torch.zeros(3, 2, dtype=F64)},
+                     steps=3, normalized=normalized)
+        assert r.stopped.item() == -1 and r.Q.abs().max() > 0, normalized
 
 
 @pytest.mark.parametrize("method, lp", [("gd", 2.0), ("md", 1.5)])
