@@ -1,7 +1,10 @@
 """Shared by the tests of attnlib.check (tests/test_check*.py): float64 tensors, the toy
 instance whose Att-SVM is solved by hand, the lp instance X_LP (solved by hand below) with
-the 2-d lp least-norm solver that checks it, and ``says``, which reads a feedback in full (the
-message is what a learner reads)."""
+the 2-d lp least-norm solver that checks it, ``says``, which reads a feedback in full (the
+message is what a learner reads), and ``assert_no_leak``, which reads every number of a
+message against the expected answer."""
+
+import re
 
 import numpy as np
 import torch
@@ -57,3 +60,47 @@ def lp_min_norm_2d(rows, q):
         cands.append(u / (a @ u))
     ok = [p for p in cands if (rows @ p >= 1 - 1e-12).all()]
     return min(ok, key=lambda p: (np.abs(p) ** q).sum())
+
+
+# a number as a message writes it: optional sign (ASCII or U+2212), digits, decimals, exponent
+_NUMBER = re.compile(r"[-\u2212]?(\d+(?:\.\d+)?|\.\d+)(?:[eE]([-+\u2212]?\d+))?")
+
+
+def _shown_numbers(message):
+    """Each number of ``message`` with at least 2 significant digits, other than a plain
+    integer (a count or an index): (its value, half a unit of its last shown digit)."""
+    out = []
+    for m in _NUMBER.finditer(message):
+        mant, exp = m.group(1), int((m.group(2) or "0").replace("\u2212", "-"))
+        if "." not in mant and m.group(2) is None:
+            continue  # "3 of 9", "X[0, 2]", "(0, 2)": counts and indices
+        digits = mant.replace(".", "").lstrip("0")
+        if len(digits) < 2:
+            continue
+        decimals = len(mant.split(".")[1]) if "." in mant else 0
+        out.append((m.group(0), float(mant) * 10.0 ** exp, 0.5 * 10.0 ** (exp - decimals)))
+    return out
+
+
+def _flat(a):
+    """The numbers of an array, or of a (nested) tuple or list of arrays of any shapes."""
+    if isinstance(a, (tuple, list)) and any(np.ndim(b) > 0 for b in a):
+        return np.concatenate([_flat(b) for b in a] or [np.zeros(0)])
+    return np.asarray(a, dtype=float).ravel()
+
+
+def assert_no_leak(message, expected, own=()):
+    """No entry of ``expected`` is shown in ``message`` at any precision.
+
+    Every number the message shows with k >= 2 significant digits (``0.19``, ``-1.234``,
+    ``1.23e-02``; plain integers such as "3 of 9" are counts or indices and are skipped) is
+    the rounding of any value within half a unit of its last digit; the message leaks if the
+    magnitude of an expected entry rounds to it, i.e. lies in that interval, unless an entry
+    of ``own`` (the learner's answer, or another number the message may rightly quote) rounds
+    to it too."""
+    exp, mine = np.abs(_flat(expected)), np.abs(_flat(own))
+    for text, x, half in _shown_numbers(message):
+        tol = half * (1 + 1e-9)
+        hit = exp[np.abs(exp - abs(x)) <= tol]
+        if hit.size and not (np.abs(mine - abs(x)) <= tol).any():
+            raise AssertionError(f"{text} shows the expected {hit[0]!r}: {message}")

@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from check_helpers import assert_no_leak
 
 import attnlib as al
 from attnlib import models as M
@@ -48,11 +49,21 @@ def tol(x, rtol, atol):
     return atol + rtol * np.abs(np.asarray(x))
 
 
-def reads_as_feedback(fb, title, right=None):
-    """A failed verdict: its title, a sentence, and no entry of the right answer in it."""
+def reads_as_feedback(fb, title, right=(), own=()):
+    """A failed verdict: its title, a sentence, and no entry of the right answer in it (at
+    any precision; a number of the learner's own answer ``own`` may show)."""
     assert not fb and fb.title == title and fb.message.endswith("."), fb
-    for x in np.asarray(right if right is not None else []).ravel():
-        assert f"{x:.6g}" not in fb.message, (x, fb.message)
+    assert_no_leak(fb.message, right, own)
+
+
+def test_assert_no_leak_reads_each_number_at_its_own_precision():
+    for message, expected in (("mass near 0.19.", 0.19278), ("W[0, 0] is -1.234", -1.23412),
+                              ("about 1.23e-02", [5.0, 0.012345]), ("is −0.50", [0.4961])):
+        with pytest.raises(AssertionError, match="shows the expected"):
+            assert_no_leak(message, expected)
+    assert_no_leak("yours 0.1928 is off", 0.19278, own=[0.19281])  # the learner's own number
+    assert_no_leak("3 of 9 entries, X[0, 1]: 0.5 or 2e-06", [3.0, 9.0, 0.52, 2.04e-6])
+    assert_no_leak("0.194 and 1.2346", [0.19278, 1.23412])  # rounded, not equal
 
 
 def test_risk_oracle_is_the_definition_even_with_huge_logits():
@@ -99,12 +110,15 @@ def test_gd_step_passes_the_analytic_step_and_names_each_mistake(inst):
     # the tolerance, |answer - right| <= 1e-8 + 1e-6 |right| entrywise
     t = torch.as_tensor(tol(right, 1e-6, 1e-8))
     assert check_gd_step(right + 0.9 * t, W, data, lr)
-    fb = check_gd_step(right - 1.1 * t * (torch.arange(d * d).reshape(d, d) % 2), W, data, lr)
+    near = right - 1.1 * t * (torch.arange(d * d).reshape(d, d) % 2)
+    fb = check_gd_step(near, W, data, lr)
+    reads_as_feedback(fb, "W after one GD step", right, own=near)
     half = d * d // 2
     assert f"{half} of {d * d} entries" in fb.message and fb.details["entries_off"] == half
     for hint, mistake in GD_MISTAKES.items():
-        fb = check_gd_step(mistake(W, G, lr, data.n), W, data, lr)
-        reads_as_feedback(fb, "W after one GD step", right)
+        wrong = mistake(W, G, lr, data.n)
+        fb = check_gd_step(wrong, W, data, lr)
+        reads_as_feedback(fb, "W after one GD step", right, own=wrong)
         assert hint in fb.message, (hint, fb.message)
 
 
@@ -155,11 +169,12 @@ def test_kq_step_passes_the_analytic_step_and_names_each_mistake(inst):
     t = torch.as_tensor(tol(right[1], 1e-6, 1e-8))
     assert check_kq_step((right[0], right[1] + 0.9 * t), K, Q, data, lr)
     fb = check_kq_step((right[0], right[1] - 1.1 * t), K, Q, data, lr)
+    reads_as_feedback(fb, title, right, own=(right[0], right[1] - 1.1 * t))
     assert f"{d * m} of {2 * d * m} entries of (K_next, Q_next) stacked" in fb.message
     assert fb.details == {"entries_off": d * m}
     for hint, wrong in mistakes.items():
         fb = check_kq_step(wrong, K, Q, data, lr)
-        reads_as_feedback(fb, title, np.stack(right))
+        reads_as_feedback(fb, title, right, own=wrong)
         assert hint in fb.message, (hint, fb.message)
 
 
@@ -210,17 +225,17 @@ def test_att_svm_on_a_hand_solved_case_up_to_its_tolerances():
         fb = check_att_svm(W * f, data, np.array([0]))
         assert fb if verdict is True else verdict in fb.message, (f, fb)
         if verdict == "violated":
-            reads_as_feedback(fb, title)
+            reads_as_feedback(fb, title, W, own=W * f)
             assert "1 of 1 margin constraints" in fb.message and fb.details == {"violated": 1}
             assert "sample 1, token 2 (Python index [0, 1])" in fb.message
             assert f"(margin {f:.4g} < 1)" in fb.message
         elif verdict is not True:
-            reads_as_feedback(fb, title)
+            reads_as_feedback(fb, title, W, own=W * f)
             assert "normalisation is missing" in fb.message and fb.details == {}
     off = W + torch.tensor([[0.0, 0.1], [0.0, 0.0]], **F64)  # feasible, active, not minimal
     fb = check_att_svm(off, data, [0])
     rel = 0.1 / math.hypot(0.5, 0.1)  # the part of W orthogonal to the one constraint
-    reads_as_feedback(fb, title)
+    reads_as_feedback(fb, title, W, own=off)
     assert "not the minimum-norm solution" in fb.message and "1 active constraints" in fb.message
     assert f"relative residual {rel:.2g}" in fb.message
     assert fb.details == {"residual": pytest.approx(rel, rel=1e-9)}
@@ -266,7 +281,7 @@ def test_att_svm_certifies_the_solvers_answer_and_rejects_others(param):
                             tuple(sol.shape)))), "minimum-norm"),
                         (sol.reshape(-1)[:2], f"must have {sol.numel()} entries, yours has 2")):
         fb = check_att_svm(wrong, data, alpha, param=param)
-        reads_as_feedback(fb, title, sol)
+        reads_as_feedback(fb, title, sol, own=wrong)
         assert hint in fb.message, (hint, fb.message)
     fb = check_att_svm(None, data, alpha, param=param)
     reads_as_feedback(fb, title)
@@ -321,7 +336,7 @@ def test_causal_attention_passes_the_definition_and_names_each_mistake(seed):
                          (wrong, "1 of 32 entries of S are off")):
         fb = check_causal_attention(answer, X, W)
         reads_as_feedback(fb, "S" if hint in ("masked after the softmax", "1 of 32 entries "
-                                              "of S are off") else title)
+                                              "of S are off") else title, S, own=answer)
         assert hint in fb.message, (hint, fb.message)
     assert "future" not in fb.message and "masked" not in fb.message
     fb = check_causal_attention(None, X, W)

@@ -15,6 +15,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from check_helpers import assert_no_leak
 
 import attnlib as al
 
@@ -93,6 +94,8 @@ def test_each_mistake_fails_and_is_named(inst, mistake):
     fb = check(answer, data, P)
     assert (fb.ok, fb.title) == (False, TITLE)
     d, msg = fb.details, fb.message
+    for unit_W in (W[P] / np.abs(W[P]).max(), W[P] / (np.abs(W[P]) ** P).sum() ** (1 / P)):
+        assert_no_leak(msg, (W[P], unit_W), own=() if answer is None else answer)
     if mistake in ("l2", "l3", "not along"):
         D_p, D_2 = ddir(W[P], answer, P), ddir(W["fro"], answer, P)
         assert (d["ddir_lp"], d["ddir_l2"]) == (pytest.approx(D_p, abs=1e-6),
@@ -143,7 +146,10 @@ def test_an_explicit_selection_is_the_one_checked(inst):
     W_a = al.att_svm(data, alpha=alpha, norm=P).numpy()
     assert (margins(data, W_a, alpha) > 0).all() and not (margins(data, W_a, opt) > 0).all()
     assert check(W_a, data, P, torch.tensor(alpha))
-    assert not check(W_a, data, P)  # default: the optimal tokens, which W_a does not select
+    fb = check(W_a, data, P)  # default: the optimal tokens, which W_a selects only in part
+    some = int((margins(data, W_a, opt) <= 0).sum())
+    assert 0 < some < 9 and fb.details == {"violations": some} and f"{some} margins" in fb.message
+    assert check(W_a, data, P, alpha.tolist())  # a selection as a list
     assert not check(W[P], data, P, alpha)
     fb = check(al.att_svm(data, alpha=alpha, norm="fro").numpy(), data, P, alpha)
     assert not fb and fb.details["closest_p"] == 2.0 and abs(fb.details["ddir_l2"]) < 1e-6
