@@ -31,5 +31,9 @@ __all__ = ["Experiment", "Result", "Target", "cache_dir", "experiment", "get", "
            "unregister", "SettingError", "CacheWarning",
            "cache_info", "cache_clear", "NotRun", "not_run", "not_run_targets"]
 
-# importing the paper modules registers their experiments
+# importing the paper modules registers their experiments, in the book's order
+# isort: off
 from . import max_margin, max_margin_local, mirror, tf_svm  # noqa: E402,F401
+from . import tf_svm_rank, tf_svm_rankcap, tf_svm_overparam, tf_svm_heads  # noqa: E402,F401
+from . import tf_svm_causal  # noqa: E402,F401
+# isort: on

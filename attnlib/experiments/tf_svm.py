@@ -20,8 +20,8 @@ name                          what                                             c
 ============================  ===============================================  =======
 
 This module holds E1 and E2 (chapter 5); E3 lives in :mod:`.tf_svm_rank`, chapters 6, 7 and 8
-in ``tf_svm_overparam``, ``tf_svm_heads`` and ``tf_svm_causal`` (importing this module registers
-them all). Computation
+in ``tf_svm_overparam``, ``tf_svm_heads`` and ``tf_svm_causal`` (:mod:`attnlib.experiments`
+imports them after this one). Computation
 and declared targets only: the figures are in :mod:`attnlib.figures.tf_svm`, the explorers in
 :mod:`attnlib.explorers.tf_svm`. All training is batched (one :func:`attnlib.train` call per
 setting, the runs as the trials dimension); the SVMs are solved by :mod:`attnlib.svm`.
@@ -336,10 +336,3 @@ def tf_local_convergence(trials: int = 100, steps: int = 2000, n: int = 6, T: in
                   **{f"sv_{k}": v / v[:, :1] for k, v in spec.items()})
     return num, arrays
 
-
-# ----------------------------------------------------------------------------- E3, chapters 6-8
-# importing these registers their experiments (after E1, E2, in the book's order)
-# isort: off
-from . import tf_svm_rank, tf_svm_rankcap, tf_svm_overparam, tf_svm_heads  # noqa: E402,F401
-from . import tf_svm_causal  # noqa: E402,F401
-# isort: on

@@ -1,6 +1,6 @@
 """Chapter 8 of "Transformers as SVMs" (arXiv 2308.16898): sequences and causal attention.
 
-One experiment (registered on importing :mod:`attnlib.experiments.tf_svm`): ``tf_causal``,
+One registered experiment: ``tf_causal``,
 sequence self-attention trained by normalised GD with and without the causal mask, against
 the sequence SVM (:func:`attnlib.svm.sequence_svm`) of its final selection. Computation and
 declared targets only; the figure is in :mod:`attnlib.figures.tf_svm`, the explorer that

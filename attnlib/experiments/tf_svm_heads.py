@@ -1,6 +1,6 @@
 """Chapter 7 of "Transformers as SVMs" (arXiv 2308.16898): nonlinear heads.
 
-Two experiments (registered on importing :mod:`attnlib.experiments.tf_svm`):
+Two registered experiments:
 ``tf_multi_token`` (E4), a ReLU head whose GD keeps several tokens selected, against the
 generalised SVM equivalence :func:`attnlib.svm.svm_equivalence`; ``tf_lambda_head``, the
 book's designed λ-penalty head, where the best attention keeps exactly two tokens.

@@ -1,6 +1,6 @@
 r"""Chapter 6 of "Transformers as SVMs" (arXiv 2308.16898): over-parameterisation.
 
-Two experiments (registered on importing :mod:`attnlib.experiments.tf_svm`):
+Two registered experiments:
 ``tf_feasibility``, the share of random instances whose Att-SVM is feasible at or below
 :math:`d = \max(T-1, n)`, and ``tf_global_fraction`` (E5), the share of GD runs whose direction
 converges to the global :math:`W^{mm}`, to a locally optimal :math:`W^{mm}_\alpha`, or to

@@ -1,6 +1,6 @@
 """E3 of "Transformers as SVMs" (arXiv 2308.16898), chapter 5: the rank of Att-SVM solutions.
 
-One experiment (registered on importing :mod:`attnlib.experiments.tf_svm`): ``tf_svm_rank``,
+One registered experiment: ``tf_svm_rank``,
 the numerical rank of the Frobenius and the nuclear-norm Att-SVM solutions over (n, T, d), and
 the official notebook's protocol (SCS, absolute rank tolerance) that produced the paper's
 nuclear curve. Every solution is certified (:func:`attnlib.svm.solve_each`), and each nuclear

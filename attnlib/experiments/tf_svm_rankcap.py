@@ -1,7 +1,7 @@
 r"""(K,Q) attention with a key-query width m < n (arXiv 2308.16898), chapter 5: the rank cap of
 Att-SVM⋆ binds.
 
-One experiment (registered on importing :mod:`attnlib.experiments.tf_svm`):
+One registered experiment:
 ``tf_rank_cap``. With :math:`K, Q \in \mathbb{R}^{d\times m}` the product has rank at most m,
 and the (K,Q) problem's max-margin limit is the **rank-capped** Att-SVM⋆
 
